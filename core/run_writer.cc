@@ -1,0 +1,64 @@
+#include "core/run_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace narrows::core {
+
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create folder: " + ec.message());
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::IoError(tmp + ": " + std::strerror(errno));
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const Status s = Status::IoError(tmp + ": " + std::strerror(errno));
+      ::close(fd);
+      return s;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::IoError(tmp + ": " + std::strerror(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::IoError(path + ": rename failed: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+JsonlWriter::~JsonlWriter() { Close(); }
+
+Status JsonlWriter::Open(const std::string& path) {
+  Close();
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_) return Status::IoError(path + ": " + std::strerror(errno));
+  path_ = path;
+  return Status::Ok();
+}
+
+Status JsonlWriter::Append(const std::string& json) {
+  NARROWS_CHECK(file_ != nullptr) << "JsonlWriter::Append before Open";
+  if (std::fputs(json.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF || std::fflush(file_) != 0) {
+    return Status::IoError(path_ + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+void JsonlWriter::Close() {
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+}
+
+}  // namespace narrows::core

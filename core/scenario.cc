@@ -1,0 +1,397 @@
+#include "core/scenario.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace narrows::core {
+namespace {
+
+struct Preset {
+  const char* name;
+  int64_t d_model, n_layers, n_heads, seq_len, vocab_size;
+};
+
+// Sizes with a byte vocabulary, except gpt2-124m which is GPT-2 small (Radford et al. 2019).
+constexpr Preset kPresets[] = {
+    {"nano", 32, 2, 2, 64, 256},         // ~0.03M + embeddings: unit tests
+    {"tiny", 128, 4, 4, 128, 256},       // ~0.8M: the quickstart
+    {"small", 256, 6, 8, 256, 256},      // ~4.8M
+    {"medium", 512, 8, 8, 512, 256},     // ~25M
+    {"gpt2-124m", 768, 12, 12, 1024, 50257},
+};
+
+// Where a value came from, for error messages: a file position or a command-line override.
+struct Origin {
+  std::string file;
+  std::map<std::string, std::string> overrides;  // key path -> override text
+
+  std::string Where(const YAML::Node& node, const std::string& path) const {
+    for (const auto& [key, text] : overrides) {
+      if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;
+    }
+    std::ostringstream out;
+    out << file;
+    if (node.IsDefined() && node.Mark().line >= 0) {
+      out << ":" << node.Mark().line + 1 << ":" << node.Mark().column + 1;
+    }
+    return out.str();
+  }
+};
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
+    default: return "an undefined value";
+  }
+}
+
+// A mapping of the scenario being read: typed getters that record what they read (for unknown-key
+// checks and for the resolved scenario) and collect errors instead of stopping at the first.
+class Section {
+ public:
+  Section(YAML::Node node, std::string path, const Origin* origin, std::vector<std::string>* errors,
+          YAML::Node resolved)
+      : node_(std::move(node)),
+        path_(std::move(path)),
+        origin_(origin),
+        errors_(errors),
+        resolved_(resolved) {
+    if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
+      Error(node_, path_, "expected a mapping of keys, got " + Describe(node_));
+      node_ = YAML::Node();
+    }
+  }
+
+  bool Has(const std::string& key) const { return Child(key).IsDefined() && !Child(key).IsNull(); }
+
+  Section Sub(const std::string& key) {
+    seen_.insert(key);
+    YAML::Node out = resolved_[key];
+    return Section(Child(key), Path(key), origin_, errors_, out);
+  }
+
+  int64_t Int(const std::string& key, int64_t fallback, int64_t min,
+              int64_t max = std::numeric_limits<int64_t>::max()) {
+    int64_t value = fallback;
+    if (const YAML::Node n = Take(key); n.IsDefined()) {
+      if (!Convert(n, &value) || static_cast<double>(value) != std::floor(static_cast<double>(value))) {
+        Error(n, Path(key), "expected an integer, got " + Describe(n));
+      } else if (value < min || value > max) {
+        Error(n, Path(key), "expected an integer in [" + std::to_string(min) + ", " +
+                                (max == std::numeric_limits<int64_t>::max() ? "inf"
+                                                                            : std::to_string(max)) +
+                                "], got " + std::to_string(value));
+      }
+    }
+    resolved_[key] = value;
+    return value;
+  }
+
+  double Double(const std::string& key, double fallback, double min, double max,
+                bool min_exclusive = false) {
+    double value = fallback;
+    if (const YAML::Node n = Take(key); n.IsDefined()) {
+      if (!Convert(n, &value) || !std::isfinite(value)) {
+        Error(n, Path(key), "expected a number, got " + Describe(n));
+      } else if (value < min || value > max || (min_exclusive && value == min)) {
+        std::ostringstream range;
+        range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
+        Error(n, Path(key), "expected a number in " + range.str() + ", got " + n.Scalar());
+      }
+    }
+    resolved_[key] = value;
+    return value;
+  }
+
+  std::string String(const std::string& key, const std::string& fallback) {
+    std::string value = fallback;
+    if (const YAML::Node n = Take(key); n.IsDefined()) {
+      if (!n.IsScalar()) {
+        Error(n, Path(key), "expected a string, got " + Describe(n));
+      } else {
+        value = n.Scalar();
+      }
+    }
+    resolved_[key] = value;
+    return value;
+  }
+
+  template <typename E>
+  E Enum(const std::string& key, E fallback, const std::vector<std::pair<std::string, E>>& names) {
+    std::string fallback_name;
+    for (const auto& [name, e] : names) {
+      if (e == fallback) fallback_name = name;
+    }
+    const YAML::Node n = Take(key);
+    if (!n.IsDefined()) {
+      resolved_[key] = fallback_name;
+      return fallback;
+    }
+    std::string choices;
+    for (const auto& [name, e] : names) {
+      if (n.IsScalar() && n.Scalar() == name) {
+        resolved_[key] = name;
+        return e;
+      }
+      choices += (choices.empty() ? "" : ", ") + name;
+    }
+    Error(n, Path(key), "expected one of " + choices + "; got " + Describe(n));
+    resolved_[key] = fallback_name;
+    return fallback;
+  }
+
+  // Reports every key of this mapping that no getter asked for, and keys given twice.
+  void Finish() {
+    if (!node_.IsMap()) return;
+    std::set<std::string> keys;
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.as<std::string>();
+      if (!keys.insert(key).second) Error(kv.first, Path(key), "key given twice");
+      if (!seen_.count(key)) {
+        std::string known;
+        for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+        Error(kv.first, Path(key), "unknown key (known here: " + known + ")");
+      }
+    }
+  }
+
+  void Error(const YAML::Node& node, const std::string& path, const std::string& what) {
+    errors_->push_back(origin_->Where(node, path) + ": " + path + ": " + what);
+  }
+  const std::string& path() const { return path_; }
+  const YAML::Node& node() const { return node_; }
+
+ private:
+  YAML::Node Child(const std::string& key) const {
+    if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& const_node = node_;  // const lookup never inserts
+    YAML::Node child = const_node[key];
+    return child ? child : YAML::Node(YAML::NodeType::Undefined);
+  }
+  YAML::Node Take(const std::string& key) {
+    seen_.insert(key);
+    YAML::Node n = Child(key);
+    if (n.IsDefined() && n.IsNull()) return YAML::Node(YAML::NodeType::Undefined);  // `key:` = default
+    return n;
+  }
+  std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  template <typename T>
+  static bool Convert(const YAML::Node& n, T* out) {
+    if (!n.IsScalar()) return false;
+    try {
+      *out = n.as<T>();
+      return true;
+    } catch (const YAML::Exception&) {
+      return false;
+    }
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  const Origin* origin_;
+  std::vector<std::string>* errors_;
+  YAML::Node resolved_;
+  std::set<std::string> seen_;
+};
+
+Status ApplyOverride(YAML::Node root, const Override& o) {
+  std::vector<std::string> parts;
+  std::stringstream ss(o.key_path);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty()) return Status::InvalidArgument("--set " + o.text + ": empty key in path");
+    parts.push_back(part);
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(o.value);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("--set " + o.text + ": value is not valid YAML: " + e.msg);
+  }
+  // Walk with fresh handles: YAML::Node assignment rebinds, so never reassign a walking handle.
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
+      return Status::InvalidArgument("--set " + o.text + ": '" + parts[i] +
+                                     "' is not a mapping in the scenario");
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = value;
+  return Status::Ok();
+}
+
+void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
+  std::vector<std::pair<std::string, std::string>> preset_names;
+  for (const auto& p : kPresets) preset_names.emplace_back(p.name, p.name);
+  m->preset = s.Enum<std::string>("preset", "tiny", preset_names);
+  const Preset* preset = &kPresets[1];
+  for (const auto& p : kPresets) {
+    if (m->preset == p.name) preset = &p;
+  }
+  m->d_model = s.Int("d_model", preset->d_model, 8, 65536);
+  m->n_layers = s.Int("n_layers", preset->n_layers, 1, 1024);
+  m->n_heads = s.Int("n_heads", preset->n_heads, 1, 1024);
+  m->seq_len = s.Int("seq_len", preset->seq_len, 2, 1 << 20);
+  m->mlp_ratio = s.Int("mlp_ratio", 4, 1, 64);
+  m->vocab_size = data_vocab;
+  m->positions = s.Enum<Positions>("positions", Positions::kLearned,
+                                   {{"learned", Positions::kLearned}, {"rope", Positions::kRope}});
+  m->init_std = s.Double("init_std", 0.02, 0.0, 1.0, /*min_exclusive=*/true);
+  m->parameterization = s.Enum<Parameterization>(
+      "parameterization", Parameterization::kStandard,
+      {{"standard", Parameterization::kStandard}, {"completep", Parameterization::kCompleteP}});
+  m->base_depth = s.Int("base_depth", m->n_layers, 1, 1024);
+  m->base_width = s.Int("base_width", m->d_model, 1, 65536);
+  if (m->d_model % m->n_heads != 0) {
+    s.Error(s.node(), s.path() + ".n_heads",
+            "d_model (" + std::to_string(m->d_model) + ") must be divisible by n_heads (" +
+                std::to_string(m->n_heads) + ")");
+  } else if (m->positions == Positions::kRope && (m->d_model / m->n_heads) % 2 != 0) {
+    s.Error(s.node(), s.path() + ".positions", "rope needs an even head dimension");
+  }
+  s.Finish();
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() {
+  std::vector<std::string> out;
+  for (const auto& p : kPresets) out.emplace_back(p.name);
+  return out;
+}
+
+Result<Override> ParseOverride(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Status::InvalidArgument("--set " + text + ": expected KEY.PATH=VALUE");
+  }
+  return Override{text.substr(0, eq), text.substr(eq + 1), text};
+}
+
+Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& origin_name,
+                               const std::vector<Override>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(origin_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(origin_name + ": expected a mapping of keys at the top level");
+  }
+  Origin origin{origin_name, {}};
+  for (const auto& o : overrides) {
+    NARROWS_RETURN_IF_ERROR(ApplyOverride(root, o));
+    origin.overrides[o.key_path] = o.text;
+  }
+
+  std::vector<std::string> errors;
+  YAML::Node resolved(YAML::NodeType::Map);
+  Section top(root, "", &origin, &errors, resolved);
+  Scenario sc;
+  sc.source = origin_name;
+  const std::string stem = std::filesystem::path(origin_name).stem().string();
+  sc.name = top.String("name", stem.empty() ? "scenario" : stem);
+  if (sc.name.empty() || sc.name.find_first_of("/\\") != std::string::npos || sc.name == "." ||
+      sc.name == "..") {
+    top.Error(root["name"], "name", "expected a non-empty name without '/' (it names the run folder)");
+  }
+  sc.seed = static_cast<uint64_t>(top.Int("seed", 0, 0));
+  sc.device = top.String("device", "cpu");
+  if (sc.device != "cpu" && sc.device != "cuda" && sc.device.rfind("cuda:", 0) != 0) {
+    top.Error(root["device"], "device", "expected cpu, cuda or cuda:N; got '" + sc.device + "'");
+  }
+  sc.threads = top.Int("threads", 0, 0, 4096);
+
+  {
+    Section d = top.Sub("data");
+    DataSpec& data = sc.data;
+    data.path = d.String("path", "austen");
+    data.format = d.Enum<DataFormat>("format", DataFormat::kAuto,
+                                     {{"auto", DataFormat::kAuto},
+                                      {"austen", DataFormat::kAusten},
+                                      {"text", DataFormat::kText},
+                                      {"shards", DataFormat::kShards}});
+    data.val_path = d.String("val_path", "");
+    const bool shards = data.format == DataFormat::kShards ||
+                        (data.format == DataFormat::kAuto &&
+                         data.path.size() > 4 && data.path.substr(data.path.size() - 4) == ".bin");
+    data.vocab_size = d.Int("vocab_size", shards ? 50257 : 256, 2, 65536);
+    data.val_fraction = d.Double("val_fraction", 0.05, 0.0, 0.5, /*min_exclusive=*/true);
+    data.sampling = d.Enum<Sampling>("sampling", Sampling::kIid,
+                                     {{"iid", Sampling::kIid}, {"non-iid", Sampling::kNonIid}});
+    d.Finish();
+  }
+  ReadModel(top.Sub("model"), &sc.model, sc.data.vocab_size);
+  {
+    Section t = top.Sub("train");
+    TrainSpec& tr = sc.train;
+    tr.steps = t.Int("steps", 200, 1);
+    tr.batch_size = t.Int("batch_size", 16, 1, 1 << 20);
+    tr.grad_accum = t.Int("grad_accum", 1, 1, 1 << 20);
+    if (tr.batch_size % tr.grad_accum != 0) {
+      t.Error(t.node(), "train.grad_accum",
+              "batch_size (" + std::to_string(tr.batch_size) + ") must be divisible by grad_accum (" +
+                  std::to_string(tr.grad_accum) + ")");
+    }
+    tr.lr = t.Double("lr", 3e-3, 0.0, 10.0, /*min_exclusive=*/true);
+    tr.schedule = t.Enum<LrSchedule>(
+        "schedule", LrSchedule::kCosine,
+        {{"cosine", LrSchedule::kCosine}, {"constant", LrSchedule::kConstant}});
+    tr.warmup_steps = t.Int("warmup_steps", std::min<int64_t>(20, tr.steps / 10), 0);
+    tr.min_lr_ratio = t.Double("min_lr_ratio", 0.1, 0.0, 1.0);
+    tr.weight_decay = t.Double("weight_decay", 0.1, 0.0, 10.0);
+    tr.beta1 = t.Double("beta1", 0.9, 0.0, 1.0);
+    tr.beta2 = t.Double("beta2", 0.95, 0.0, 1.0);
+    tr.eps = t.Double("eps", 1e-8, 0.0, 1.0, /*min_exclusive=*/true);
+    tr.grad_clip = t.Double("grad_clip", 1.0, 0.0, 1e9);
+    t.Finish();
+  }
+  {
+    Section e = top.Sub("eval");
+    sc.eval.every = e.Int("every", 50, 0);
+    sc.eval.batches = e.Int("batches", 8, 1, 1 << 20);
+    sc.eval.batch_size = e.Int("batch_size", sc.train.batch_size, 1, 1 << 20);
+    e.Finish();
+  }
+  {
+    Section o = top.Sub("output");
+    sc.output.dir = o.String("dir", "runs");
+    sc.output.log_every = o.Int("log_every", 10, 1);
+    o.Finish();
+  }
+  top.Finish();
+
+  if (!errors.empty()) {
+    std::string message;
+    for (const auto& e : errors) message += (message.empty() ? "" : "\n") + e;
+    return Status::InvalidArgument(message);
+  }
+  YAML::Emitter emitter;
+  emitter << resolved;
+  sc.resolved_yaml = std::string(emitter.c_str()) + "\n";
+  return sc;
+}
+
+Result<Scenario> LoadScenario(const std::string& path, const std::vector<Override>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open the scenario file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseScenario(buffer.str(), path, overrides);
+}
+
+}  // namespace narrows::core

@@ -1,0 +1,110 @@
+// Scenario: everything one narrows experiment is made of, resolved from a YAML file.
+//
+// LoadScenario reads a file, applies dotted command-line overrides (`--set train.lr=3e-4`),
+// fills defaults (model presets first, then explicit keys), and checks every value. Unknown keys,
+// wrong types and out-of-range values are InvalidArgument errors that name the file, line, column
+// and key path; all errors of a file are reported together. The schema is docs/scenarios.md.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace narrows::core {
+
+enum class Positions { kLearned, kRope };
+enum class Parameterization { kStandard, kCompleteP };
+enum class DataFormat { kAuto, kAusten, kText, kShards };
+enum class Sampling { kIid, kNonIid };
+enum class LrSchedule { kCosine, kConstant };
+
+struct ModelSpec {
+  std::string preset = "tiny";
+  int64_t d_model = 128;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t seq_len = 128;
+  int64_t mlp_ratio = 4;
+  int64_t vocab_size = 256;  // from the data: 256 for bytes, data.vocab_size for shards
+  Positions positions = Positions::kLearned;
+  double init_std = 0.02;
+  // CompleteP (arXiv 2505.01618): multipliers m_d = n_layers / base_depth, m_w = d_model / base_width.
+  Parameterization parameterization = Parameterization::kStandard;
+  int64_t base_depth = 4;
+  int64_t base_width = 128;
+};
+
+struct DataSpec {
+  std::string path = "austen";  // "austen", a text file, a folder, a .bin shard, or a glob of shards
+  DataFormat format = DataFormat::kAuto;
+  std::string val_path;          // optional separate validation shards/text
+  int64_t vocab_size = 256;      // for shards; text is always bytes (256)
+  double val_fraction = 0.05;    // when no val_path: every 1/val_fraction-th block is held out
+  Sampling sampling = Sampling::kIid;
+};
+
+struct TrainSpec {
+  int64_t steps = 200;
+  int64_t batch_size = 16;  // sequences per optimizer step per worker (after accumulation)
+  int64_t grad_accum = 1;   // micro-batches per step; batch_size must divide by it
+  double lr = 3e-3;
+  LrSchedule schedule = LrSchedule::kCosine;
+  int64_t warmup_steps = 20;
+  double min_lr_ratio = 0.1;  // cosine decays to lr * min_lr_ratio
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // global L2 norm; 0 disables
+};
+
+struct EvalSpec {
+  int64_t every = 50;     // steps between evaluations; the last step is always evaluated
+  int64_t batches = 8;    // fixed validation batches, the same for every evaluation and run
+  int64_t batch_size = 16;
+};
+
+struct OutputSpec {
+  std::string dir = "runs";
+  int64_t log_every = 10;  // steps between metrics.jsonl lines (the last step is always logged)
+};
+
+struct Scenario {
+  std::string name;
+  std::string source;  // the file it came from ("" for built-in)
+  uint64_t seed = 0;
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+  int64_t threads = 0;         // CPU intra-op threads; 0 = all cores
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  EvalSpec eval;
+  OutputSpec output;
+  // The fully resolved scenario (every key, defaults included) as YAML text, for run folders.
+  std::string resolved_yaml;
+};
+
+// One `--set key.path=value` override. The value is parsed as YAML (so `3e-4` is a number and
+// `[1, 2]` a list).
+struct Override {
+  std::string key_path;
+  std::string value;
+  std::string text;  // as the user typed it, for error messages
+};
+
+// Parses "a.b.c=value". InvalidArgument if there is no '=' or the key is empty.
+Result<Override> ParseOverride(const std::string& text);
+
+// Reads and checks a scenario. `path` names the file in errors.
+Result<Scenario> LoadScenario(const std::string& path, const std::vector<Override>& overrides = {});
+// Same, from YAML text (`origin` stands for the file name in errors).
+Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& origin,
+                               const std::vector<Override>& overrides = {});
+
+// Names of the built-in model presets, smallest first.
+std::vector<std::string> ModelPresetNames();
+
+}  // namespace narrows::core

@@ -1,0 +1,130 @@
+#include "core/scenario.h"
+
+#include <gtest/gtest.h>
+
+namespace narrows::core {
+namespace {
+
+// The error message for `yaml`, which must be rejected.
+std::string ErrorOf(const std::string& yaml, std::vector<Override> overrides = {}) {
+  auto r = ParseScenario(yaml, "bad.yaml", overrides);
+  EXPECT_FALSE(r.ok()) << "accepted:\n" << yaml;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  return r.status().message();
+}
+
+TEST(ScenarioTest, DefaultsComeFromThePreset) {
+  auto sc = ParseScenario("model:\n  preset: small\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->name, "x");
+  EXPECT_EQ(sc->model.d_model, 256);
+  EXPECT_EQ(sc->model.n_layers, 6);
+  EXPECT_EQ(sc->model.base_depth, 6);  // CompleteP multipliers default to 1
+  EXPECT_EQ(sc->data.path, "austen");
+  EXPECT_EQ(sc->output.dir, "runs");
+  EXPECT_EQ(sc->device, "cpu");
+}
+
+TEST(ScenarioTest, ExplicitKeysOverridePreset) {
+  auto sc = ParseScenario("model: {preset: tiny, n_layers: 8, positions: rope}\ntrain: {lr: 1e-3}\n", "x");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->model.n_layers, 8);
+  EXPECT_EQ(sc->model.d_model, 128);
+  EXPECT_EQ(sc->model.positions, Positions::kRope);
+  EXPECT_DOUBLE_EQ(sc->train.lr, 1e-3);
+}
+
+TEST(ScenarioTest, ResolvedYamlHoldsEveryKeyAndRoundTrips) {
+  auto sc = ParseScenario("seed: 7\nmodel: {preset: nano}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok());
+  EXPECT_NE(sc->resolved_yaml.find("d_model: 32"), std::string::npos) << sc->resolved_yaml;
+  EXPECT_NE(sc->resolved_yaml.find("warmup_steps:"), std::string::npos);
+  auto again = ParseScenario(sc->resolved_yaml, "x.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->resolved_yaml, sc->resolved_yaml);
+  EXPECT_EQ(again->seed, 7u);
+}
+
+TEST(ScenarioTest, OverridesApplyInDottedForm) {
+  auto sc = ParseScenario("train:\n  lr: 0.1\n", "x.yaml",
+                          {*ParseOverride("train.lr=3e-4"), *ParseOverride("model.preset=nano"),
+                           *ParseOverride("seed=5")});
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_DOUBLE_EQ(sc->train.lr, 3e-4);
+  EXPECT_EQ(sc->model.d_model, 32);
+  EXPECT_EQ(sc->seed, 5u);
+}
+
+TEST(ScenarioTest, UnknownKeyNamesFileLineColumnAndPath) {
+  const std::string msg = ErrorOf("seed: 1\ntrain:\n  steps: 10\n  learning_rate: 0.1\n");
+  EXPECT_NE(msg.find("bad.yaml:4:3: train.learning_rate: unknown key"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lr"), std::string::npos) << "should list the known keys: " << msg;
+}
+
+TEST(ScenarioTest, WrongTypeIsReported) {
+  const std::string msg = ErrorOf("train:\n  steps: many\n");
+  EXPECT_NE(msg.find("bad.yaml:2:10: train.steps: expected an integer, got 'many'"), std::string::npos) << msg;
+  EXPECT_NE(ErrorOf("train: 5\n").find("train: expected a mapping"), std::string::npos);
+  EXPECT_NE(ErrorOf("train: {lr: [1, 2]}\n").find("train.lr: expected a number, got a list"),
+            std::string::npos);
+}
+
+TEST(ScenarioTest, OutOfRangeIsReported) {
+  EXPECT_NE(ErrorOf("train: {steps: 0}\n").find("train.steps: expected an integer in [1, inf], got 0"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("train: {lr: -1}\n").find("train.lr: expected a number in (0, 10], got -1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("data: {val_fraction: 0.9}\n").find("data.val_fraction"), std::string::npos);
+}
+
+TEST(ScenarioTest, BadEnumListsChoices) {
+  const std::string msg = ErrorOf("model:\n  preset: huge\n");
+  EXPECT_NE(msg.find("bad.yaml:2:11: model.preset: expected one of nano, tiny, small"), std::string::npos) << msg;
+  EXPECT_NE(ErrorOf("model: {parameterization: mup}\n").find("standard, completep"), std::string::npos);
+}
+
+TEST(ScenarioTest, CrossFieldConstraints) {
+  EXPECT_NE(ErrorOf("model: {d_model: 100, n_heads: 3}\n").find("divisible by n_heads"), std::string::npos);
+  EXPECT_NE(ErrorOf("train: {batch_size: 10, grad_accum: 3}\n").find("divisible by grad_accum"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("device: tpu\n").find("expected cpu, cuda or cuda:N"), std::string::npos);
+}
+
+TEST(ScenarioTest, AllErrorsReportedTogether) {
+  const std::string msg = ErrorOf("train: {steps: -1, lr: x}\nbogus: 1\n");
+  EXPECT_NE(msg.find("train.steps"), std::string::npos);
+  EXPECT_NE(msg.find("train.lr"), std::string::npos);
+  EXPECT_NE(msg.find("bogus: unknown key"), std::string::npos);
+}
+
+TEST(ScenarioTest, SyntaxErrorNamesPosition) {
+  const std::string msg = ErrorOf("train:\n  steps: [1, 2\n");
+  EXPECT_NE(msg.find("bad.yaml:"), std::string::npos);
+  EXPECT_NE(msg.find("not valid YAML"), std::string::npos) << msg;
+}
+
+TEST(ScenarioTest, OverrideErrorsNameTheOverride) {
+  const std::string msg = ErrorOf("", {*ParseOverride("train.lr=fast")});
+  EXPECT_NE(msg.find("--set train.lr=fast: train.lr: expected a number"), std::string::npos) << msg;
+  EXPECT_NE(ErrorOf("", {*ParseOverride("train.nope=1")}).find("--set train.nope=1: train.nope: unknown key"),
+            std::string::npos);
+  EXPECT_FALSE(ParseOverride("no-equals-sign").ok());
+  auto through_scalar = ParseScenario("seed: 1\n", "x", {*ParseOverride("seed.deep=1")});
+  ASSERT_FALSE(through_scalar.ok());
+  EXPECT_NE(through_scalar.status().message().find("'seed' is not a mapping"), std::string::npos);
+}
+
+TEST(ScenarioTest, DuplicateKeysAreRejected) {
+  EXPECT_NE(ErrorOf("seed: 1\nseed: 2\n").find("seed: key given twice"), std::string::npos);
+}
+
+TEST(ScenarioTest, MissingFileIsNotFound) {
+  auto r = LoadScenario("/nonexistent/scenario.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/scenario.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace narrows::core

@@ -1,0 +1,232 @@
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "trainer/corpus.h"
+#include "trainer/sampler.h"
+
+namespace narrows::trainer {
+namespace {
+namespace fs = std::filesystem;
+
+void PutInt(std::string* s, int32_t v) {
+  const auto u = static_cast<uint32_t>(v);
+  s->push_back(static_cast<char>(u >> 24));
+  s->push_back(static_cast<char>(u >> 16));
+  s->push_back(static_cast<char>(u >> 8));
+  s->push_back(static_cast<char>(u));
+}
+
+// One R lazy-load object holding a character vector, as janeaustenr ships it.
+std::string RdbObject(const std::vector<std::string>& strings, bool with_na = false) {
+  std::string raw = "X\n";
+  PutInt(&raw, 3);
+  PutInt(&raw, 0x040201);
+  PutInt(&raw, 0x030500);
+  PutInt(&raw, 5);
+  raw += "UTF-8";
+  PutInt(&raw, 16);  // STRSXP
+  PutInt(&raw, static_cast<int32_t>(strings.size() + (with_na ? 1 : 0)));
+  for (const auto& s : strings) {
+    PutInt(&raw, 0x00040009);  // CHARSXP, ASCII
+    PutInt(&raw, static_cast<int32_t>(s.size()));
+    raw += s;
+  }
+  if (with_na) {
+    PutInt(&raw, 9);
+    PutInt(&raw, -1);
+  }
+  uLongf zlen = compressBound(raw.size());
+  std::string z(zlen, '\0');
+  compress(reinterpret_cast<Bytef*>(z.data()), &zlen, reinterpret_cast<const Bytef*>(raw.data()), raw.size());
+  z.resize(zlen);
+  std::string out;
+  PutInt(&out, static_cast<int32_t>(raw.size()));
+  return out + z;
+}
+
+fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("narrows_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(RdataTest, DecodesCharacterVectorsAndSkipsNA) {
+  const std::string rdb = RdbObject({"EMMA", "", "By Jane Austen"}, true) + RdbObject({"PERSUASION"});
+  auto text = DecodeRdataText(rdb, "test.rdb");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "EMMA\n\nBy Jane Austen\n\n\nPERSUASION\n");
+}
+
+TEST(RdataTest, RejectsCorruptInput) {
+  std::string rdb = RdbObject({"abc"});
+  auto truncated = DecodeRdataText(rdb.substr(0, rdb.size() - 3), "t.rdb");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("t.rdb: object at byte 0"), std::string::npos);
+  std::string wrong_len = rdb;
+  wrong_len[3] = static_cast<char>(wrong_len[3] + 1);
+  EXPECT_FALSE(DecodeRdataText(wrong_len, "t.rdb").ok());
+  EXPECT_FALSE(DecodeRdataText("", "t.rdb").ok());
+}
+
+TEST(RdataTest, DecodesTheInstalledAustenCorpus) {
+  core::DataSpec spec;
+  auto corpus = LoadCorpus(spec, "austen", DefaultDataRoot());
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString() << " (run tools/setup)";
+  // Six novels, ~4.0 MB of text; the first line of the first (alphabetical) novel is its title.
+  EXPECT_GT(corpus->num_tokens(), 3'900'000);
+  EXPECT_LT(corpus->num_tokens(), 4'300'000);
+  const auto& seg = corpus->segments()[0];
+  std::string head(seg.data, seg.data + 4);
+  EXPECT_EQ(head, "EMMA");
+  // English text: ~4.3-4.6 bits of unigram byte entropy.
+  EXPECT_GT(corpus->UnigramEntropyNats(), 2.8);
+  EXPECT_LT(corpus->UnigramEntropyNats(), 3.3);
+}
+
+TEST(CorpusTest, TextFolderIsReadInNameOrder) {
+  const fs::path dir = TempDir("text");
+  std::ofstream(dir / "b.txt") << "second";
+  std::ofstream(dir / "a.txt") << "first";
+  std::ofstream(dir / ".hidden") << "never";
+  core::DataSpec spec;
+  auto corpus = LoadCorpus(spec, dir.string(), "");
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  ASSERT_EQ(corpus->segments().size(), 2u);
+  EXPECT_EQ(corpus->num_tokens(), 11);
+  EXPECT_EQ(corpus->segments()[0].data[0], 'f');
+  EXPECT_TRUE(corpus->byte_level());
+  EXPECT_FALSE(LoadCorpus(spec, (dir / "missing.txt").string(), "").ok());
+  fs::remove_all(dir);
+}
+
+TEST(CorpusTest, ReadsLlmcAndNanoGptShards) {
+  const fs::path dir = TempDir("shards");
+  std::vector<uint16_t> tokens(1000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i * 37 % 50000);
+  {  // llm.c: int32 header[256] = {20240520, 1, n}
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520;
+    header[1] = 1;
+    header[2] = static_cast<int32_t>(tokens.size());
+    std::ofstream f(dir / "train_000.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(tokens.data()), 2000);
+  }
+  {  // nanoGPT: raw uint16
+    std::ofstream f(dir / "train_001.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(tokens.data()), 2000);
+  }
+  core::DataSpec spec;
+  spec.vocab_size = 50257;
+  auto corpus = LoadCorpus(spec, (dir / "train_*.bin").string(), "");
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  ASSERT_EQ(corpus->segments().size(), 2u);
+  EXPECT_FALSE(corpus->byte_level());
+  for (const auto& seg : corpus->segments()) {
+    ASSERT_EQ(seg.size, 1000);
+    EXPECT_EQ(seg.data[999], tokens[999]);
+  }
+  // The folder works too, and tokens beyond the vocabulary are rejected with their position.
+  EXPECT_TRUE(LoadCorpus(spec, dir.string(), "").ok());
+  spec.vocab_size = 30000;
+  auto bad = LoadCorpus(spec, (dir / "train_000.bin").string(), "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("outside data.vocab_size 30000"), std::string::npos);
+  {  // header promises more tokens than the file holds
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520;
+    header[1] = 1;
+    header[2] = 5000;
+    std::ofstream f(dir / "short.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+  }
+  spec.vocab_size = 50257;
+  auto short_shard = LoadCorpus(spec, (dir / "short.bin").string(), "");
+  ASSERT_FALSE(short_shard.ok());
+  EXPECT_NE(short_shard.status().message().find("header says 5000 tokens"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+std::string SyntheticText(size_t n) {
+  std::string s(n, ' ');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7919 % 26));
+  return s;
+}
+
+TEST(SplitTest, TrainAndValidationAreDisjointAndCoverTheCorpus) {
+  Corpus corpus = Corpus::FromText(SyntheticText(1'000'000), "synthetic");
+  const CorpusSplit split = SplitCorpus(corpus, 0.05, 129);
+  ASSERT_FALSE(split.val.empty());
+  std::vector<int> owner(1'000'000, 0);
+  int64_t val_tokens = 0;
+  for (const auto& s : split.train) for (int64_t i = 0; i < s.length; ++i) owner[s.start + i] += 1;
+  for (const auto& s : split.val) {
+    val_tokens += s.length;
+    for (int64_t i = 0; i < s.length; ++i) owner[s.start + i] += 2;
+  }
+  for (int o : owner) ASSERT_TRUE(o == 1 || o == 2) << "token in both or neither side";
+  EXPECT_NEAR(static_cast<double>(val_tokens) / 1e6, 0.05, 0.02);
+  // The split does not depend on anything but the corpus and the fraction.
+  const CorpusSplit again = SplitCorpus(corpus, 0.05, 129);
+  ASSERT_EQ(again.val.size(), split.val.size());
+  EXPECT_EQ(again.val[0].start, split.val[0].start);
+}
+
+TEST(SamplerTest, WindowsAreShiftedByOneAndInsideTrainSpans) {
+  Corpus corpus = Corpus::FromText(SyntheticText(200'000), "synthetic");
+  const CorpusSplit split = SplitCorpus(corpus, 0.1, 65);
+  BatchSampler sampler(corpus, split.train, 64, 1, 0, 1, core::Sampling::kIid);
+  const TokenBatch b = sampler.Next(8);
+  ASSERT_EQ(b.inputs.size(), 8u * 64u);
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t i = 0; i + 1 < 64; ++i) EXPECT_EQ(b.targets[r * 64 + i], b.inputs[r * 64 + i + 1]);
+  }
+  // Same seed, same stream; another worker, another stream.
+  BatchSampler same(corpus, split.train, 64, 1, 0, 1, core::Sampling::kIid);
+  EXPECT_EQ(same.Next(8).inputs, b.inputs);
+  BatchSampler other(corpus, split.train, 64, 1, 1, 2, core::Sampling::kIid);
+  EXPECT_NE(other.Next(8).inputs, b.inputs);
+}
+
+TEST(SamplerTest, NonIidWorkersOwnDisjointContiguousRegions) {
+  Corpus corpus = Corpus::FromText(SyntheticText(400'000), "synthetic");
+  const CorpusSplit split = SplitCorpus(corpus, 0.05, 65);
+  std::vector<std::pair<int64_t, int64_t>> regions;
+  int64_t covered = 0, train_total = 0;
+  for (const auto& s : split.train) train_total += s.length;
+  for (int w = 0; w < 4; ++w) {
+    BatchSampler sampler(corpus, split.train, 64, 3, w, 4, core::Sampling::kNonIid);
+    for (const auto& s : sampler.spans()) {
+      regions.emplace_back(s.start, s.start + s.length);
+      covered += s.length;
+    }
+  }
+  EXPECT_EQ(covered, train_total);
+  std::sort(regions.begin(), regions.end());
+  for (size_t i = 1; i < regions.size(); ++i) EXPECT_LE(regions[i - 1].second, regions[i].first);
+  // Worker 0's spans start at the beginning of the corpus, worker 3's end at its end.
+  BatchSampler first(corpus, split.train, 64, 3, 0, 4, core::Sampling::kNonIid);
+  BatchSampler last(corpus, split.train, 64, 3, 3, 4, core::Sampling::kNonIid);
+  EXPECT_EQ(first.spans().front().start, split.train.front().start);
+  EXPECT_EQ(last.spans().back().start + last.spans().back().length,
+            split.train.back().start + split.train.back().length);
+}
+
+TEST(SamplerTest, ValidationBatchesAreFixed) {
+  Corpus corpus = Corpus::FromText(SyntheticText(200'000), "synthetic");
+  const CorpusSplit split = SplitCorpus(corpus, 0.1, 33);
+  const auto a = ValidationBatches(corpus, split.val, 32, 3, 4);
+  const auto b = ValidationBatches(corpus, split.val, 32, 3, 4);
+  ASSERT_EQ(a.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].inputs, b[i].inputs);
+  EXPECT_NE(a[0].inputs, a[2].inputs);
+}
+
+}  // namespace
+}  // namespace narrows::trainer

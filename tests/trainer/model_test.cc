@@ -1,0 +1,130 @@
+#include <gtest/gtest.h>
+
+#include "trainer/gpt.h"
+#include "trainer/parameterization.h"
+
+namespace narrows::trainer {
+namespace {
+
+core::ModelSpec Nano(core::Positions positions = core::Positions::kLearned) {
+  core::ModelSpec spec;
+  spec.d_model = 32;
+  spec.n_layers = 2;
+  spec.n_heads = 4;
+  spec.seq_len = 16;
+  spec.vocab_size = 64;
+  spec.positions = positions;
+  spec.base_depth = 2;
+  spec.base_width = 32;
+  return spec;
+}
+
+TEST(GptTest, ShapesAndParameterCount) {
+  torch::manual_seed(0);
+  Gpt model(Nano(), torch::kCPU);
+  auto tokens = torch::randint(0, 64, {3, 10}, torch::kInt64);
+  EXPECT_EQ(model.Forward(tokens).sizes(), (std::vector<int64_t>{3, 10, 64}));
+  // wte 64x32, wpe 16x32, per layer 12 d^2 + 13 d, final norm 2d.
+  const int64_t d = 32;
+  EXPECT_EQ(model.num_params(), 64 * d + 16 * d + 2 * (12 * d * d + 13 * d) + 2 * d);
+  // Groups are contiguous and cover the flat buffer.
+  int64_t offset = 0;
+  for (const auto& g : model.groups()) {
+    EXPECT_EQ(g.offset, offset);
+    offset += g.numel;
+  }
+  EXPECT_EQ(offset, model.num_params());
+}
+
+void ExpectCausal(core::Positions positions) {
+  torch::manual_seed(1);
+  Gpt model(Nano(positions), torch::kCPU);
+  torch::NoGradGuard no_grad;
+  auto a = torch::randint(0, 64, {2, 16}, torch::kInt64);
+  auto b = a.clone();
+  b.narrow(1, 9, 7).random_(0, 64);  // change tokens 9..15
+  auto la = model.Forward(a), lb = model.Forward(b);
+  EXPECT_TRUE(torch::equal(la.narrow(1, 0, 9), lb.narrow(1, 0, 9)))
+      << "logits of tokens 0..8 must not see tokens 9..15";
+  EXPECT_FALSE(torch::allclose(la.narrow(1, 9, 7), lb.narrow(1, 9, 7)));
+}
+
+TEST(GptTest, CausalMaskingLearnedPositions) { ExpectCausal(core::Positions::kLearned); }
+TEST(GptTest, CausalMaskingRope) { ExpectCausal(core::Positions::kRope); }
+
+TEST(GptTest, GradientsLandInTheFlatBuffer) {
+  torch::manual_seed(2);
+  Gpt model(Nano(), torch::kCPU);
+  auto tokens = torch::randint(0, 64, {2, 16}, torch::kInt64);
+  model.ZeroGrad();
+  model.Loss(tokens, tokens).backward();
+  EXPECT_GT(model.flat_grads().abs().sum().item<double>(), 0.0);
+  // Every parameter slice got a gradient (the tied embedding from both of its uses; the batch
+  // spans all of seq_len, so every position row too).
+  for (const auto& s : model.slices()) {
+    EXPECT_GT(model.flat_grads().narrow(0, s.offset, s.numel).abs().sum().item<double>(), 0.0) << s.name;
+  }
+  // Changing the flat buffer changes the model: parameters are views, not copies.
+  auto before = model.Forward(tokens).detach().clone();
+  {
+    torch::NoGradGuard no_grad;
+    model.flat_params().mul_(1.5);
+  }
+  EXPECT_FALSE(torch::allclose(before, model.Forward(tokens)));
+}
+
+TEST(GptTest, LossAtInitIsNearUniform) {
+  torch::manual_seed(3);
+  Gpt model(Nano(), torch::kCPU);
+  auto tokens = torch::randint(0, 64, {4, 16}, torch::kInt64);
+  auto targets = torch::randint(0, 64, {4, 16}, torch::kInt64);
+  EXPECT_NEAR(model.Loss(tokens, targets).item<double>(), std::log(64.0), 0.1);
+}
+
+TEST(ParameterizationTest, StandardIsAllOnes) {
+  const auto s = ComputeScales(Nano());
+  EXPECT_EQ(s.residual, 1.0);
+  EXPECT_EQ(s.logits, 1.0);
+  EXPECT_EQ(s.group(ParamGroupKind::kHidden).lr, 1.0);
+  EXPECT_EQ(s.group(ParamGroupKind::kVector).weight_decay, 0.0);
+  EXPECT_EQ(s.group(ParamGroupKind::kHidden).weight_decay, 1.0);
+}
+
+TEST(ParameterizationTest, CompletePMultipliers) {
+  core::ModelSpec spec = Nano();
+  spec.parameterization = core::Parameterization::kCompleteP;
+  spec.n_layers = 8;    // m_d = 8 / 2 = 4
+  spec.d_model = 128;   // m_w = 128 / 32 = 4
+  const auto s = ComputeScales(spec);
+  EXPECT_DOUBLE_EQ(s.depth_multiplier, 4.0);
+  EXPECT_DOUBLE_EQ(s.width_multiplier, 4.0);
+  EXPECT_DOUBLE_EQ(s.residual, 0.25);                                  // m_d^-1
+  EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kHidden).lr, 0.25);         // 1/m_w * m_d^0
+  EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kHidden).weight_decay, 4);  // m_w
+  EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kHidden).eps, 1.0 / 16);    // 1/m_w * m_d^-1
+  EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kVector).lr, 1.0);          // m_d^0
+  EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kEmbedding).eps, 0.25);     // 1/m_w
+  EXPECT_DOUBLE_EQ(s.logits, 0.25);
+  EXPECT_DOUBLE_EQ(s.hidden_init_std, 0.5);
+}
+
+TEST(ParameterizationTest, CompletePScalesTheResidualBranches) {
+  // With the base shape, CompleteP is exactly standard; deeper than base, residual branches shrink,
+  // so the output moves less from the embedding path than under standard at the same weights.
+  core::ModelSpec standard = Nano();
+  core::ModelSpec completep = Nano();
+  completep.parameterization = core::Parameterization::kCompleteP;
+  torch::manual_seed(4);
+  Gpt a(standard, torch::kCPU);
+  torch::manual_seed(4);
+  Gpt b(completep, torch::kCPU);
+  auto tokens = torch::randint(0, 64, {2, 16}, torch::kInt64);
+  EXPECT_TRUE(torch::equal(a.Forward(tokens), b.Forward(tokens)));
+  completep.base_depth = 1;  // m_d = 2: branches scaled by 1/2
+  torch::manual_seed(4);
+  Gpt c(completep, torch::kCPU);
+  EXPECT_FALSE(torch::allclose(a.Forward(tokens), c.Forward(tokens)));
+}
+
+}  // namespace
+}  // namespace narrows::trainer

@@ -1,0 +1,101 @@
+#include "trainer/flat_adamw.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+namespace narrows::trainer {
+namespace {
+
+// PyTorch AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps).
+void FusedAdamWCpu(float* p, const float* g, float* m, float* v, int64_t n, float lr, float wd,
+                   float eps, float beta1, float beta2, float bc1, float bc2_sqrt) {
+  const float decay = 1.0f - lr * wd;
+  const float step_size = lr / bc1;
+  const float inv_bc2_sqrt = 1.0f / bc2_sqrt;
+  at::parallel_for(0, n, 1 << 15, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = g[i];
+      const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+      const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_bc2_sqrt + eps);
+    }
+  });
+}
+
+}  // namespace
+
+FlatAdamW::FlatAdamW(torch::Tensor params, torch::Tensor grads, std::vector<AdamWGroup> groups,
+                     double beta1, double beta2)
+    : params_(std::move(params)),
+      grads_(std::move(grads)),
+      exp_avg_(torch::zeros_like(params_)),
+      exp_avg_sq_(torch::zeros_like(params_)),
+      groups_(std::move(groups)),
+      beta1_(beta1),
+      beta2_(beta2) {
+  NARROWS_CHECK(params_.is_contiguous() && grads_.is_contiguous());
+  NARROWS_CHECK(params_.numel() == grads_.numel());
+}
+
+FlatAdamW FlatAdamW::ForModel(Gpt& model, const core::TrainSpec& train) {
+  std::vector<AdamWGroup> groups;
+  for (const GroupSlice& g : model.groups()) {
+    const GroupScales& s = model.scales().group(g.kind);
+    groups.push_back({g.offset, g.numel, s.lr, train.weight_decay * s.weight_decay, train.eps * s.eps});
+  }
+  return FlatAdamW(model.flat_params(), model.flat_grads(), std::move(groups), train.beta1,
+                   train.beta2);
+}
+
+void FlatAdamW::Step(double lr) {
+  ++step_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(step_));
+  const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(step_));
+  torch::NoGradGuard no_grad;
+  for (const AdamWGroup& g : groups_) {
+    const double group_lr = lr * g.lr_scale;
+    if (params_.is_cpu() && params_.scalar_type() == torch::kFloat32) {
+      FusedAdamWCpu(params_.data_ptr<float>() + g.offset, grads_.data_ptr<float>() + g.offset,
+                    exp_avg_.data_ptr<float>() + g.offset, exp_avg_sq_.data_ptr<float>() + g.offset,
+                    g.numel, static_cast<float>(group_lr), static_cast<float>(g.weight_decay),
+                    static_cast<float>(g.eps), static_cast<float>(beta1_),
+                    static_cast<float>(beta2_), static_cast<float>(bc1),
+                    static_cast<float>(std::sqrt(bc2)));
+      continue;
+    }
+    auto p = params_.narrow(0, g.offset, g.numel);
+    auto grad = grads_.narrow(0, g.offset, g.numel);
+    auto m = exp_avg_.narrow(0, g.offset, g.numel);
+    auto v = exp_avg_sq_.narrow(0, g.offset, g.numel);
+    p.mul_(1.0 - group_lr * g.weight_decay);
+    m.lerp_(grad, 1.0 - beta1_);
+    v.mul_(beta2_).addcmul_(grad, grad, 1.0 - beta2_);
+    auto denom = (v.sqrt() / std::sqrt(bc2)).add_(g.eps);
+    p.addcdiv_(m, denom, -group_lr / bc1);
+  }
+}
+
+double LearningRate(const core::TrainSpec& train, int64_t step) {
+  if (step < train.warmup_steps) {
+    return train.lr * static_cast<double>(step + 1) / static_cast<double>(train.warmup_steps);
+  }
+  if (train.schedule == core::LrSchedule::kConstant) return train.lr;
+  const double span = static_cast<double>(std::max<int64_t>(1, train.steps - train.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - train.warmup_steps) / span);
+  const double min_lr = train.lr * train.min_lr_ratio;
+  return min_lr + 0.5 * (train.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+double ClipGradNorm(torch::Tensor& grads, double max_norm) {
+  torch::NoGradGuard no_grad;
+  const double norm = grads.norm().item<double>();
+  if (max_norm > 0.0 && norm > max_norm) grads.mul_(max_norm / (norm + 1e-6));
+  return norm;
+}
+
+}  // namespace narrows::trainer

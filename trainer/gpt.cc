@@ -1,0 +1,162 @@
+#include "trainer/gpt.h"
+
+#include <cmath>
+
+namespace narrows::trainer {
+namespace {
+
+struct PendingParam {
+  std::string name;
+  ParamGroupKind group;
+  torch::Tensor* slot;
+  torch::Tensor init;
+};
+
+}  // namespace
+
+Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
+    : spec_(spec), scales_(ComputeScales(spec)), device_(device) {
+  NARROWS_CHECK(spec.d_model % spec.n_heads == 0) << "d_model must divide by n_heads";
+  const int64_t d = spec.d_model, v = spec.vocab_size, t = spec.seq_len;
+  const int64_t hidden = spec.mlp_ratio * d;
+  const double std = spec.init_std;
+  const double hidden_std = std * scales_.hidden_init_std;
+  // GPT-2: output projections of residual branches get std / sqrt(2 * n_layers).
+  const double proj_std = hidden_std / std::sqrt(2.0 * static_cast<double>(spec.n_layers));
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  auto normal = [&](std::vector<int64_t> shape, double s) { return torch::randn(shape, opts) * s; };
+  auto ones = [&](int64_t n) { return torch::ones({n}, opts); };
+  auto zeros = [&](int64_t n) { return torch::zeros({n}, opts); };
+
+  layers_.resize(spec.n_layers);
+  std::vector<PendingParam> pending;
+  pending.push_back({"wte", ParamGroupKind::kEmbedding, &wte_, normal({v, d}, std)});
+  if (spec.positions == core::Positions::kLearned) {
+    pending.push_back({"wpe", ParamGroupKind::kEmbedding, &wpe_, normal({t, d}, std)});
+  }
+  for (int64_t i = 0; i < spec.n_layers; ++i) {
+    Layer& l = layers_[i];
+    const std::string p = "h." + std::to_string(i) + ".";
+    pending.push_back({p + "attn.qkv.weight", ParamGroupKind::kHidden, &l.qkv_w, normal({3 * d, d}, hidden_std)});
+    pending.push_back({p + "attn.proj.weight", ParamGroupKind::kHidden, &l.proj_w, normal({d, d}, proj_std)});
+    pending.push_back({p + "mlp.fc.weight", ParamGroupKind::kHidden, &l.fc_w, normal({hidden, d}, hidden_std)});
+    pending.push_back({p + "mlp.proj.weight", ParamGroupKind::kHidden, &l.fc2_w, normal({d, hidden}, proj_std)});
+    pending.push_back({p + "ln1.weight", ParamGroupKind::kVector, &l.ln1_w, ones(d)});
+    pending.push_back({p + "ln1.bias", ParamGroupKind::kVector, &l.ln1_b, zeros(d)});
+    pending.push_back({p + "attn.qkv.bias", ParamGroupKind::kVector, &l.qkv_b, zeros(3 * d)});
+    pending.push_back({p + "attn.proj.bias", ParamGroupKind::kVector, &l.proj_b, zeros(d)});
+    pending.push_back({p + "ln2.weight", ParamGroupKind::kVector, &l.ln2_w, ones(d)});
+    pending.push_back({p + "ln2.bias", ParamGroupKind::kVector, &l.ln2_b, zeros(d)});
+    pending.push_back({p + "mlp.fc.bias", ParamGroupKind::kVector, &l.fc_b, zeros(hidden)});
+    pending.push_back({p + "mlp.proj.bias", ParamGroupKind::kVector, &l.fc2_b, zeros(d)});
+  }
+  pending.push_back({"ln_f.weight", ParamGroupKind::kVector, &lnf_w_, ones(d)});
+  pending.push_back({"ln_f.bias", ParamGroupKind::kVector, &lnf_b_, zeros(d)});
+
+  // Lay parameters out group by group (stable within a group) in one flat buffer.
+  std::stable_sort(pending.begin(), pending.end(), [](const PendingParam& a, const PendingParam& b) {
+    return static_cast<int>(a.group) < static_cast<int>(b.group);
+  });
+  int64_t total = 0;
+  for (const auto& p : pending) total += p.init.numel();
+  flat_params_ = torch::empty({total}, opts);
+  flat_grads_ = torch::zeros({total}, opts);
+  int64_t offset = 0;
+  for (auto& p : pending) {
+    const int64_t n = p.init.numel();
+    flat_params_.narrow(0, offset, n).copy_(p.init.reshape({n}));
+    slices_.push_back({p.name, p.group, offset, n});
+    if (groups_.empty() || groups_.back().kind != p.group) groups_.push_back({p.group, offset, 0});
+    groups_.back().numel += n;
+    offset += n;
+  }
+  flat_params_ = flat_params_.to(device);
+  flat_grads_ = flat_grads_.to(device);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const ParamSlice& s = slices_[i];
+    torch::Tensor view = flat_params_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
+    view.requires_grad_(true);
+    view.mutable_grad() = flat_grads_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
+    *pending[i].slot = view;
+  }
+
+  const auto dev_opts = opts.device(device);
+  causal_bias_ = torch::full({t, t}, -std::numeric_limits<float>::infinity(), opts)
+                     .triu(1)
+                     .to(device);
+  if (spec.positions == core::Positions::kRope) {
+    const int64_t half = d / spec.n_heads / 2;
+    auto inv_freq = torch::pow(10000.0, -torch::arange(half, opts) / static_cast<double>(half));
+    auto angles = torch::outer(torch::arange(t, opts), inv_freq);
+    rope_cos_ = angles.cos().to(dev_opts);
+    rope_sin_ = angles.sin().to(dev_opts);
+  }
+}
+
+int64_t Gpt::num_non_embedding_params() const {
+  int64_t n = 0;
+  for (const auto& s : slices_) {
+    if (s.group != ParamGroupKind::kEmbedding) n += s.numel;
+  }
+  return n;
+}
+
+double Gpt::TrainFlopsPerToken() const {
+  const double unembedding = static_cast<double>(spec_.vocab_size * spec_.d_model);
+  const double n = static_cast<double>(num_non_embedding_params()) + unembedding;
+  return 6.0 * n + 12.0 * static_cast<double>(spec_.n_layers * spec_.d_model * spec_.seq_len);
+}
+
+torch::Tensor Gpt::ApplyRope(const torch::Tensor& x) const {
+  const int64_t t = x.size(2), half = x.size(3) / 2;
+  auto cos = rope_cos_.narrow(0, 0, t);
+  auto sin = rope_sin_.narrow(0, 0, t);
+  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
+}
+
+torch::Tensor Gpt::Attention(const Layer& l, const torch::Tensor& x) const {
+  const int64_t b = x.size(0), t = x.size(1), d = spec_.d_model, h = spec_.n_heads, hd = d / h;
+  auto qkv = torch::linear(x, l.qkv_w, l.qkv_b).view({b, t, 3, h, hd}).permute({2, 0, 3, 1, 4});
+  auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, hd]
+  if (spec_.positions == core::Positions::kRope) {
+    q = ApplyRope(q);
+    k = ApplyRope(k);
+  }
+  q = q.reshape({b * h, t, hd});
+  k = k.reshape({b * h, t, hd});
+  v = v.reshape({b * h, t, hd});
+  // One GEMM computes scale * q k^T and adds the causal mask (-inf above the diagonal).
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  auto mask = causal_bias_.narrow(0, 0, t).narrow(1, 0, t);
+  auto att = torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale);
+  att = torch::softmax(att, -1);
+  auto y = torch::bmm(att, v).view({b, h, t, hd}).transpose(1, 2).reshape({b, t, d});
+  return torch::linear(y, l.proj_w, l.proj_b);
+}
+
+torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {
+  const int64_t t = tokens.size(1), d = spec_.d_model;
+  NARROWS_CHECK(t <= spec_.seq_len) << "sequence of " << t << " tokens > seq_len " << spec_.seq_len;
+  auto x = torch::embedding(wte_, tokens);
+  if (wpe_.defined()) x = x + wpe_.narrow(0, 0, t);
+  const double r = scales_.residual;
+  for (const Layer& l : layers_) {
+    auto a = Attention(l, torch::layer_norm(x, {d}, l.ln1_w, l.ln1_b, 1e-5));
+    x = torch::add(x, a, r);
+    auto m = torch::linear(torch::layer_norm(x, {d}, l.ln2_w, l.ln2_b, 1e-5), l.fc_w, l.fc_b);
+    m = torch::linear(torch::gelu(m), l.fc2_w, l.fc2_b);
+    x = torch::add(x, m, r);
+  }
+  x = torch::layer_norm(x, {d}, lnf_w_, lnf_b_, 1e-5);
+  auto logits = torch::linear(x, wte_);
+  if (scales_.logits != 1.0) logits = logits * scales_.logits;
+  return logits;
+}
+
+torch::Tensor Gpt::Loss(const torch::Tensor& tokens, const torch::Tensor& targets) const {
+  auto logits = Forward(tokens);
+  return torch::cross_entropy_loss(logits.view({-1, spec_.vocab_size}), targets.reshape({-1}));
+}
+
+}  // namespace narrows::trainer

@@ -1,0 +1,80 @@
+// Gpt: a GPT decoder (pre-LayerNorm, causal multi-head attention, GELU MLP, tied unembedding) whose
+// parameters and gradients live in two flat buffers.
+//
+// Every parameter is a view into `flat_params()`, and its `.grad()` a view into `flat_grads()`,
+// ordered by group (embedding, hidden, vector) so that each group is one contiguous slice. The flat
+// layout lets the optimiser step, clip, average or send the whole model as one tensor (LibTorch
+// 1.13's C++ AdamW loops parameter by parameter). Gradients accumulate into `flat_grads()`; call
+// ZeroGrad() between steps. Not thread-safe; one instance per replica. Includes LibTorch: keep this
+// header out of widely included ones.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/scenario.h"
+#include "trainer/parameterization.h"
+#include "trainer/torch_pch.h"
+
+namespace narrows::trainer {
+
+struct ParamSlice {
+  std::string name;
+  ParamGroupKind group;
+  int64_t offset = 0;  // in elements, into the flat buffers
+  int64_t numel = 0;
+};
+
+struct GroupSlice {
+  ParamGroupKind kind;
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
+class Gpt {
+ public:
+  // Initialises on the CPU from the global LibTorch generator (seed it first), then moves to
+  // `device`, so that initial weights do not depend on the device.
+  Gpt(const core::ModelSpec& spec, torch::Device device);
+
+  // tokens: [B, T] int64 with T <= seq_len. Returns logits [B, T, vocab].
+  torch::Tensor Forward(const torch::Tensor& tokens) const;
+  // Mean cross-entropy (nats per token) of predicting targets [B, T] from tokens [B, T].
+  torch::Tensor Loss(const torch::Tensor& tokens, const torch::Tensor& targets) const;
+
+  void ZeroGrad() { flat_grads_.zero_(); }
+  torch::Tensor& flat_params() { return flat_params_; }
+  torch::Tensor& flat_grads() { return flat_grads_; }
+  const std::vector<ParamSlice>& slices() const { return slices_; }
+  const std::vector<GroupSlice>& groups() const { return groups_; }
+  const core::ModelSpec& spec() const { return spec_; }
+  const ParameterizationScales& scales() const { return scales_; }
+  int64_t num_params() const { return flat_params_.numel(); }
+  // Parameters outside the embedding tables (the unembedding is tied, so it is not counted twice).
+  int64_t num_non_embedding_params() const;
+  // Training FLOPs per token: 6 * (non-embedding params + unembedding) + 12 * layers * d * T
+  // (Kaplan et al. 2020 with the attention term, as in PaLM App. B).
+  double TrainFlopsPerToken() const;
+  torch::Device device() const { return device_; }
+
+ private:
+  struct Layer {
+    torch::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+    torch::Tensor ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
+  };
+  torch::Tensor Attention(const Layer& layer, const torch::Tensor& x) const;
+  torch::Tensor ApplyRope(const torch::Tensor& x) const;  // x: [B, H, T, hd]
+
+  core::ModelSpec spec_;
+  ParameterizationScales scales_;
+  torch::Device device_;
+  torch::Tensor wte_, wpe_, lnf_w_, lnf_b_;
+  std::vector<Layer> layers_;
+  torch::Tensor causal_bias_;         // [T, T]: 0 on and below the diagonal, -inf above
+  torch::Tensor rope_cos_, rope_sin_;  // [T, hd/2]
+  torch::Tensor flat_params_, flat_grads_;
+  std::vector<ParamSlice> slices_;
+  std::vector<GroupSlice> groups_;
+};
+
+}  // namespace narrows::trainer

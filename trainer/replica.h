@@ -1,0 +1,56 @@
+// Replica: one copy of the model with its inner optimiser, taking optimiser steps on token batches.
+//
+// The unit every algorithm is built from: plain training owns one, data-parallel and DiLoCo
+// workers own one each. Parameters, gradients and Adam moments are flat buffers (trainer/gpt.h),
+// so an algorithm can average, send or overwrite a replica's state as single tensors.
+// Not thread-safe. Includes LibTorch.
+#pragma once
+
+#include <vector>
+
+#include "core/scenario.h"
+#include "trainer/flat_adamw.h"
+#include "trainer/gpt.h"
+#include "trainer/sampler.h"
+
+namespace narrows::trainer {
+
+struct StepStats {
+  double loss = 0.0;       // mean over the micro-batches (nats per token)
+  double grad_norm = 0.0;  // global L2 norm before clipping
+};
+
+// "cpu", "cuda", "cuda:N" -> a device, or InvalidArgument if this LibTorch cannot use it.
+core::Result<torch::Device> ResolveDevice(const std::string& name);
+// Sets LibTorch's intra-op threads (0 = all cores); returns the count in effect.
+int ConfigureThreads(int64_t threads);
+
+class Replica {
+ public:
+  // REQUIRES: the global LibTorch generator is seeded (the model initialises from it).
+  Replica(const core::ModelSpec& model, const core::TrainSpec& train, torch::Device device);
+
+  // Forward and backward over `batch` in train.grad_accum micro-batches, gradient clipping, then
+  // one AdamW step at learning rate `lr`.
+  StepStats TrainStep(const TokenBatch& batch, double lr);
+  // Forward and backward only: gradients of the mean loss over `batch` in flat_grads().
+  double ComputeGradients(const TokenBatch& batch);
+  // Clip, then step the inner optimiser with the gradients in flat_grads().
+  double ApplyGradients(double lr);
+  // Mean loss (nats per token) over the batches, without gradients.
+  double Evaluate(const std::vector<TokenBatch>& batches);
+
+  Gpt& model() { return model_; }
+  FlatAdamW& optimizer() { return optimizer_; }
+  torch::Device device() const { return model_.device(); }
+
+ private:
+  torch::Tensor ToDevice(const std::vector<int64_t>& ids, int64_t rows, int64_t row_offset,
+                         int64_t seq_len) const;
+
+  core::TrainSpec train_;
+  Gpt model_;
+  FlatAdamW optimizer_;
+};
+
+}  // namespace narrows::trainer

@@ -1,0 +1,48 @@
+// BatchSampler: the training stream of one worker, and the fixed validation batches.
+//
+// A window is seq_len + 1 consecutive tokens of one span (inputs, and targets shifted by one).
+// With `iid` sampling each of M workers draws windows uniformly from all training spans with its
+// own random stream; with `non-iid` worker w draws only from the w-th contiguous 1/M of the
+// training tokens, so workers see distinct regions of the corpus (DiLoCo's non-i.i.d. regime).
+// Deterministic for (seed, worker, num_workers). Not thread-safe; one per worker.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/scenario.h"
+#include "trainer/corpus.h"
+
+namespace narrows::trainer {
+
+// Token ids of a batch, row-major [batch, seq_len], as int64 for LibTorch.
+struct TokenBatch {
+  int64_t batch = 0, seq_len = 0;
+  std::vector<int64_t> inputs, targets;
+};
+
+class BatchSampler {
+ public:
+  BatchSampler(const Corpus& corpus, const std::vector<TokenSpan>& train_spans, int64_t seq_len,
+               uint64_t seed, int worker, int num_workers, core::Sampling sampling);
+  TokenBatch Next(int64_t batch);
+  // The spans this worker draws from (all of them for iid).
+  const std::vector<TokenSpan>& spans() const { return spans_; }
+
+ private:
+  const Corpus& corpus_;
+  int64_t seq_len_;
+  std::vector<TokenSpan> spans_;
+  std::vector<int64_t> cumulative_starts_;  // prefix sums of valid window starts per span
+  std::mt19937_64 rng_;
+};
+
+// `count` batches of `batch` windows spread evenly over the validation spans (no randomness).
+std::vector<TokenBatch> ValidationBatches(const Corpus& corpus, const std::vector<TokenSpan>& spans,
+                                          int64_t seq_len, int64_t count, int64_t batch);
+
+// The sub-spans covering [begin, end) of the concatenation of `spans`.
+std::vector<TokenSpan> SliceSpans(const std::vector<TokenSpan>& spans, int64_t begin, int64_t end);
+
+}  // namespace narrows::trainer

@@ -1,0 +1,171 @@
+#include "trainer/train.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+
+#include "core/progress.h"
+#include "core/run_writer.h"
+#include "trainer/replica.h"
+
+namespace narrows::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string Rate(double tokens_per_s) {
+  char buf[32];
+  if (tokens_per_s >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.1fk tok/s", tokens_per_s / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f tok/s", tokens_per_s);
+  }
+  return buf;
+}
+
+}  // namespace
+
+core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOptions& options) {
+  const auto wall_start = Clock::now();
+  auto device = ResolveDevice(sc.device);
+  if (!device.ok()) return device.status();
+  const std::string data_root = options.data_root.empty() ? DefaultDataRoot() : options.data_root;
+
+  auto corpus = LoadCorpus(sc.data, sc.data.path, data_root);
+  if (!corpus.ok()) return corpus.status();
+  core::ModelSpec model_spec = sc.model;
+  if (corpus->byte_level()) model_spec.vocab_size = 256;
+  const int64_t window = model_spec.seq_len + 1;
+  CorpusSplit split;
+  core::Result<Corpus> val_corpus = core::Status::NotFound("no separate validation data");
+  if (!sc.data.val_path.empty()) {
+    val_corpus = LoadCorpus(sc.data, sc.data.val_path, data_root);
+    if (!val_corpus.ok()) return val_corpus.status();
+    split.train = WholeCorpus(*corpus);
+    split.val = WholeCorpus(*val_corpus);
+  } else {
+    split = SplitCorpus(*corpus, sc.data.val_fraction, window);
+  }
+  const Corpus& val_source = sc.data.val_path.empty() ? *corpus : *val_corpus;
+  auto has_window = [&](const std::vector<TokenSpan>& spans) {
+    for (const auto& s : spans) {
+      if (s.length >= window) return true;
+    }
+    return false;
+  };
+  if (!has_window(split.train) || !has_window(split.val)) {
+    return core::Status::InvalidArgument(
+        "data.path: '" + sc.data.path + "' (" + std::to_string(corpus->num_tokens()) +
+        " tokens) is too small for train and validation windows of model.seq_len + 1 = " +
+        std::to_string(window) + " tokens");
+  }
+
+  const int threads = ConfigureThreads(sc.threads);
+  torch::manual_seed(sc.seed);
+  Replica replica(model_spec, sc.train, *device);
+  BatchSampler sampler(*corpus, split.train, model_spec.seq_len, sc.seed, 0, 1, sc.data.sampling);
+  const auto val_batches =
+      ValidationBatches(val_source, split.val, model_spec.seq_len, sc.eval.batches, sc.eval.batch_size);
+
+  // Inputs are valid: from here on the run folder is ours.
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  core::JsonlWriter metrics;
+  NARROWS_RETURN_IF_ERROR(metrics.Open(run_dir + "/metrics.jsonl"));
+
+  TrainSummary summary;
+  summary.run_dir = run_dir;
+  summary.parameters = replica.model().num_params();
+  summary.flops_per_token = replica.model().TrainFlopsPerToken();
+  summary.unigram_entropy = corpus->UnigramEntropyNats();
+  summary.threads = threads;
+  summary.best_val_loss = std::numeric_limits<double>::infinity();
+  const double nats_to_bits = 1.0 / std::log(2.0);
+  const int64_t tokens_per_step = sc.train.batch_size * model_spec.seq_len;
+
+  core::Progress progress("step", sc.train.steps, options.progress,
+                          options.progress && core::Progress::IsTerminal(options.progress));
+  double train_time = 0.0, loss_sum = 0.0, last_val = std::nan("");
+  int64_t loss_count = 0;
+  for (int64_t step = 0; step < sc.train.steps; ++step) {
+    const TokenBatch batch = sampler.Next(sc.train.batch_size);
+    const double lr = LearningRate(sc.train, step);
+    const auto t0 = Clock::now();
+    const StepStats stats = replica.TrainStep(batch, lr);
+    train_time += Seconds(Clock::now() - t0);
+    if (!std::isfinite(stats.loss)) {
+      return core::Status::Aborted("training diverged at step " + std::to_string(step + 1) +
+                                   " (loss " + std::to_string(stats.loss) + "); lower train.lr");
+    }
+    loss_sum += stats.loss;
+    ++loss_count;
+    summary.steps = step + 1;
+    summary.tokens = summary.steps * tokens_per_step;
+    const bool last = step + 1 == sc.train.steps;
+    const bool eval_now = last || (sc.eval.every > 0 && (step + 1) % sc.eval.every == 0);
+    nlohmann::json line;
+    if (eval_now) {
+      last_val = replica.Evaluate(val_batches);
+      summary.best_val_loss = std::min(summary.best_val_loss, last_val);
+      summary.final_val_loss = last_val;
+      line["val_loss"] = last_val;
+      if (corpus->byte_level()) line["val_bpb"] = last_val * nats_to_bits;
+    }
+    if (eval_now || last || (step + 1) % sc.output.log_every == 0) {
+      summary.final_train_loss = loss_sum / static_cast<double>(loss_count);
+      line["step"] = step + 1;
+      line["tokens"] = summary.tokens;
+      line["lr"] = lr;
+      line["train_loss"] = summary.final_train_loss;
+      line["grad_norm"] = stats.grad_norm;
+      line["train_time_s"] = train_time;
+      line["wall_time_s"] = Seconds(Clock::now() - wall_start);
+      line["tokens_per_s"] = static_cast<double>(summary.tokens) / train_time;
+      NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
+      loss_sum = 0.0;
+      loss_count = 0;
+    }
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "%s | loss %.3f | val %.3f",
+                  Rate(static_cast<double>(summary.tokens) / train_time).c_str(), stats.loss, last_val);
+    progress.Update(step + 1, detail);
+  }
+  metrics.Close();
+
+  summary.train_time_s = train_time;
+  summary.wall_time_s = Seconds(Clock::now() - wall_start);
+  summary.tokens_per_s = static_cast<double>(summary.tokens) / train_time;
+  summary.achieved_flops = summary.flops_per_token * summary.tokens_per_s;
+  if (corpus->byte_level()) summary.final_val_bpb = summary.final_val_loss * nats_to_bits;
+  char detail[128];
+  std::snprintf(detail, sizeof detail, "%s | val loss %.4f", Rate(summary.tokens_per_s).c_str(),
+                summary.final_val_loss);
+  progress.Finish(detail);
+
+  nlohmann::json out = {
+      {"scenario", sc.name},
+      {"algorithm", "single"},
+      {"device", sc.device},
+      {"threads", threads},
+      {"parameters", summary.parameters},
+      {"steps", summary.steps},
+      {"tokens", summary.tokens},
+      {"final_train_loss", summary.final_train_loss},
+      {"final_val_loss", summary.final_val_loss},
+      {"best_val_loss", summary.best_val_loss},
+      {"unigram_entropy", summary.unigram_entropy},
+      {"wall_time_s", summary.wall_time_s},
+      {"train_time_s", summary.train_time_s},
+      {"tokens_per_s", summary.tokens_per_s},
+      {"flops_per_token", summary.flops_per_token},
+      {"achieved_flops_per_s", summary.achieved_flops},
+  };
+  out["final_val_bpb"] = summary.final_val_bpb >= 0 ? nlohmann::json(summary.final_val_bpb) : nlohmann::json();
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", out.dump(2) + "\n"));
+  return summary;
+}
+
+}  // namespace narrows::trainer
