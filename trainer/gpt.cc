@@ -1,5 +1,7 @@
 #include "trainer/gpt.h"
 
+#include "trainer/attention.h"
+
 #include <cmath>
 
 namespace narrows::trainer {
@@ -108,31 +110,23 @@ double Gpt::TrainFlopsPerToken() const {
 }
 
 torch::Tensor Gpt::ApplyRope(const torch::Tensor& x) const {
-  const int64_t t = x.size(2), half = x.size(3) / 2;
-  auto cos = rope_cos_.narrow(0, 0, t);
-  auto sin = rope_sin_.narrow(0, 0, t);
+  // x: [B, T, H, hd]; rotate the two halves of each head (GPT-NeoX layout).
+  const int64_t t = x.size(1), half = x.size(3) / 2;
+  auto cos = rope_cos_.narrow(0, 0, t).unsqueeze(1);  // [T, 1, hd/2]
+  auto sin = rope_sin_.narrow(0, 0, t).unsqueeze(1);
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
 }
 
 torch::Tensor Gpt::Attention(const Layer& l, const torch::Tensor& x) const {
-  const int64_t b = x.size(0), t = x.size(1), d = spec_.d_model, h = spec_.n_heads, hd = d / h;
-  auto qkv = torch::linear(x, l.qkv_w, l.qkv_b).view({b, t, 3, h, hd}).permute({2, 0, 3, 1, 4});
-  auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, hd]
+  const int64_t b = x.size(0), t = x.size(1), d = spec_.d_model, h = spec_.n_heads;
+  auto qkv = torch::linear(x, l.qkv_w, l.qkv_b);  // [B, T, 3d]
   if (spec_.positions == core::Positions::kRope) {
-    q = ApplyRope(q);
-    k = ApplyRope(k);
+    auto parts = qkv.view({b, t, 3, h, d / h});
+    auto q = ApplyRope(parts.select(2, 0)), k = ApplyRope(parts.select(2, 1));
+    qkv = torch::stack({q, k, parts.select(2, 2)}, 2).view({b, t, 3 * d});
   }
-  q = q.reshape({b * h, t, hd});
-  k = k.reshape({b * h, t, hd});
-  v = v.reshape({b * h, t, hd});
-  // One GEMM computes scale * q k^T and adds the causal mask (-inf above the diagonal).
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  auto mask = causal_bias_.narrow(0, 0, t).narrow(1, 0, t);
-  auto att = torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale);
-  att = torch::softmax(att, -1);
-  auto y = torch::bmm(att, v).view({b, h, t, hd}).transpose(1, 2).reshape({b, t, d});
-  return torch::linear(y, l.proj_w, l.proj_b);
+  return torch::linear(CausalAttention(qkv, h, causal_bias_), l.proj_w, l.proj_b);
 }
 
 torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {

@@ -63,7 +63,7 @@ class Gpt {
     torch::Tensor ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
   };
   torch::Tensor Attention(const Layer& layer, const torch::Tensor& x) const;
-  torch::Tensor ApplyRope(const torch::Tensor& x) const;  // x: [B, H, T, hd]
+  torch::Tensor ApplyRope(const torch::Tensor& x) const;  // x: [B, T, H, hd]
 
   core::ModelSpec spec_;
   ParameterizationScales scales_;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "trainer/attention.h"
+#include "trainer/cpu_math.h"
 #include "trainer/gpt.h"
 #include "trainer/parameterization.h"
 
@@ -124,6 +126,47 @@ TEST(ParameterizationTest, CompletePScalesTheResidualBranches) {
   torch::manual_seed(4);
   Gpt c(completep, torch::kCPU);
   EXPECT_FALSE(torch::allclose(a.Forward(tokens), c.Forward(tokens)));
+}
+
+}  // namespace
+}  // namespace narrows::trainer
+
+namespace narrows::trainer {
+namespace {
+
+void ExpectFusedMatchesReference(int64_t t) {
+  torch::manual_seed(5);
+  const int64_t b = 3, h = 4, hd = 8, d = h * hd;
+  auto bias = torch::full({t, t}, -std::numeric_limits<float>::infinity()).triu(1);
+  auto qkv = torch::randn({b, t, 3 * d}, torch::requires_grad());
+  auto qkv_ref = qkv.detach().clone().requires_grad_(true);
+  auto dy = torch::randn({b, t, d});
+  auto y = CausalAttention(qkv, h, bias);
+  auto y_ref = CausalAttentionReference(qkv_ref, h, bias);
+  EXPECT_TRUE(torch::allclose(y, y_ref, 1e-5, 1e-5));
+  (y * dy).sum().backward();
+  (y_ref * dy).sum().backward();
+  EXPECT_TRUE(torch::allclose(qkv.grad(), qkv_ref.grad(), 1e-4, 1e-5))
+      << (qkv.grad() - qkv_ref.grad()).abs().max().item<double>();
+  // The first query attends only to itself, so its output is v of token 0.
+  EXPECT_TRUE(torch::allclose(y.select(1, 0), qkv.detach().select(1, 0).narrow(-1, 2 * d, d)));
+}
+
+TEST(AttentionTest, FusedMatchesReferenceWithinOneBlock) { ExpectFusedMatchesReference(20); }
+// 150 rows: two full causal blocks of 64 and a ragged third.
+TEST(AttentionTest, FusedMatchesReferenceAcrossBlocks) { ExpectFusedMatchesReference(150); }
+
+}  // namespace
+}  // namespace narrows::trainer
+
+namespace narrows::trainer {
+namespace {
+
+TEST(CpuMathTest, ExpMatchesTheLibrary) {
+  for (float x = -90.0f; x <= 0.0f; x += 0.0137f) {
+    const float expected = std::exp(std::max(x, -87.0f));
+    ASSERT_NEAR(ExpNonPositive(x), expected, 4e-7f * expected) << x;
+  }
 }
 
 }  // namespace
