@@ -1,0 +1,42 @@
+// Collectives written once on top of any Transport: all-reduce (ring, star/parameter-server,
+// hierarchical for islands) and broadcast, over an explicit group of ranks.
+//
+// Every rank of `group` calls the same collective with the same options and the same element
+// count; the call blocks until this rank's part is done (the ring all-reduce returns when the last
+// chunk arrives). Errors of the transport (a peer gone, a timeout) are returned, never thrown. Tags
+// `tag` .. `tag + 2` are used; concurrent collectives need distinct tags. Costs on a uniform network
+// with latency a and bandwidth B, S bytes over n ranks: ring 2(n-1)a + 2(n-1)/n S/B; star
+// 2a + 2(n-1) S/B at the root's link.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/transport.h"
+
+namespace narrows::core {
+
+enum class AllReduceAlgorithm { kRing, kStar, kHierarchical };
+
+struct CollectiveOptions {
+  std::vector<int> group;  // participating ranks, ascending; must include the caller
+  int tag = 100;
+  double timeout_s = kForever;
+  int root = -1;  // star and broadcast: the root rank (-1 = group.front())
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
+  // Hierarchical: the islands, each a list of ranks; reduce inside each island, ring across the
+  // islands' leaders (their first rank in `group`), broadcast back inside each island.
+  std::vector<std::vector<int>> islands;
+};
+
+// In-place element-wise sum over the group.
+Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOptions& options);
+// Copies the root's buffer to every rank of the group.
+Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& options);
+
+// Bytes each rank sends in one all-reduce of `count` floats over `n` ranks (ring: 2(n-1)/n S per
+// rank, exactly, with S split into n chunks; star: non-roots S, root (n-1) S).
+int64_t RingAllReduceBytesPerRank(int64_t count, int n, int position);
+
+}  // namespace narrows::core

@@ -1,0 +1,223 @@
+#include "sim/analytic_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace narrows::sim {
+namespace {
+
+constexpr double kMssBits = 1460.0 * 8.0;
+constexpr double kEpsBits = 1e-6;
+
+}  // namespace
+
+int Topology::FindLink(const std::string& name) const {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    if (links_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+double Topology::PathLatency(int src, int dst) const {
+  double latency = 0.0;
+  for (int l : Route(src, dst)) latency += links_[l].latency_s;
+  return latency;
+}
+
+Topology Topology::Star(const std::vector<Link>& access) {
+  return Islands(access, {}, {});
+}
+
+Topology Topology::Islands(const std::vector<Link>& access, const std::vector<std::vector<int>>& islands,
+                           const std::vector<Link>& wan) {
+  Topology t;
+  const int n = static_cast<int>(access.size());
+  t.num_workers_ = n;
+  for (int i = 0; i < n; ++i) {
+    Link up = access[i], down = access[i];
+    up.name = "up:" + std::to_string(i);
+    down.name = "down:" + std::to_string(i);
+    up.latency_s = down.latency_s = access[i].latency_s / 2;
+    t.links_.push_back(up);
+    t.links_.push_back(down);
+  }
+  std::vector<int> island_of(n, -1);
+  for (size_t k = 0; k < islands.size(); ++k) {
+    for (int w : islands[k]) island_of[w] = static_cast<int>(k);
+    Link up = wan[k], down = wan[k];
+    up.name = "wan-up:" + std::to_string(k);
+    down.name = "wan-down:" + std::to_string(k);
+    up.latency_s = down.latency_s = wan[k].latency_s / 2;
+    t.links_.push_back(up);
+    t.links_.push_back(down);
+  }
+  const int wan_base = 2 * n;
+  t.routes_.assign(static_cast<size_t>(n * n), {});
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      std::vector<int>& r = t.routes_[i * n + j];
+      r.push_back(2 * i);
+      if (island_of[i] != island_of[j]) {
+        r.push_back(wan_base + 2 * island_of[i]);
+        r.push_back(wan_base + 2 * island_of[j] + 1);
+      }
+      r.push_back(2 * j + 1);
+    }
+  }
+  return t;
+}
+
+std::vector<double> SimulateMessages(NetworkModel& model, const std::vector<Message>& messages) {
+  std::vector<size_t> order(messages.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return messages[a].send_time < messages[b].send_time; });
+  std::vector<double> out(messages.size(), kNever);
+  std::map<int64_t, size_t> index;
+  std::vector<Delivery> delivered;
+  for (size_t i : order) {
+    model.AdvanceTo(messages[i].send_time, &delivered);
+    index[model.StartFlow(messages[i].src, messages[i].dst, messages[i].bytes, messages[i].send_time)] = i;
+  }
+  while (model.NextEventTime() < kNever) model.AdvanceTo(model.NextEventTime(), &delivered);
+  for (const auto& d : delivered) out[index.at(d.flow)] = d.time;
+  return out;
+}
+
+AnalyticModel::AnalyticModel(Topology topology) : topology_(std::move(topology)) {
+  for (const auto& l : topology_.links()) {
+    bandwidth_.push_back(l.bandwidth_bps);
+    next_change_.push_back(0);
+  }
+  // Changes at time 0 (or before) apply from the start.
+  for (size_t l = 0; l < bandwidth_.size(); ++l) {
+    const auto& s = topology_.links()[l].schedule;
+    while (next_change_[l] < s.size() && s[next_change_[l]].at_s <= 0.0) {
+      bandwidth_[l] = s[next_change_[l]++].bandwidth_bps;
+    }
+  }
+}
+
+int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
+  NARROWS_CHECK(now + 1e-12 >= now_) << "flow started at " << now << " before model time " << now_;
+  std::vector<Delivery> ignored;
+  if (now > now_) AdvanceTo(now, &ignored);
+  NARROWS_CHECK(ignored.empty()) << "StartFlow skipped deliveries; advance the model first";
+  const int64_t id = next_id_++;
+  const auto& route = topology_.Route(src, dst);
+  const double latency = topology_.PathLatency(src, dst);
+  double keep = 1.0;
+  for (int l : route) keep *= 1.0 - topology_.links()[l].loss;
+  const double loss = 1.0 - keep;
+  const double rtt = std::max(2.0 * latency, 1e-4);
+  const double cap = loss > 0.0 ? kMssBits / rtt * 1.22 / std::sqrt(loss) : kNever;
+  if (bytes <= 0) {
+    in_flight_.emplace(now_ + latency, id);
+    return id;
+  }
+  flows_.push_back({id, route, static_cast<double>(bytes) * 8.0, 0.0, cap, latency});
+  Recompute();
+  return id;
+}
+
+void AnalyticModel::Recompute() {
+  // Max-min fairness by progressive filling: raise all unfrozen flows' rates together until a link
+  // saturates or a flow reaches its cap; freeze those flows; repeat.
+  std::vector<double> capacity = bandwidth_;
+  std::vector<int> unfrozen_on(capacity.size(), 0);
+  std::vector<bool> frozen(flows_.size(), false);
+  for (auto& f : flows_) {
+    f.rate_bps = 0.0;
+    for (int l : f.route) ++unfrozen_on[l];
+  }
+  size_t remaining = flows_.size();
+  while (remaining > 0) {
+    double inc = kNever;
+    for (size_t l = 0; l < capacity.size(); ++l) {
+      if (unfrozen_on[l] > 0) inc = std::min(inc, std::max(0.0, capacity[l]) / unfrozen_on[l]);
+    }
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (!frozen[i]) inc = std::min(inc, flows_[i].cap_bps - flows_[i].rate_bps);
+    }
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (frozen[i]) continue;
+      flows_[i].rate_bps += inc;
+      for (int l : flows_[i].route) capacity[l] -= inc;
+    }
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (frozen[i]) continue;
+      bool saturated = flows_[i].rate_bps >= flows_[i].cap_bps * (1 - 1e-12);
+      for (int l : flows_[i].route) saturated = saturated || capacity[l] <= bandwidth_[l] * 1e-12;
+      if (saturated) {
+        frozen[i] = true;
+        --remaining;
+        for (int l : flows_[i].route) --unfrozen_on[l];
+      }
+    }
+  }
+}
+
+double AnalyticModel::NextCompletion() const {
+  double t = kNever;
+  for (const auto& f : flows_) {
+    if (f.rate_bps > 0) t = std::min(t, now_ + f.remaining_bits / f.rate_bps);
+  }
+  return t;
+}
+
+double AnalyticModel::NextScheduleChange() const {
+  double t = kNever;
+  for (size_t l = 0; l < next_change_.size(); ++l) {
+    const auto& s = topology_.links()[l].schedule;
+    if (next_change_[l] < s.size()) t = std::min(t, s[next_change_[l]].at_s);
+  }
+  return t;
+}
+
+double AnalyticModel::NextEventTime() const {
+  double t = std::min(NextCompletion(), NextScheduleChange());
+  if (!in_flight_.empty()) t = std::min(t, in_flight_.begin()->first);
+  return t;
+}
+
+void AnalyticModel::Progress(double dt) {
+  for (auto& f : flows_) f.remaining_bits -= f.rate_bps * dt;
+}
+
+void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
+  while (true) {
+    const double deliver = in_flight_.empty() ? kNever : in_flight_.begin()->first;
+    const double step_to = std::max(now_, std::min({NextCompletion(), NextScheduleChange(), deliver, t}));
+    Progress(step_to - now_);
+    now_ = step_to;
+    bool changed = false;
+    for (size_t i = 0; i < flows_.size();) {
+      // Done when less than a nanosecond of transmission is left (absorbs rounding).
+      if (flows_[i].remaining_bits <= kEpsBits + flows_[i].rate_bps * 1e-9) {
+        in_flight_.emplace(now_ + flows_[i].latency_s, flows_[i].id);
+        flows_.erase(flows_.begin() + static_cast<long>(i));
+        changed = true;
+      } else {
+        ++i;
+      }
+    }
+    for (size_t l = 0; l < next_change_.size(); ++l) {
+      const auto& s = topology_.links()[l].schedule;
+      while (next_change_[l] < s.size() && s[next_change_[l]].at_s <= now_) {
+        bandwidth_[l] = s[next_change_[l]++].bandwidth_bps;
+        changed = true;
+      }
+    }
+    if (changed) Recompute();
+    while (!in_flight_.empty() && in_flight_.begin()->first <= now_) {
+      delivered->push_back({in_flight_.begin()->second, in_flight_.begin()->first});
+      in_flight_.erase(in_flight_.begin());
+    }
+    if (now_ >= t && NextEventTime() > t) return;
+  }
+}
+
+}  // namespace narrows::sim

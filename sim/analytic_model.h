@@ -1,0 +1,46 @@
+// AnalyticModel: flow-level network model. A message is a flow that crosses the links of its route;
+// concurrent flows share each link max-min fairly (progressive filling), recomputed whenever a flow
+// starts or ends or a link's bandwidth changes; a lone flow of S bytes takes S*8/B to transmit.
+// It is delivered one path latency after its last byte leaves, so a message costs
+// alpha + S/B alone. Loss is a goodput penalty: each flow is capped at the Mathis et al. (1997) TCP
+// throughput MSS/RTT * 1.22/sqrt(p), with RTT twice the path latency. Deterministic.
+#pragma once
+
+#include <map>
+
+#include "sim/network_model.h"
+
+namespace narrows::sim {
+
+class AnalyticModel : public NetworkModel {
+ public:
+  explicit AnalyticModel(Topology topology);
+  int64_t StartFlow(int src, int dst, int64_t bytes, double now) override;
+  double NextEventTime() const override;
+  void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
+  const Topology& topology() const override { return topology_; }
+
+ private:
+  struct Flow {
+    int64_t id;
+    std::vector<int> route;
+    double remaining_bits;
+    double rate_bps = 0.0;
+    double cap_bps;
+    double latency_s;
+  };
+  void Recompute();
+  void Progress(double dt);
+  double NextCompletion() const;
+  double NextScheduleChange() const;
+
+  Topology topology_;
+  std::vector<double> bandwidth_;       // current bandwidth per link
+  std::vector<size_t> next_change_;     // index into each link's schedule
+  std::vector<Flow> flows_;             // transmitting
+  std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
+  double now_ = 0.0;
+  int64_t next_id_ = 0;
+};
+
+}  // namespace narrows::sim

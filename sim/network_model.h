@@ -1,0 +1,86 @@
+// Network models: given a topology and messages with virtual send times, when does each arrive?
+//
+// A NetworkModel is driven incrementally by the emulator's scheduler, in non-decreasing virtual
+// time: StartFlow at the sender's clock, NextEventTime to learn when something will next happen,
+// AdvanceTo to move time forward and collect the messages delivered by then. It never runs ahead of
+// the time it is advanced to, so messages started later can still share links with earlier ones.
+// Implementations: AnalyticModel (alpha-beta per link, max-min fair sharing of concurrent flows),
+// and ns-3 (issue: packet-level model). Not thread-safe: the scheduler owns it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace narrows::sim {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// A directed link. Bandwidth may change over time (a value of 0 is a link that is down).
+struct Link {
+  std::string name;
+  double bandwidth_bps = 1e9;
+  double latency_s = 0.0;   // one-way propagation delay
+  double loss = 0.0;        // packet loss probability
+  struct Change {
+    double at_s;
+    double bandwidth_bps;
+  };
+  std::vector<Change> schedule;  // sorted by time
+};
+
+// Nodes are workers 0..num_workers-1; a route is the list of links a message crosses.
+class Topology {
+ public:
+  int num_workers() const { return num_workers_; }
+  const std::vector<Link>& links() const { return links_; }
+  std::vector<Link>& mutable_links() { return links_; }
+  const std::vector<int>& Route(int src, int dst) const { return routes_[src * num_workers_ + dst]; }
+  // Index of the link named `name`, or -1.
+  int FindLink(const std::string& name) const;
+  double PathLatency(int src, int dst) const;
+
+  // Each worker behind its own access link pair ("up:i", "down:i") to one switch; a message from i to
+  // j crosses up:i then down:j. `access[i]` gives both directions' bandwidth, half the one-way
+  // latency each, and loss.
+  static Topology Star(const std::vector<Link>& access);
+  // Islands of workers. Inside an island, the star above with `access` links; between islands each
+  // island has a WAN pair ("wan-up:k", "wan-down:k") to a core switch. i -> j across islands
+  // crosses up:i, wan-up:I, wan-down:J, down:j.
+  static Topology Islands(const std::vector<Link>& access, const std::vector<std::vector<int>>& islands,
+                          const std::vector<Link>& wan);
+
+ private:
+  int num_workers_ = 0;
+  std::vector<Link> links_;
+  std::vector<std::vector<int>> routes_;
+};
+
+struct Delivery {
+  int64_t flow = 0;
+  double time = 0.0;
+};
+
+class NetworkModel {
+ public:
+  virtual ~NetworkModel() = default;
+  // A message of `bytes` from src to dst, sent at `now` (>= the last AdvanceTo). Returns its id.
+  virtual int64_t StartFlow(int src, int dst, int64_t bytes, double now) = 0;
+  // The earliest time at which a delivery or a change of state happens; kNever if none.
+  virtual double NextEventTime() const = 0;
+  // Moves time to t (>= the current time), appending the flows delivered at or before t.
+  virtual void AdvanceTo(double t, std::vector<Delivery>* delivered) = 0;
+  virtual const Topology& topology() const = 0;
+};
+
+// One message of a batch given to SimulateMessages.
+struct Message {
+  int src = 0, dst = 0;
+  int64_t bytes = 0;
+  double send_time = 0.0;
+};
+// Delivery time of each message when all of them are sent at their send times (no dependencies).
+std::vector<double> SimulateMessages(NetworkModel& model, const std::vector<Message>& messages);
+
+}  // namespace narrows::sim

@@ -1,0 +1,162 @@
+// The transport contract: what one Transport promises, every Transport keeps. Parameterised over
+// the in-process loopback and the emulator (and, later, ns-3 and ZeroMQ).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <thread>
+
+#include "core/collectives.h"
+#include "core/loopback_transport.h"
+#include "emu/engine.h"
+#include "sim/analytic_model.h"
+
+namespace narrows::core {
+namespace {
+
+// Runs body(rank, transport) on every rank of a fresh world of `n` ranks.
+using Body = std::function<void(int, Transport&)>;
+struct World {
+  std::string name;
+  std::function<void(int n, const Body&)> run;
+};
+
+World Loopback() {
+  return {"loopback", [](int n, const Body& body) {
+            LoopbackHub hub(n);
+            std::vector<std::thread> threads;
+            for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, hub.endpoint(r)); });
+            for (auto& t : threads) t.join();
+          }};
+}
+
+World Emulated() {
+  return {"emulated", [](int n, const Body& body) {
+            std::vector<sim::Link> access(n);
+            for (auto& l : access) {
+              l.bandwidth_bps = 1e9;
+              l.latency_s = 0.001;
+            }
+            emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(access)));
+            engine.Run([&](int r) { body(r, engine.endpoint(r)); });
+          }};
+}
+
+class TransportContractTest : public ::testing::TestWithParam<World> {};
+
+TEST_P(TransportContractTest, MessagesArriveInOrderWithTheirBytes) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    if (rank == 0) {
+      for (int i = 0; i < 5; ++i) {
+        std::vector<int32_t> v(100, i);
+        ASSERT_TRUE(t.Send(1, 7, v.data(), v.size() * 4).ok());
+      }
+    } else {
+      for (int i = 0; i < 5; ++i) {
+        std::vector<int32_t> v(100, -1);
+        ASSERT_TRUE(t.Recv(0, 7, v.data(), v.size() * 4).ok());
+        EXPECT_EQ(v[0], i);
+        EXPECT_EQ(v[99], i);
+      }
+      EXPECT_EQ(t.stats().bytes_received, 2000);
+    }
+  });
+}
+
+TEST_P(TransportContractTest, TagsAreSeparateQueues) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    int32_t a = 1, b = 2;
+    if (rank == 0) {
+      ASSERT_TRUE(t.Send(1, 1, &a, 4).ok());
+      ASSERT_TRUE(t.Send(1, 2, &b, 4).ok());
+    } else {
+      int32_t x = 0;
+      ASSERT_TRUE(t.Recv(0, 2, &x, 4).ok());
+      EXPECT_EQ(x, 2);
+      ASSERT_TRUE(t.Recv(0, 1, &x, 4).ok());
+      EXPECT_EQ(x, 1);
+    }
+  });
+}
+
+TEST_P(TransportContractTest, WrongSizeIsRejectedNotWritten) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    std::vector<uint8_t> big(64, 0xAB);
+    if (rank == 0) {
+      ASSERT_TRUE(t.Send(1, 3, big.data(), big.size()).ok());
+    } else {
+      std::vector<uint8_t> small(16, 0);
+      const Status s = t.Recv(0, 3, small.data(), small.size());
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(small[0], 0);
+    }
+  });
+}
+
+TEST_P(TransportContractTest, RecvTimesOut) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    if (rank == 1) {
+      int32_t x;
+      const Status s = t.Recv(0, 9, &x, 4, 0.05);
+      EXPECT_TRUE(s.code() == StatusCode::kTimeout || s.code() == StatusCode::kPeerUnavailable) << s.ToString();
+    }
+  });
+}
+
+TEST_P(TransportContractTest, InvalidDestinationIsAnError) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    int32_t x = 0;
+    EXPECT_EQ(t.Send(rank, 0, &x, 4).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.Send(5, 0, &x, 4).code(), StatusCode::kInvalidArgument);
+  });
+}
+
+void ExpectAllReduce(const World& w, int n, int64_t count, AllReduceAlgorithm algorithm) {
+  w.run(n, [&](int rank, Transport& t) {
+    std::vector<float> data(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + i % 97);
+    CollectiveOptions o;
+    o.group.resize(n);
+    std::iota(o.group.begin(), o.group.end(), 0);
+    o.algorithm = algorithm;
+    o.islands = {{0, 1}, {2, 3}};
+    ASSERT_TRUE(AllReduceSum(t, data.data(), count, o).ok());
+    const float rank_sum = 1000.0f * n * (n - 1) / 2;
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(data[i], rank_sum + n * static_cast<float>(i % 97)) << i;
+    if (algorithm == AllReduceAlgorithm::kRing) {
+      EXPECT_EQ(t.stats().bytes_sent, RingAllReduceBytesPerRank(count, n, rank));
+    }
+  });
+}
+
+TEST_P(TransportContractTest, RingAllReduce) {
+  ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kRing);
+  ExpectAllReduce(GetParam(), 3, 2, AllReduceAlgorithm::kRing);  // fewer elements than ranks
+}
+TEST_P(TransportContractTest, StarAllReduce) { ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kStar); }
+TEST_P(TransportContractTest, HierarchicalAllReduce) {
+  ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kHierarchical);
+}
+
+TEST_P(TransportContractTest, BroadcastFromRoot) {
+  GetParam().run(3, [](int rank, Transport& t) {
+    std::vector<double> v(10, rank == 2 ? 3.5 : 0.0);
+    CollectiveOptions o;
+    o.group = {0, 1, 2};
+    o.root = 2;
+    ASSERT_TRUE(Broadcast(t, v.data(), v.size() * sizeof(double), o).ok());
+    EXPECT_EQ(v[9], 3.5);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(RingBytesTest, MatchesTwoNMinusOneOverN) {
+  EXPECT_EQ(RingAllReduceBytesPerRank(1000, 4, 0), 4 * 2 * 3 * 250);
+  EXPECT_EQ(RingAllReduceBytesPerRank(1000, 1, 0), 0);
+}
+
+}  // namespace
+}  // namespace narrows::core

@@ -1,0 +1,103 @@
+#include "emu/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/collectives.h"
+#include "sim/analytic_model.h"
+
+namespace narrows::emu {
+namespace {
+
+std::unique_ptr<sim::AnalyticModel> Star(int n, double bps, double one_way_latency_s) {
+  std::vector<sim::Link> access(n);
+  for (auto& l : access) {
+    l.bandwidth_bps = bps;
+    l.latency_s = one_way_latency_s;
+  }
+  return std::make_unique<sim::AnalyticModel>(sim::Topology::Star(access));
+}
+
+// Ring all-reduce of S bytes over n ranks: 2(n-1) alpha + 2(n-1)/n S/B (within 1%).
+TEST(EngineTest, RingAllReduceMatchesClosedForm) {
+  for (int n : {2, 4, 8}) {
+    const double bps = 100e6, alpha = 0.030;
+    const int64_t count = 25'000'000 / 4;  // 25 MB of floats
+    Engine engine(n, Star(n, bps, alpha));
+    std::vector<double> finish(n);
+    engine.Run([&](int r) {
+      std::vector<float> data(static_cast<size_t>(count), 1.0f);
+      core::CollectiveOptions o;
+      o.group.resize(n);
+      std::iota(o.group.begin(), o.group.end(), 0);
+      ASSERT_TRUE(core::AllReduceSum(engine.endpoint(r), data.data(), count, o).ok());
+      EXPECT_EQ(data[count - 1], static_cast<float>(n));
+      finish[r] = engine.endpoint(r).clock().Now();
+    });
+    const double s_bits = count * 4.0 * 8.0;
+    const double expected = 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * s_bits / bps;
+    for (double f : finish) EXPECT_NEAR(f, expected, 0.01 * expected) << "n=" << n;
+  }
+}
+
+TEST(EngineTest, ComputeChargesTheVirtualClockOnly) {
+  Engine engine(2, Star(2, 1e9, 0.001));
+  engine.Run([&](int r) {
+    engine.endpoint(r).clock().ChargeCompute(r == 0 ? 2.0 : 5.0);
+    int32_t x = 42;
+    if (r == 0) {
+      ASSERT_TRUE(engine.endpoint(r).Send(1, 0, &x, 4).ok());
+    } else {
+      ASSERT_TRUE(engine.endpoint(r).Recv(0, 0, &x, 4).ok());
+      // Already delivered at 2.001 s; the receiver was busy until 5 s.
+      EXPECT_DOUBLE_EQ(engine.endpoint(r).clock().Now(), 5.0);
+    }
+  });
+  EXPECT_DOUBLE_EQ(engine.clock_of(0), 2.0);
+}
+
+TEST(EngineTest, WaitingAdvancesToTheDeliveryTime) {
+  Engine engine(2, Star(2, 8e6, 0.010));  // 1 MB/s
+  engine.Run([&](int r) {
+    std::vector<uint8_t> buf(1'000'000);
+    if (r == 0) {
+      engine.endpoint(r).clock().ChargeCompute(1.0);
+      ASSERT_TRUE(engine.endpoint(r).Send(1, 0, buf.data(), buf.size()).ok());
+    } else {
+      ASSERT_TRUE(engine.endpoint(r).Recv(0, 0, buf.data(), buf.size()).ok());
+      EXPECT_NEAR(engine.endpoint(r).clock().Now(), 1.0 + 0.010 + 1.0, 1e-9);
+    }
+  });
+}
+
+TEST(EngineTest, WaitingForAFinishedPeerFailsInsteadOfHanging) {
+  Engine engine(3, Star(3, 1e9, 0.001));
+  engine.Run([&](int r) {
+    if (r == 1) {
+      int32_t x;
+      const core::Status s = engine.endpoint(r).Recv(0, 0, &x, 4);
+      EXPECT_EQ(s.code(), core::StatusCode::kPeerUnavailable) << s.ToString();
+    }
+  });
+}
+
+TEST(EngineTest, SameInputsSameTimeline) {
+  auto run = [] {
+    Engine engine(4, Star(4, 50e6, 0.005));
+    std::vector<double> out(4);
+    engine.Run([&](int r) {
+      engine.endpoint(r).clock().ChargeCompute(0.1 * (r + 1));
+      std::vector<float> data(100000, 1.0f);
+      core::CollectiveOptions o;
+      o.group = {0, 1, 2, 3};
+      ASSERT_TRUE(core::AllReduceSum(engine.endpoint(r), data.data(), 100000, o).ok());
+      out[r] = engine.endpoint(r).clock().Now();
+    });
+    return out;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+}  // namespace
+}  // namespace narrows::emu
