@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -25,6 +26,16 @@ constexpr Preset kPresets[] = {
     {"small", 256, 6, 8, 256, 256},      // ~4.8M
     {"medium", 512, 8, 8, 512, 256},     // ~25M
     {"gpt2-124m", 768, 12, 12, 1024, 50257},
+};
+
+struct Profile {
+  const char* name;
+  double bandwidth_bps, latency_ms;
+};
+// The network archetypes of "Scaling Laws for DiLoCo" (arXiv 2503.09799, App. A), plus internet and home.
+constexpr Profile kProfiles[] = {
+    {"dc-400g", 400e9, 0.1}, {"dc-100g", 100e9, 1.0},    {"region-10g", 10e9, 10.0},
+    {"internet-1g", 1e9, 50.0}, {"home-100m", 100e6, 30.0},
 };
 
 // Where a value came from, for error messages: a file position or a command-line override.
@@ -150,6 +161,102 @@ class Section {
     return fallback;
   }
 
+  // Records a resolved value that was not read from a key of this mapping (shorthand expansions).
+  template <typename T>
+  void Set(const std::string& key, const T& value) {
+    resolved_[key] = value;
+  }
+
+  // A number or a list of numbers; a single number is repeated `count` times.
+  std::vector<double> DoubleList(const std::string& key, double fallback, size_t count, double min,
+                                 double max) {
+    std::vector<double> out(count, fallback);
+    const YAML::Node n = Take(key);
+    if (n.IsDefined()) {
+      if (n.IsScalar()) {
+        double v = fallback;
+        if (!Convert(n, &v) || v < min || v > max) {
+          Error(n, Path(key), "expected a number in [" + Num(min) + ", " + Num(max) + "] or a list of them");
+        }
+        out.assign(count, v);
+      } else if (n.IsSequence()) {
+        if (n.size() != count) {
+          Error(n, Path(key), "expected " + std::to_string(count) + " values (one per worker), got " +
+                                  std::to_string(n.size()));
+        }
+        for (size_t i = 0; i < n.size() && i < count; ++i) {
+          double v = 0;
+          if (!Convert(n[i], &v) || v < min || v > max) {
+            Error(n[i], Path(key) + "[" + std::to_string(i) + "]",
+                  "expected a number in [" + Num(min) + ", " + Num(max) + "], got " + Describe(n[i]));
+          } else {
+            out[i] = v;
+          }
+        }
+      } else {
+        Error(n, Path(key), "expected a number or a list, got " + Describe(n));
+      }
+    }
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (double v : out) seq.push_back(v);
+    resolved_[key] = seq;
+    return out;
+  }
+
+  // Lists of integer lists, e.g. islands: [[0, 1], [2, 3]].
+  std::vector<std::vector<int>> IntLists(const std::string& key) {
+    std::vector<std::vector<int>> out;
+    const YAML::Node n = Take(key);
+    YAML::Node seq(YAML::NodeType::Sequence);
+    if (n.IsDefined()) {
+      if (!n.IsSequence()) {
+        Error(n, Path(key), "expected a list of lists of worker indices, got " + Describe(n));
+      } else {
+        for (size_t i = 0; i < n.size(); ++i) {
+          std::vector<int> group;
+          YAML::Node resolved_group(YAML::NodeType::Sequence);
+          if (!n[i].IsSequence()) {
+            Error(n[i], Path(key) + "[" + std::to_string(i) + "]", "expected a list of worker indices");
+            continue;
+          }
+          for (size_t j = 0; j < n[i].size(); ++j) {
+            int v = 0;
+            if (!Convert(n[i][j], &v)) {
+              Error(n[i][j], Path(key) + "[" + std::to_string(i) + "][" + std::to_string(j) + "]",
+                    "expected a worker index, got " + Describe(n[i][j]));
+            }
+            group.push_back(v);
+            resolved_group.push_back(v);
+          }
+          out.push_back(group);
+          seq.push_back(resolved_group);
+        }
+      }
+    }
+    resolved_[key] = seq;
+    return out;
+  }
+
+  // Calls fn(item_section, item_node, index) for each element of the list under `key`.
+  // Scalar items are passed with an empty section so the caller can read shorthand.
+  void Items(const std::string& key, const std::function<void(Section&, const YAML::Node&, size_t)>& fn) {
+    const YAML::Node n = Take(key);
+    YAML::Node seq(YAML::NodeType::Sequence);
+    if (n.IsDefined() && !n.IsSequence()) {
+      Error(n, Path(key), "expected a list, got " + Describe(n));
+    } else if (n.IsDefined()) {
+      for (size_t i = 0; i < n.size(); ++i) {
+        YAML::Node out(YAML::NodeType::Map);
+        const std::string path = Path(key) + "[" + std::to_string(i) + "]";
+        Section item(n[i].IsMap() ? n[i] : YAML::Node(), path, origin_, errors_, out);
+        fn(item, n[i], i);
+        item.Finish();
+        seq.push_back(out);
+      }
+    }
+    resolved_[key] = seq;
+  }
+
   // Reports every key of this mapping that no getter asked for, and keys given twice.
   void Finish() {
     if (!node_.IsMap()) return;
@@ -185,6 +292,11 @@ class Section {
     return n;
   }
   std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  static std::string Num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
   template <typename T>
   static bool Convert(const YAML::Node& n, T* out) {
     if (!n.IsScalar()) return false;
@@ -261,6 +373,114 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
     s.Error(s.node(), s.path() + ".positions", "rope needs an even head dimension");
   }
   s.Finish();
+}
+
+// A link: `profile` gives bandwidth and latency, explicit keys override it.
+LinkSpec ReadLink(Section& s, const std::string& default_profile, const LinkSpec* inherit = nullptr,
+                  std::string* profile_out = nullptr) {
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const auto& p : kProfiles) names.emplace_back(p.name, p.name);
+  names.emplace_back("custom", "custom");
+  LinkSpec base;
+  std::string profile = default_profile;
+  if (inherit) {
+    base = *inherit;
+  }
+  if (!inherit || s.Has("profile")) {
+    profile = s.Enum<std::string>("profile", default_profile, names);
+    for (const auto& p : kProfiles) {
+      if (profile == p.name) {
+        base.bandwidth_bps = p.bandwidth_bps;
+        base.latency_ms = p.latency_ms;
+      }
+    }
+  }
+  if (profile_out) *profile_out = profile;
+  LinkSpec link;
+  link.bandwidth_bps = s.Double("bandwidth_bps", base.bandwidth_bps, 1e3, 1e13);
+  link.latency_ms = s.Double("latency_ms", base.latency_ms, 0.0, 1e5);
+  link.loss = s.Double("loss", base.loss, 0.0, 0.5);
+  return link;
+}
+
+bool ValidLinkName(const std::string& name, int workers, int islands) {
+  auto index = [&](const std::string& prefix, int limit) {
+    if (name.rfind(prefix, 0) != 0) return false;
+    try {
+      size_t used = 0;
+      const int i = std::stoi(name.substr(prefix.size()), &used);
+      return used == name.size() - prefix.size() && i >= 0 && i < limit;
+    } catch (...) {
+      return false;
+    }
+  };
+  return index("worker:", workers) || index("wan:", islands);
+}
+
+AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
+  AlgorithmSpec a;
+  if (node.IsScalar()) {
+    // Shorthand: "ddp", "diloco" (H = 50), "diloco-h100", "local-sgd-h10".
+    const std::string text = node.Scalar();
+    a.name = text;
+    auto h_suffix = [&](const std::string& prefix) -> int64_t {
+      if (text == prefix) return 50;
+      if (text.rfind(prefix + "-h", 0) != 0) return -1;
+      try {
+        size_t used = 0;
+        const long long h = std::stoll(text.substr(prefix.size() + 2), &used);
+        return used == text.size() - prefix.size() - 2 && h > 0 ? h : -1;
+      } catch (...) {
+        return -1;
+      }
+    };
+    if (text == "ddp") {
+      a.kind = AlgorithmKind::kDdp;
+    } else if (const int64_t h = h_suffix("diloco"); h > 0) {
+      a.kind = AlgorithmKind::kDiloco;
+      a.inner_steps = h;
+    } else if (const int64_t h2 = h_suffix("local-sgd"); h2 > 0) {
+      a.kind = AlgorithmKind::kDiloco;
+      a.inner_steps = h2;
+      a.outer_optimizer = OuterOptimizer::kSgd;
+      a.outer_lr = 1.0;
+      a.outer_momentum = 0.0;
+    } else {
+      s.Error(node, s.path(), "unknown algorithm '" + text +
+                                  "' (expected ddp, diloco, diloco-hN, local-sgd-hN, or a mapping)");
+    }
+    // The resolved scenario spells the shorthand out.
+    s.Set("name", a.name);
+    s.Set("algorithm", std::string(a.kind == AlgorithmKind::kDdp ? "ddp" : "diloco"));
+    if (a.kind == AlgorithmKind::kDiloco) {
+      s.Set("inner_steps", a.inner_steps);
+      s.Set("outer_optimizer", std::string(a.outer_optimizer == OuterOptimizer::kSgd ? "sgd" : "nesterov"));
+      s.Set("outer_lr", a.outer_lr);
+      s.Set("outer_momentum", a.outer_momentum);
+    }
+    return a;
+  }
+  if (!node.IsMap()) {
+    s.Error(node, s.path(), "expected an algorithm name or a mapping, got " + Describe(node));
+    return a;
+  }
+  a.kind = s.Enum<AlgorithmKind>("algorithm", AlgorithmKind::kDiloco,
+                                 {{"ddp", AlgorithmKind::kDdp}, {"diloco", AlgorithmKind::kDiloco}});
+  a.inner_steps = s.Int("inner_steps", 50, 1);
+  a.outer_optimizer = s.Enum<OuterOptimizer>(
+      "outer_optimizer", OuterOptimizer::kNesterov,
+      {{"sgd", OuterOptimizer::kSgd}, {"nesterov", OuterOptimizer::kNesterov}, {"adam", OuterOptimizer::kAdam}});
+  a.outer_lr = s.Double("outer_lr", a.outer_optimizer == OuterOptimizer::kAdam ? 0.1 : 0.7, 0.0, 100.0, true);
+  a.outer_momentum =
+      s.Double("outer_momentum", a.outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9, 0.0, 0.9999);
+  a.drop_probability = s.Double("drop_probability", 0.0, 0.0, 1.0);
+  a.collective = s.Enum<CollectiveKind>("collective", CollectiveKind::kRing,
+                                        {{"ring", CollectiveKind::kRing},
+                                         {"star", CollectiveKind::kStar},
+                                         {"hierarchical", CollectiveKind::kHierarchical}});
+  std::string fallback = a.kind == AlgorithmKind::kDdp ? "ddp" : "diloco-h" + std::to_string(a.inner_steps);
+  a.name = s.String("name", fallback);
+  return a;
 }
 
 }  // namespace
@@ -373,6 +593,108 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     sc.output.log_every = o.Int("log_every", 10, 1);
     o.Finish();
   }
+  {
+    Section w = top.Sub("workers");
+    sc.workers.count = static_cast<int>(w.Int("count", 1, 1, 4096));
+    sc.workers.speed = w.DoubleList("speed", 1.0, static_cast<size_t>(sc.workers.count), 1e-3, 1e3);
+    w.Finish();
+  }
+  {
+    Section n = top.Sub("network");
+    NetworkSpec& net = sc.network;
+    net.model = n.Enum<std::string>("model", "analytic", {{"analytic", "analytic"}});
+    net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
+                                        {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});
+    net.link = ReadLink(n, "home-100m", nullptr, &net.profile);
+    net.islands = n.IntLists("islands");
+    {
+      Section intra = n.Sub("intra");
+      net.intra = ReadLink(intra, "dc-100g");
+      intra.Finish();
+    }
+    if (net.topology == TopologyKind::kIslands) {
+      std::vector<int> seen(static_cast<size_t>(sc.workers.count), 0);
+      for (const auto& island : net.islands) {
+        for (int w : island) {
+          if (w < 0 || w >= sc.workers.count) {
+            n.Error(n.node(), "network.islands", "worker " + std::to_string(w) + " does not exist (workers.count is " +
+                                                     std::to_string(sc.workers.count) + ")");
+          } else {
+            ++seen[static_cast<size_t>(w)];
+          }
+        }
+      }
+      for (int w = 0; w < sc.workers.count; ++w) {
+        if (seen[static_cast<size_t>(w)] != 1) {
+          n.Error(n.node(), "network.islands",
+                  "worker " + std::to_string(w) + " must be in exactly one island");
+          break;
+        }
+      }
+    } else if (!net.islands.empty()) {
+      n.Error(n.node(), "network.islands", "islands are only used with topology: islands");
+    }
+    n.Items("workers", [&](Section& item, const YAML::Node& node, size_t) {
+      NetworkSpec::Override o;
+      o.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
+      o.link = ReadLink(item, "custom", &net.link);
+      if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
+      net.overrides.push_back(o);
+    });
+    const int num_islands = static_cast<int>(net.islands.size());
+    n.Items("schedule", [&](Section& item, const YAML::Node& node, size_t) {
+      NetworkSpec::Change c;
+      c.link = item.String("link", "worker:0");
+      c.at_s = item.Double("at_s", 0.0, 0.0, 1e12);
+      c.bandwidth_bps = item.Double("bandwidth_bps", 0.0, 0.0, 1e13);
+      if (!ValidLinkName(c.link, sc.workers.count, num_islands)) {
+        item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + c.link + "'");
+      }
+      net.schedule.push_back(c);
+    });
+    n.Finish();
+  }
+  {
+    Section c = top.Sub("compute");
+    sc.compute.mode = c.Enum<ComputeMode>("mode", ComputeMode::kMeasured,
+                                          {{"measured", ComputeMode::kMeasured}, {"modelled", ComputeMode::kModelled}});
+    sc.compute.device_flops = c.Double("device_flops", 1e12, 1e6, 1e18);
+    c.Finish();
+  }
+  top.Items("faults", [&](Section& item, const YAML::Node& node, size_t) {
+    FaultSpec f;
+    f.kind = item.Enum<FaultKind>("type", FaultKind::kLeave,
+                                  {{"leave", FaultKind::kLeave},
+                                   {"join", FaultKind::kJoin},
+                                   {"crash", FaultKind::kCrash},
+                                   {"link_down", FaultKind::kLinkDown}});
+    if (f.kind == FaultKind::kLinkDown) {
+      f.link = item.String("link", "worker:0");
+      f.from_s = item.Double("from_s", 0.0, 0.0, 1e12);
+      f.to_s = item.Double("to_s", 0.0, 0.0, 1e12);
+      if (!ValidLinkName(f.link, sc.workers.count, static_cast<int>(sc.network.islands.size()))) {
+        item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + f.link + "'");
+      }
+      if (f.to_s <= f.from_s) item.Error(node, item.path() + ".to_s", "must be after from_s");
+    } else {
+      f.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
+      f.at_step = item.Int("at_step", 0, 0, sc.train.steps - 1);
+    }
+    if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
+    sc.faults.push_back(f);
+  });
+  top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
+    sc.compare.push_back(ParseAlgorithm(item, node));
+  });
+  {
+    std::set<std::string> names;
+    for (const auto& a : sc.compare) {
+      if (!names.insert(a.name).second) {
+        top.Error(root["compare"], "compare", "two entries are named '" + a.name + "'; give one a name:");
+      }
+    }
+  }
+  sc.target_loss = top.Double("target_loss", 0.0, 0.0, 100.0);
   top.Finish();
 
   if (!errors.empty()) {
@@ -381,6 +703,7 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     return Status::InvalidArgument(message);
   }
   YAML::Emitter emitter;
+  emitter.SetDoublePrecision(15);
   emitter << resolved;
   sc.resolved_yaml = std::string(emitter.c_str()) + "\n";
   return sc;

@@ -72,6 +72,71 @@ struct OutputSpec {
   int64_t log_every = 10;  // steps between metrics.jsonl lines (the last step is always logged)
 };
 
+// One link's parameters (one direction of an access or WAN link).
+struct LinkSpec {
+  double bandwidth_bps = 100e6;
+  double latency_ms = 30.0;  // one-way, end to end for access links (split over up and down)
+  double loss = 0.0;         // packet loss probability
+};
+
+enum class TopologyKind { kStar, kIslands };
+
+struct NetworkSpec {
+  std::string model = "analytic";
+  std::string profile = "home-100m";  // dc-400g, dc-100g, region-10g, internet-1g, home-100m, custom
+  TopologyKind topology = TopologyKind::kStar;
+  LinkSpec link;                        // every worker's access link (star) or the WAN (islands)
+  std::vector<std::vector<int>> islands;  // islands: the workers of each island
+  LinkSpec intra;                       // islands: access links inside an island
+  struct Override {
+    int worker = 0;
+    LinkSpec link;
+  };
+  std::vector<Override> overrides;      // per-worker access links
+  struct Change {
+    std::string link;  // "worker:N" (both directions of its access link) or "wan:K"
+    double at_s = 0.0;
+    double bandwidth_bps = 0.0;
+  };
+  std::vector<Change> schedule;         // bandwidth changes over virtual time
+};
+
+struct WorkersSpec {
+  int count = 1;
+  std::vector<double> speed;  // per-worker compute speed factors (size count), 1 = nominal
+};
+
+enum class ComputeMode { kMeasured, kModelled };
+struct ComputeSpec {
+  ComputeMode mode = ComputeMode::kMeasured;
+  double device_flops = 1e12;  // modelled: sustained FLOP/s of one worker at speed 1
+};
+
+enum class FaultKind { kLeave, kJoin, kCrash, kLinkDown };
+struct FaultSpec {
+  FaultKind kind = FaultKind::kLeave;
+  int worker = 0;        // leave, join, crash
+  int64_t at_step = 0;   // leave, join, crash: takes effect before this step (0-based)
+  std::string link;      // link_down: "worker:N" or "wan:K"
+  double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
+};
+
+enum class AlgorithmKind { kDdp, kDiloco };
+enum class OuterOptimizer { kSgd, kNesterov, kAdam };
+enum class CollectiveKind { kRing, kStar, kHierarchical };
+
+// One entry of `compare:`.
+struct AlgorithmSpec {
+  std::string name;
+  AlgorithmKind kind = AlgorithmKind::kDdp;
+  int64_t inner_steps = 50;  // DiLoCo H
+  OuterOptimizer outer_optimizer = OuterOptimizer::kNesterov;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  double drop_probability = 0.0;  // DiLoCo: each worker's outer gradient is dropped with this p
+  CollectiveKind collective = CollectiveKind::kRing;
+};
+
 struct Scenario {
   std::string name;
   std::string source;  // the file it came from ("" for built-in)
@@ -83,6 +148,12 @@ struct Scenario {
   TrainSpec train;
   EvalSpec eval;
   OutputSpec output;
+  WorkersSpec workers;
+  NetworkSpec network;
+  ComputeSpec compute;
+  std::vector<FaultSpec> faults;
+  std::vector<AlgorithmSpec> compare;  // empty: `narrows run` runs ddp alone
+  double target_loss = 0.0;            // > 0: report the virtual time to reach it
   // The fully resolved scenario (every key, defaults included) as YAML text, for run folders.
   std::string resolved_yaml;
 };

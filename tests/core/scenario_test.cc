@@ -128,3 +128,52 @@ TEST(ScenarioTest, MissingFileIsNotFound) {
 
 }  // namespace
 }  // namespace narrows::core
+
+namespace narrows::core {
+namespace {
+
+TEST(ScenarioTest, DistributedSectionsAndShorthand) {
+  auto sc = ParseScenario(
+      "workers: {count: 4, speed: [1, 1, 1, 0.5]}\n"
+      "network: {profile: internet-1g, workers: [{worker: 2, bandwidth_bps: 5.0e7}]}\n"
+      "faults: [{type: leave, worker: 3, at_step: 100}, {type: link_down, link: worker:1, from_s: 5, to_s: 9}]\n"
+      "compare: [ddp, diloco-h25, local-sgd-h10, {algorithm: diloco, name: adam, outer_optimizer: adam}]\n",
+      "d.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->workers.speed[3], 0.5);
+  EXPECT_EQ(sc->network.link.bandwidth_bps, 1e9);
+  EXPECT_EQ(sc->network.link.latency_ms, 50.0);
+  ASSERT_EQ(sc->network.overrides.size(), 1u);
+  EXPECT_EQ(sc->network.overrides[0].link.bandwidth_bps, 5e7);
+  EXPECT_EQ(sc->network.overrides[0].link.latency_ms, 50.0);  // inherited
+  ASSERT_EQ(sc->compare.size(), 4u);
+  EXPECT_EQ(sc->compare[1].inner_steps, 25);
+  EXPECT_EQ(sc->compare[2].outer_optimizer, OuterOptimizer::kSgd);
+  EXPECT_EQ(sc->compare[2].outer_lr, 1.0);
+  EXPECT_EQ(sc->compare[3].outer_lr, 0.1);
+  // The resolved scenario spells shorthand out; resolving it again changes nothing more.
+  auto again = ParseScenario(sc->resolved_yaml, "d.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << sc->resolved_yaml;
+  auto third = ParseScenario(again->resolved_yaml, "d.yaml");
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->resolved_yaml, again->resolved_yaml);
+  EXPECT_EQ(again->compare[2].outer_lr, 1.0);
+}
+
+TEST(ScenarioTest, DistributedErrors) {
+  EXPECT_NE(ErrorOf("workers: {count: 2, speed: [1, 1, 1]}\n").find("expected 2 values"), std::string::npos);
+  EXPECT_NE(ErrorOf("workers: {count: 2}\nfaults: [{type: leave, worker: 5}]\n").find("faults[0].worker"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [diloco-hx]\n").find("unknown algorithm 'diloco-hx'"), std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [ddp, ddp]\n").find("two entries are named 'ddp'"), std::string::npos);
+  EXPECT_NE(ErrorOf("workers: {count: 4}\nnetwork: {topology: islands, islands: [[0, 1], [2]]}\n")
+                .find("worker 3 must be in exactly one island"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("network: {profile: dialup}\n").find("network.profile: expected one of dc-400g"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("faults: [{type: link_down, link: wan:0, from_s: 1, to_s: 2}]\n").find("wan:0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace narrows::core
