@@ -114,12 +114,17 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const double loss = 1.0 - keep;
   const double rtt = std::max(2.0 * latency, 1e-4);
   const double cap = loss > 0.0 ? kMssBits / rtt * 1.22 / std::sqrt(loss) : kNever;
-  if (bytes <= 0) {
-    in_flight_.emplace(now_ + latency, id);
-    return id;
+  const int pair = src * topology_.num_workers() + dst;
+  Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0), 0.0, cap, latency};
+  auto& queue = queued_[pair];
+  const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
+                                                  [&](const Flow& f) { return f.pair == pair; });
+  if (busy) {
+    queue.push_back(std::move(flow));
+  } else {
+    flows_.push_back(std::move(flow));
+    Recompute();
   }
-  flows_.push_back({id, route, static_cast<double>(bytes) * 8.0, 0.0, cap, latency});
-  Recompute();
   return id;
 }
 
@@ -198,7 +203,13 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
       // Done when less than a nanosecond of transmission is left (absorbs rounding).
       if (flows_[i].remaining_bits <= kEpsBits + flows_[i].rate_bps * 1e-9) {
         in_flight_.emplace(now_ + flows_[i].latency_s, flows_[i].id);
+        const int pair = flows_[i].pair;
         flows_.erase(flows_.begin() + static_cast<long>(i));
+        auto q = queued_.find(pair);
+        if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
+          flows_.push_back(std::move(q->second.front()));
+          q->second.erase(q->second.begin());
+        }
         changed = true;
       } else {
         ++i;

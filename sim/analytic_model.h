@@ -3,7 +3,9 @@
 // starts or ends or a link's bandwidth changes; a lone flow of S bytes takes S*8/B to transmit.
 // It is delivered one path latency after its last byte leaves, so a message costs
 // alpha + S/B alone. Loss is a goodput penalty: each flow is capped at the Mathis et al. (1997) TCP
-// throughput MSS/RTT * 1.22/sqrt(p), with RTT twice the path latency. Deterministic.
+// throughput MSS/RTT * 1.22/sqrt(p), with RTT twice the path latency. Messages between one pair of
+// workers share one connection, as over TCP: they are transmitted one after another, in the order
+// sent, so they also arrive in that order. Deterministic.
 #pragma once
 
 #include <map>
@@ -23,6 +25,7 @@ class AnalyticModel : public NetworkModel {
  private:
   struct Flow {
     int64_t id;
+    int pair;  // src * workers + dst: flows of one pair transmit in order
     std::vector<int> route;
     double remaining_bits;
     double rate_bps = 0.0;
@@ -38,6 +41,7 @@ class AnalyticModel : public NetworkModel {
   std::vector<double> bandwidth_;       // current bandwidth per link
   std::vector<size_t> next_change_;     // index into each link's schedule
   std::vector<Flow> flows_;             // transmitting
+  std::map<int, std::vector<Flow>> queued_;  // per pair, waiting for the pair's current flow
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
   double now_ = 0.0;
   int64_t next_id_ = 0;

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "core/scenario.h"
+#include "tools/run_command.h"
 #include "trainer/train.h"
 
 namespace {
@@ -58,6 +59,11 @@ int main(int argc, char** argv) {
   add_scenario_args(train);
   train->add_flag("-q,--quiet", quiet, "no progress line");
 
+  CLI::App* run = app.add_subcommand(
+      "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
+  add_scenario_args(run);
+  run->add_flag("-q,--quiet", quiet, "no progress lines");
+
   CLI::App* validate = app.add_subcommand("validate", "check a scenario file without running it");
   add_scenario_args(validate);
   validate->add_flag("--print", print_resolved, "print the resolved scenario (defaults included)");
@@ -85,6 +91,12 @@ int main(int argc, char** argv) {
       std::cout << scenario_file << ": ok (" << scenario->name << ")\n";
     }
     return 0;
+  }
+  if (*run) {
+    narrows::tools::RunOptions options;
+    options.progress = quiet ? nullptr : stderr;
+    const Status s = narrows::tools::RunScenario(*scenario, options);
+    return s.ok() ? 0 : Fail(s);
   }
   if (*train) {
     narrows::trainer::TrainOptions options;

@@ -80,6 +80,13 @@ void FlatAdamW::Step(double lr) {
   }
 }
 
+void FlatAdamW::Reset() {
+  torch::NoGradGuard no_grad;
+  exp_avg_.zero_();
+  exp_avg_sq_.zero_();
+  step_ = 0;
+}
+
 double LearningRate(const core::TrainSpec& train, int64_t step) {
   if (step < train.warmup_steps) {
     return train.lr * static_cast<double>(step + 1) / static_cast<double>(train.warmup_steps);

@@ -30,6 +30,9 @@ class FlatAdamW {
   // One update with base learning rate `lr` (each group scales it).
   void Step(double lr);
   int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t steps) { step_ = steps; }
+  // Forgets the moments and the step count (a worker that lost its state).
+  void Reset();
   torch::Tensor& exp_avg() { return exp_avg_; }
   torch::Tensor& exp_avg_sq() { return exp_avg_sq_; }
   const std::vector<AdamWGroup>& groups() const { return groups_; }

@@ -7,6 +7,7 @@
 
 #include "core/progress.h"
 #include "core/run_writer.h"
+#include "trainer/dataset.h"
 #include "trainer/replica.h"
 
 namespace narrows::trainer {
@@ -31,43 +32,18 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   const auto wall_start = Clock::now();
   auto device = ResolveDevice(sc.device);
   if (!device.ok()) return device.status();
-  const std::string data_root = options.data_root.empty() ? DefaultDataRoot() : options.data_root;
-
-  auto corpus = LoadCorpus(sc.data, sc.data.path, data_root);
-  if (!corpus.ok()) return corpus.status();
+  
+  auto dataset = LoadDataset(sc, options.data_root);
+  if (!dataset.ok()) return dataset.status();
+  const Dataset& data = **dataset;
   core::ModelSpec model_spec = sc.model;
-  if (corpus->byte_level()) model_spec.vocab_size = 256;
-  const int64_t window = model_spec.seq_len + 1;
-  CorpusSplit split;
-  core::Result<Corpus> val_corpus = core::Status::NotFound("no separate validation data");
-  if (!sc.data.val_path.empty()) {
-    val_corpus = LoadCorpus(sc.data, sc.data.val_path, data_root);
-    if (!val_corpus.ok()) return val_corpus.status();
-    split.train = WholeCorpus(*corpus);
-    split.val = WholeCorpus(*val_corpus);
-  } else {
-    split = SplitCorpus(*corpus, sc.data.val_fraction, window);
-  }
-  const Corpus& val_source = sc.data.val_path.empty() ? *corpus : *val_corpus;
-  auto has_window = [&](const std::vector<TokenSpan>& spans) {
-    for (const auto& s : spans) {
-      if (s.length >= window) return true;
-    }
-    return false;
-  };
-  if (!has_window(split.train) || !has_window(split.val)) {
-    return core::Status::InvalidArgument(
-        "data.path: '" + sc.data.path + "' (" + std::to_string(corpus->num_tokens()) +
-        " tokens) is too small for train and validation windows of model.seq_len + 1 = " +
-        std::to_string(window) + " tokens");
-  }
+  model_spec.vocab_size = data.vocab_size;
 
   const int threads = ConfigureThreads(sc.threads);
   torch::manual_seed(sc.seed);
   Replica replica(model_spec, sc.train, *device);
-  BatchSampler sampler(*corpus, split.train, model_spec.seq_len, sc.seed, 0, 1, sc.data.sampling);
-  const auto val_batches =
-      ValidationBatches(val_source, split.val, model_spec.seq_len, sc.eval.batches, sc.eval.batch_size);
+  BatchSampler sampler(data.corpus, data.split.train, model_spec.seq_len, sc.seed, 0, 1, sc.data.sampling);
+  const auto& val_batches = data.val_batches;
 
   // Inputs are valid: from here on the run folder is ours.
   const std::string run_dir = sc.output.dir + "/" + sc.name;
@@ -80,7 +56,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   summary.run_dir = run_dir;
   summary.parameters = replica.model().num_params();
   summary.flops_per_token = replica.model().TrainFlopsPerToken();
-  summary.unigram_entropy = corpus->UnigramEntropyNats();
+  summary.unigram_entropy = data.unigram_entropy;
   summary.threads = threads;
   summary.best_val_loss = std::numeric_limits<double>::infinity();
   const double nats_to_bits = 1.0 / std::log(2.0);
@@ -112,7 +88,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
       summary.best_val_loss = std::min(summary.best_val_loss, last_val);
       summary.final_val_loss = last_val;
       line["val_loss"] = last_val;
-      if (corpus->byte_level()) line["val_bpb"] = last_val * nats_to_bits;
+      if (data.byte_level) line["val_bpb"] = last_val * nats_to_bits;
     }
     if (eval_now || last || (step + 1) % sc.output.log_every == 0) {
       summary.final_train_loss = loss_sum / static_cast<double>(loss_count);
@@ -139,7 +115,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   summary.wall_time_s = Seconds(Clock::now() - wall_start);
   summary.tokens_per_s = static_cast<double>(summary.tokens) / train_time;
   summary.achieved_flops = summary.flops_per_token * summary.tokens_per_s;
-  if (corpus->byte_level()) summary.final_val_bpb = summary.final_val_loss * nats_to_bits;
+  if (data.byte_level) summary.final_val_bpb = summary.final_val_loss * nats_to_bits;
   char detail[128];
   std::snprintf(detail, sizeof detail, "%s | val loss %.4f", Rate(summary.tokens_per_s).c_str(),
                 summary.final_val_loss);

@@ -75,6 +75,15 @@ TEST(AnalyticModelTest, IslandsShareTheWanLink) {
   EXPECT_LT(t[2], 0.001);  // inside the island: fast link (shares up:0 only briefly)
 }
 
+TEST(AnalyticModelTest, MessagesOfOnePairArriveInOrder) {
+  // A large message then a slightly smaller one, sent at the same instant from 0 to 1: one
+  // connection transmits them one after the other, so the first arrives first.
+  AnalyticModel model(Topology::Star(Uniform(2, 1e9, 0.001)));
+  const auto t = SimulateMessages(model, {{0, 1, 1'000'004, 0.0}, {0, 1, 1'000'000, 0.0}});
+  EXPECT_NEAR(t[0], 0.001 + 8'000'032 / 1e9, 1e-9);
+  EXPECT_NEAR(t[1], 0.001 + (8'000'032 + 8'000'000) / 1e9, 1e-9);
+}
+
 TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
   AnalyticModel model(Topology::Star(Uniform(2, 1e9, 0.050, 0.01)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});

@@ -1,0 +1,42 @@
+#include "trainer/dataset.h"
+
+namespace narrows::trainer {
+
+core::Result<std::shared_ptr<const Dataset>> LoadDataset(const core::Scenario& sc, const std::string& root) {
+  const std::string data_root = root.empty() ? DefaultDataRoot() : root;
+  auto out = std::make_shared<Dataset>();
+  auto corpus = LoadCorpus(sc.data, sc.data.path, data_root);
+  if (!corpus.ok()) return corpus.status();
+  out->corpus = std::move(corpus).value();
+  out->byte_level = out->corpus.byte_level();
+  out->vocab_size = out->byte_level ? 256 : sc.data.vocab_size;
+  const int64_t window = sc.model.seq_len + 1;
+  if (!sc.data.val_path.empty()) {
+    auto val = LoadCorpus(sc.data, sc.data.val_path, data_root);
+    if (!val.ok()) return val.status();
+    out->val_corpus = std::move(val).value();
+    out->split.train = WholeCorpus(out->corpus);
+    out->split.val = WholeCorpus(*out->val_corpus);
+  } else {
+    out->split = SplitCorpus(out->corpus, sc.data.val_fraction, window);
+  }
+  auto has_window = [&](const std::vector<TokenSpan>& spans) {
+    for (const auto& s : spans) {
+      if (s.length >= window) return true;
+    }
+    return false;
+  };
+  if (!has_window(out->split.train) || !has_window(out->split.val)) {
+    return core::Status::InvalidArgument(
+        "data.path: '" + sc.data.path + "' (" + std::to_string(out->corpus.num_tokens()) +
+        " tokens) is too small for train and validation windows of model.seq_len + 1 = " +
+        std::to_string(window) + " tokens");
+  }
+  const Corpus& val_source = out->val_corpus ? *out->val_corpus : out->corpus;
+  out->val_batches =
+      ValidationBatches(val_source, out->split.val, sc.model.seq_len, sc.eval.batches, sc.eval.batch_size);
+  out->unigram_entropy = out->corpus.UnigramEntropyNats();
+  return std::shared_ptr<const Dataset>(std::move(out));
+}
+
+}  // namespace narrows::trainer

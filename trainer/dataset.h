@@ -1,0 +1,32 @@
+// Dataset: a scenario's corpus, its train/validation split and the fixed validation batches, loaded
+// and checked once and shared read-only by every worker of a process. Torch-free.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/scenario.h"
+#include "trainer/corpus.h"
+#include "trainer/sampler.h"
+
+namespace narrows::trainer {
+
+struct Dataset {
+  Corpus corpus;
+  std::optional<Corpus> val_corpus;  // when data.val_path is set
+  CorpusSplit split;
+  std::vector<TokenBatch> val_batches;
+  int64_t vocab_size = 256;
+  bool byte_level = true;
+  double unigram_entropy = 0.0;
+};
+
+// Loads data.path (and data.val_path), splits it and checks that windows of model.seq_len + 1
+// tokens fit on both sides; InvalidArgument/NotFound naming the data otherwise. `data_root` "" means
+// DefaultDataRoot().
+core::Result<std::shared_ptr<const Dataset>> LoadDataset(const core::Scenario& scenario,
+                                                         const std::string& data_root);
+
+}  // namespace narrows::trainer
