@@ -1,0 +1,182 @@
+// DDP and DiLoCo over the emulator: correctness identities, byte counts, determinism, faults.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/collectives.h"
+#include "emu/engine.h"
+#include "emu/network_from_scenario.h"
+#include "trainer/experiment.h"
+#include "trainer/replica.h"
+
+namespace narrows::trainer {
+namespace {
+namespace fs = std::filesystem;
+
+class DistributedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("narrows_dist_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream text(dir_ / "corpus.txt");
+    for (int i = 0; i < 4000; ++i) text << "it is a truth universally acknowledged " << i % 23 << ".\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  core::Scenario Make(const std::string& extra, const std::string& network = "network: {profile: home-100m}\n") {
+    auto sc = core::ParseScenario("name: d\nthreads: 2\nmodel: {preset: nano}\n"
+                                  "train: {steps: 12, batch_size: 4, lr: 3e-3, warmup_steps: 2}\n"
+                                  "eval: {every: 4, batches: 2, batch_size: 4}\n"
+                                  "compute: {mode: modelled, device_flops: 1.0e9}\n"
+                                  "output: {dir: " + (dir_ / "runs").string() + "}\n"
+                                  "data: {path: " + (dir_ / "corpus.txt").string() + "}\n" + network + extra,
+                                  "d.yaml");
+    EXPECT_TRUE(sc.ok()) << sc.status().ToString();
+    return *sc;
+  }
+
+  EntryResult Run(const core::Scenario& sc, size_t entry = 0) {
+    auto data = LoadDataset(sc, "");
+    EXPECT_TRUE(data.ok()) << data.status().ToString();
+    auto exp = Experiment::Create(sc, sc.compare.at(entry), *data);
+    EXPECT_TRUE(exp.ok()) << exp.status().ToString();
+    emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+    engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });
+    auto r = (*exp)->Finish((dir_ / "out" / sc.compare[entry].name).string());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : EntryResult{};
+  }
+
+  std::string Slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path dir_;
+};
+
+// One replica trained on `batches` (a function of the step) for the scenario's steps, evaluated at the end.
+double ReferenceValLoss(const core::Scenario& sc, const std::function<TokenBatch(int64_t)>& batches) {
+  auto data = LoadDataset(sc, "");
+  core::ModelSpec model = sc.model;
+  model.vocab_size = (*data)->vocab_size;
+  ConfigureThreads(sc.threads);
+  torch::manual_seed(sc.seed);
+  Replica replica(model, sc.train, torch::kCPU);
+  for (int64_t s = 0; s < sc.train.steps; ++s) replica.TrainStep(batches(s), LearningRate(sc.train, s));
+  return replica.Evaluate((*data)->val_batches);
+}
+
+TEST_F(DistributedTest, DilocoWithOneWorkerAndOuterSgdLrOneIsPlainTraining) {
+  const auto sc = Make("workers: {count: 1}\ncompare: [local-sgd-h3]\n");
+  const EntryResult r = Run(sc);
+  auto data = LoadDataset(sc, "");
+  BatchSampler sampler((*data)->corpus, (*data)->split.train, sc.model.seq_len, sc.seed, 0, 1, sc.data.sampling);
+  const double reference = ReferenceValLoss(sc, [&](int64_t) { return sampler.Next(sc.train.batch_size); });
+  EXPECT_NEAR(r.final_val_loss, reference, 1e-5);
+  EXPECT_EQ(r.outer_syncs, 4);
+}
+
+TEST_F(DistributedTest, DdpOverTwoWorkersIsOneReplicaWithTheirBatchesTogether) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [ddp]\n");
+  const EntryResult r = Run(sc);
+  auto data = LoadDataset(sc, "");
+  BatchSampler s0((*data)->corpus, (*data)->split.train, sc.model.seq_len, sc.seed, 0, 2, sc.data.sampling);
+  BatchSampler s1((*data)->corpus, (*data)->split.train, sc.model.seq_len, sc.seed, 1, 2, sc.data.sampling);
+  const double reference = ReferenceValLoss(sc, [&](int64_t) {
+    TokenBatch a = s0.Next(sc.train.batch_size), b = s1.Next(sc.train.batch_size);
+    a.batch += b.batch;
+    a.inputs.insert(a.inputs.end(), b.inputs.begin(), b.inputs.end());
+    a.targets.insert(a.targets.end(), b.targets.begin(), b.targets.end());
+    return a;
+  });
+  EXPECT_NEAR(r.final_val_loss, reference, 1e-4);
+}
+
+TEST_F(DistributedTest, BytesSentEqualTheAnalyticCountOfTheCollective) {
+  const auto sc = Make("workers: {count: 4}\ncompare: [ddp, diloco-h4]\n");
+  auto data = LoadDataset(sc, "");
+  core::ModelSpec model = sc.model;
+  model.vocab_size = 256;
+  torch::manual_seed(0);
+  const int64_t count = Gpt(model, torch::kCPU).num_params() + 1;  // + the loss / contributor count
+  double per_worker = 0.0;
+  for (int p = 0; p < 4; ++p) per_worker += core::RingAllReduceBytesPerRank(count, 4, p) / 4.0;
+  EXPECT_DOUBLE_EQ(Run(sc, 0).bytes_sent_per_worker, per_worker * 12);  // every step
+  EXPECT_DOUBLE_EQ(Run(sc, 1).bytes_sent_per_worker, per_worker * 3);   // every 4th step
+}
+
+TEST_F(DistributedTest, ModelledComputeGivesIdenticalRuns) {
+  const auto sc = Make("workers: {count: 3, speed: [1, 1, 0.5]}\ncompare: [diloco-h4]\n");
+  Run(sc);
+  const std::string first = Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl");
+  Run(sc);
+  EXPECT_EQ(Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl"), first);
+  EXPECT_NE(first.find("virtual_time_s"), std::string::npos);
+}
+
+TEST_F(DistributedTest, SlowWorkerSetsTheDdpPace) {
+  const auto even_sc = Make("workers: {count: 2}\ncompare: [ddp]\n");
+  const EntryResult even = Run(even_sc);
+  const EntryResult uneven = Run(Make("workers: {count: 2, speed: [1, 0.5]}\ncompare: [ddp]\n"));
+  // Modelled step compute c = FLOPs / device_flops; at half speed the slow worker needs 2c, and
+  // every all-reduce waits for it: c more per step.
+  core::ModelSpec model = even_sc.model;
+  model.vocab_size = 256;
+  torch::manual_seed(0);
+  const double c = Gpt(model, torch::kCPU).TrainFlopsPerToken() * 4 * 64 / 1e9;
+  EXPECT_NEAR(uneven.virtual_time_s - even.virtual_time_s, 12 * c, 0.02 * 12 * c);
+}
+
+TEST_F(DistributedTest, DilocoBeatsDdpOnWallClockOverASlowNetwork) {
+  const auto sc = Make("workers: {count: 4}\ncompare: [ddp, diloco-h4]\n");
+  const EntryResult ddp = Run(sc, 0), diloco = Run(sc, 1);
+  EXPECT_LT(diloco.virtual_time_s, ddp.virtual_time_s);
+  EXPECT_LT(diloco.bytes_sent_per_worker, ddp.bytes_sent_per_worker);
+  EXPECT_GT(diloco.compute_utilization, ddp.compute_utilization);
+}
+
+TEST_F(DistributedTest, DropoutsDoNotStopTheRun) {
+  const std::string faults =
+      "workers: {count: 4}\n"
+      "faults: [{type: leave, worker: 3, at_step: 3}, {type: join, worker: 3, at_step: 8},\n"
+      "         {type: crash, worker: 1, at_step: 5}, {type: join, worker: 1, at_step: 9},\n"
+      "         {type: link_down, link: worker:2, from_s: 0.5, to_s: 1.5}]\n";
+  for (const char* algo : {"ddp", "diloco-h4"}) {
+    const auto sc = Make(faults + "compare: [" + algo + "]\n");
+    const EntryResult r = Run(sc);
+    EXPECT_GT(r.final_val_loss, 0.0) << algo;
+    EXPECT_LT(r.final_val_loss, std::log(256.0)) << algo;
+    const std::string events = Slurp(dir_ / "out" / algo / "events.jsonl");
+    EXPECT_NE(events.find("\"join\""), std::string::npos) << algo << events;
+  }
+  const std::string diloco_events = Slurp(dir_ / "out" / "diloco-h4" / "events.jsonl");
+  EXPECT_NE(diloco_events.find("\"crash\""), std::string::npos);
+  EXPECT_NE(diloco_events.find("\"leave\""), std::string::npos);
+}
+
+TEST_F(DistributedTest, DroppedOuterGradientsAreReported) {
+  const auto sc = Make("workers: {count: 4}\ncompare: [{algorithm: diloco, inner_steps: 4, drop_probability: 0.5}]\n");
+  const EntryResult r = Run(sc);
+  EXPECT_EQ(r.outer_syncs, 3);
+  EXPECT_NE(Slurp(dir_ / "out" / "diloco-h4" / "events.jsonl").find("dropped_outer_gradient"), std::string::npos);
+}
+
+TEST_F(DistributedTest, IslandsWithHierarchicalAllReduce) {
+  const auto sc = Make(
+      "workers: {count: 4}\n"
+      "compare: [{algorithm: ddp, name: ring}, {algorithm: ddp, name: hier, collective: hierarchical}]\n",
+      "network: {topology: islands, islands: [[0, 1], [2, 3]], profile: internet-1g}\n");
+  const EntryResult ring = Run(sc, 0), hier = Run(sc, 1);
+  EXPECT_NEAR(ring.final_val_loss, hier.final_val_loss, 1e-4);  // same maths, other route
+  EXPECT_GT(ring.virtual_time_s, 0.0);
+  EXPECT_GT(hier.virtual_time_s, 0.0);
+}
+
+}  // namespace
+}  // namespace narrows::trainer
