@@ -313,6 +313,11 @@ core::Status RunDiloco(WorkerContext& w) {
     return m;
   };
   std::vector<int> previous_members;
+  // A worker that never trained or crashed has no inner optimiser state and restarts AdamW; every
+  // joining worker warms its inner learning rate up again (a fresh Adam's first steps are full-size
+  // sign steps, and a stale one's moments belong to other parameters).
+  bool lost_state = !x.plan.Alive(w.rank, 0);
+  int64_t rewarm_from = -1;
   for (int64_t rs = 0; rs < S; rs += H) {
     const int64_t re = std::min(S, rs + H);
     const std::vector<int> members = members_of(rs, re);
@@ -333,22 +338,30 @@ core::Status RunDiloco(WorkerContext& w) {
         if (joining) {
           torch::NoGradGuard no_grad;
           rep.model().flat_params().copy_(global);
-          rep.optimizer().Reset();  // a joining worker starts its inner optimiser afresh
+          if (lost_state) rep.optimizer().Reset();
+          lost_state = false;
+          rewarm_from = rs;
         } else {
           x.Event({{"type", "join"}, {"step", rs}, {"time", w.t.clock().Now()}, {"workers", joiners}});
         }
       }
     }
+    for (int64_t step = rs; step < re; ++step) {
+      if (step > 0 && x.plan.Alive(w.rank, step - 1) && !x.plan.Alive(w.rank, step)) {
+        const bool crash = x.plan.CrashesAt(w.rank, step);
+        lost_state = lost_state || crash;
+        x.Event({{"type", crash ? "crash" : "leave"}, {"step", step}, {"time", w.t.clock().Now()},
+                 {"worker", w.rank}});
+      }
+    }
     if (x.plan.Alive(w.rank, rs)) {
       for (int64_t step = rs; step < re; ++step) {
-        if (!x.plan.Alive(w.rank, step)) {
-          if (x.plan.CrashesAt(w.rank, step)) rep.optimizer().Reset();
-          x.Event({{"type", x.plan.CrashesAt(w.rank, step) ? "crash" : "leave"}, {"step", step},
-                   {"time", w.t.clock().Now()}, {"worker", w.rank}});
-          break;
-        }
+        if (!x.plan.Alive(w.rank, step)) break;
         const TokenBatch batch = w.sampler.Next(x.sc.train.batch_size);
-        const double lr = LearningRate(x.sc.train, step);
+        double lr = LearningRate(x.sc.train, step);
+        if (rewarm_from >= 0 && x.sc.train.warmup_steps > 0) {
+          lr *= std::min(1.0, static_cast<double>(step - rewarm_from + 1) / x.sc.train.warmup_steps);
+        }
         const StepStats stats = w.Compute(w.StepFlops(), [&] { return rep.TrainStep(batch, lr); });
         if (step + 1 < re) w.Record(step, stats.loss);
         if (step + 1 == re) w.buffer[static_cast<size_t>(n_params)] = static_cast<float>(stats.loss);
