@@ -32,6 +32,32 @@ if(EXISTS ${WORK}/out)
   message(FATAL_ERROR "a failed run must not create its run folder")
 endif()
 
+file(WRITE ${WORK}/bad_compare.yaml "compare: [ddp, diloco-hfast]\noutput: {dir: out}\n")
+expect_failure(bad_compare 2 "bad_compare.yaml:1:16: compare[1]: unknown algorithm 'diloco-hfast'" run bad_compare.yaml)
+expect_failure(bad_worker 2 "faults[0].worker: expected an integer in [0, 1]" run ${SRC}/scenarios/quickstart.yaml
+               --set workers.count=2 --set "faults=[{type: leave, worker: 7}]")
+
+# A whole `narrows run` on a tiny corpus: exit 0, the table, and the run folder's files.
+string(REPEAT "the quick brown fox jumps over the lazy dog. " 400 corpus)
+file(WRITE ${WORK}/corpus.txt "${corpus}")
+file(WRITE ${WORK}/small_run.yaml "name: small_run\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+     "workers: {count: 2}\ncompute: {mode: modelled}\ntrain: {steps: 4, batch_size: 2}\n"
+     "eval: {batches: 1, batch_size: 2}\ncompare: [ddp, diloco-h2]\noutput: {dir: out}\n")
+execute_process(COMMAND ${NARROWS} run small_run.yaml -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "narrows run failed: ${out}${err}")
+endif()
+foreach(f summary.json scenario.yaml ddp/metrics.jsonl ddp/events.jsonl diloco-h2/metrics.jsonl)
+  if(NOT EXISTS ${WORK}/out/small_run/${f})
+    message(FATAL_ERROR "narrows run did not write ${f}")
+  endif()
+endforeach()
+string(FIND "${out}" "diloco-h2" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "the results table lacks diloco-h2:\n${out}")
+endif()
+
 execute_process(COMMAND ${NARROWS} validate ${SRC}/scenarios/quickstart.yaml RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0)
