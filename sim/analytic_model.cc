@@ -35,23 +35,20 @@ Topology Topology::Islands(const std::vector<Link>& access, const std::vector<st
   Topology t;
   const int n = static_cast<int>(access.size());
   t.num_workers_ = n;
-  for (int i = 0; i < n; ++i) {
-    Link up = access[i], down = access[i];
-    up.name = "up:" + std::to_string(i);
-    down.name = "down:" + std::to_string(i);
-    up.latency_s = down.latency_s = access[i].latency_s / 2;
+  // Both directions of a link, each with half of its one-way end-to-end latency.
+  auto add_pair = [&](const Link& spec, const std::string& up_name, const std::string& down_name) {
+    Link up = spec, down = spec;
+    up.name = up_name;
+    down.name = down_name;
+    up.latency_s = down.latency_s = spec.latency_s / 2;
     t.links_.push_back(up);
     t.links_.push_back(down);
-  }
+  };
+  for (int i = 0; i < n; ++i) add_pair(access[i], "up:" + std::to_string(i), "down:" + std::to_string(i));
   std::vector<int> island_of(n, -1);
   for (size_t k = 0; k < islands.size(); ++k) {
     for (int w : islands[k]) island_of[w] = static_cast<int>(k);
-    Link up = wan[k], down = wan[k];
-    up.name = "wan-up:" + std::to_string(k);
-    down.name = "wan-down:" + std::to_string(k);
-    up.latency_s = down.latency_s = wan[k].latency_s / 2;
-    t.links_.push_back(up);
-    t.links_.push_back(down);
+    add_pair(wan[k], "wan-up:" + std::to_string(k), "wan-down:" + std::to_string(k));
   }
   const int wan_base = 2 * n;
   t.routes_.assign(static_cast<size_t>(n * n), {});
