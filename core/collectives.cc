@@ -124,6 +124,10 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
   return Status::Internal("unknown all-reduce algorithm");
 }
 
+std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count, CollectiveOptions options) {
+  return t.Start([data, count, options](Transport& child) { return AllReduceSum(child, data, count, options); });
+}
+
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& o) {
   int position = 0;
   NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &position));

@@ -32,6 +32,8 @@ struct CollectiveOptions {
 
 // In-place element-wise sum over the group.
 Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOptions& options);
+// AllReduceSum started beside the caller (Transport::Start); `data` must live until Wait returns.
+std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count, CollectiveOptions options);
 // Copies the root's buffer to every rank of the group.
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& options);
 

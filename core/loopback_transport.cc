@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace narrows::core {
 namespace {
@@ -12,6 +13,43 @@ double SteadySeconds() {
 
 WallClock::WallClock() : start_(SteadySeconds()) {}
 double WallClock::Now() const { return SteadySeconds() - start_; }
+
+namespace {
+
+// An operation on its own thread; Wait uses the wall clock.
+class ThreadWork : public Work {
+ public:
+  explicit ThreadWork(std::function<Status()> fn) {
+    thread_ = std::thread([this, fn = std::move(fn)] {
+      Status s = fn();
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(s);
+      done_ = true;
+      cv_.notify_all();
+    });
+  }
+  ~ThreadWork() override { thread_.join(); }
+  Status Wait(double timeout_s) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::duration<double>(std::min(timeout_s, 1e6)), [&] { return done_; })) {
+      return Status::Timeout("operation not finished within " + std::to_string(timeout_s) + " s");
+    }
+    return status_;
+  }
+  bool Done() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  std::thread thread_;
+};
+
+}  // namespace
 
 class LoopbackHub::Endpoint : public Transport {
  public:
@@ -29,10 +67,10 @@ class LoopbackHub::Endpoint : public Transport {
       std::lock_guard<std::mutex> lock(hub_->mu_);
       if (!hub_->alive_[dst]) return Status::PeerUnavailable("rank " + std::to_string(dst) + " has left");
       hub_->mailboxes_[dst].push_back(std::move(m));
+      hub_->stats_[rank_].bytes_sent += static_cast<int64_t>(bytes);
+      ++hub_->stats_[rank_].messages_sent;
     }
     hub_->cv_.notify_all();
-    stats_.bytes_sent += static_cast<int64_t>(bytes);
-    ++stats_.messages_sent;
     return Status::Ok();
   }
 
@@ -52,8 +90,8 @@ class LoopbackHub::Endpoint : public Transport {
         }
         if (bytes) std::memcpy(data, it->payload.data(), bytes);
         box.erase(it);
-        stats_.bytes_received += static_cast<int64_t>(bytes);
-        ++stats_.messages_received;
+        hub_->stats_[rank_].bytes_received += static_cast<int64_t>(bytes);
+        ++hub_->stats_[rank_].messages_received;
         return Status::Ok();
       }
       if (!hub_->alive_[src]) return Status::PeerUnavailable("rank " + std::to_string(src) + " has left");
@@ -73,16 +111,23 @@ class LoopbackHub::Endpoint : public Transport {
     return out;
   }
   Clock& clock() override { return clock_; }
-  TransportStats stats() const override { return stats_; }
+  TransportStats stats() const override {
+    std::lock_guard<std::mutex> lock(hub_->mu_);
+    return hub_->stats_[rank_];
+  }
+  std::unique_ptr<Work> Start(AsyncOp op) override {
+    auto child = std::make_shared<Endpoint>(hub_, rank_);
+    return std::make_unique<ThreadWork>([child, op = std::move(op)] { return op(*child); });
+  }
 
  private:
   LoopbackHub* hub_;
   int rank_;
   WallClock clock_;
-  TransportStats stats_;
 };
 
-LoopbackHub::LoopbackHub(int world_size) : mailboxes_(world_size), alive_(world_size, true) {
+LoopbackHub::LoopbackHub(int world_size)
+    : mailboxes_(world_size), alive_(world_size, true), stats_(world_size) {
   for (int r = 0; r < world_size; ++r) endpoints_.push_back(std::make_unique<Endpoint>(this, r));
 }
 

@@ -42,6 +42,7 @@ class LoopbackHub {
   std::condition_variable cv_;
   std::vector<std::deque<Message>> mailboxes_;
   std::vector<bool> alive_;
+  std::vector<TransportStats> stats_;  // per rank, all endpoints
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
 };
 

@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "core/clock.h"
@@ -28,6 +30,22 @@ struct TransportStats {
   int64_t messages_received = 0;
 };
 
+// A handle to an operation running beside the worker that started it (c10d's Work).
+// Wait blocks the starting worker until the operation finished (its clock then reads the later of
+// its own time and the operation's end) or `timeout_s` passed (Timeout; the operation goes on).
+// Destroying a handle whose operation has not finished waits for it.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual Status Wait(double timeout_s = kForever) = 0;
+  // True once the operation has finished, as seen at the starting worker's current time.
+  virtual bool Done() = 0;
+};
+
+class Transport;
+// An operation to run on a second endpoint of the same rank.
+using AsyncOp = std::function<Status(Transport&)>;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -41,7 +59,12 @@ class Transport {
   // Ranks currently alive, ascending.
   virtual std::vector<int> Members() = 0;
   virtual Clock& clock() = 0;
+  // Bytes and messages of this rank, all of its endpoints together.
   virtual TransportStats stats() const = 0;
+  // Runs `op` on a new endpoint of this rank, concurrently with the caller (under the emulator: an
+  // actor of its own whose clock starts at the caller's). Messages for this rank go to whichever of
+  // its endpoints waits for that (source, tag): concurrent operations need distinct tags.
+  virtual std::unique_ptr<Work> Start(AsyncOp op) = 0;
 };
 
 }  // namespace narrows::core

@@ -8,62 +8,64 @@ namespace narrows::emu {
 
 class Engine::VirtualClock : public core::Clock {
  public:
-  VirtualClock(Engine* engine, int rank) : engine_(engine), rank_(rank) {}
-  double Now() const override { return engine_->clock_of(rank_); }
+  VirtualClock(Engine* engine, int actor) : engine_(engine), actor_(actor) {}
+  double Now() const override {
+    std::lock_guard<std::mutex> lock(engine_->mu_);
+    return engine_->actors_[actor_]->clock;
+  }
   void ChargeCompute(double seconds) override {
     std::lock_guard<std::mutex> lock(engine_->mu_);
-    engine_->actors_[rank_]->clock += std::max(0.0, seconds);
+    engine_->actors_[actor_]->clock += std::max(0.0, seconds);
   }
   bool is_virtual() const override { return true; }
 
  private:
   Engine* engine_;
-  int rank_;
+  int actor_;
 };
 
 class Engine::Endpoint : public core::Transport {
  public:
-  Endpoint(Engine* engine, int rank) : engine_(engine), rank_(rank), clock_(engine, rank) {}
+  Endpoint(Engine* engine, int actor, int rank) : engine_(engine), actor_(actor), rank_(rank), clock_(engine, actor) {}
   int rank() const override { return rank_; }
-  int world_size() const override { return static_cast<int>(engine_->actors_.size()); }
+  int world_size() const override { return engine_->num_workers_; }
 
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override {
     if (dst < 0 || dst >= world_size() || dst == rank_) {
       return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
     }
     std::unique_lock<std::mutex> lock(engine_->mu_);
-    engine_->Yield(rank_, lock);
+    engine_->Yield(actor_, lock);
     Message m{rank_, tag, std::vector<uint8_t>(bytes)};
     if (bytes) std::memcpy(m.payload.data(), data, bytes);
-    const double now = engine_->actors_[rank_]->clock;
+    const double now = engine_->actors_[actor_]->clock;
     std::vector<sim::Delivery> delivered;
     engine_->network_->AdvanceTo(now, &delivered);
     engine_->Deliver(delivered);
     const int64_t flow = engine_->network_->StartFlow(rank_, dst, static_cast<int64_t>(bytes), now);
     engine_->in_flight_.emplace(flow, std::make_pair(dst, std::move(m)));
-    stats_.bytes_sent += static_cast<int64_t>(bytes);
-    ++stats_.messages_sent;
+    engine_->stats_[rank_].bytes_sent += static_cast<int64_t>(bytes);
+    ++engine_->stats_[rank_].messages_sent;
     return core::Status::Ok();
   }
 
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s) override {
     std::unique_lock<std::mutex> lock(engine_->mu_);
-    engine_->Yield(rank_, lock);
-    Actor& me = *engine_->actors_[rank_];
+    engine_->Yield(actor_, lock);
+    auto& box = engine_->mailboxes_[rank_];
     auto take = [&]() -> std::optional<core::Status> {
-      for (auto it = me.mailbox.begin(); it != me.mailbox.end(); ++it) {
+      for (auto it = box.begin(); it != box.end(); ++it) {
         if (it->src != src || it->tag != tag) continue;
         const size_t got = it->payload.size();
         if (got != bytes) {
-          me.mailbox.erase(it);
+          box.erase(it);
           return core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
-                                               std::to_string(got) + " bytes, expected " +
-                                               std::to_string(bytes));
+                                               std::to_string(got) + " bytes, expected " + std::to_string(bytes));
         }
         if (bytes) std::memcpy(data, it->payload.data(), bytes);
-        me.mailbox.erase(it);
-        stats_.bytes_received += static_cast<int64_t>(bytes);
-        ++stats_.messages_received;
+        box.erase(it);
+        engine_->stats_[rank_].bytes_received += static_cast<int64_t>(bytes);
+        ++engine_->stats_[rank_].messages_received;
         return core::Status::Ok();
       }
       return std::nullopt;
@@ -72,7 +74,10 @@ class Engine::Endpoint : public core::Transport {
     if (!engine_->alive_[src]) {
       return core::Status::PeerUnavailable("rank " + std::to_string(src) + " has left");
     }
-    const Wake wake = engine_->Block(rank_, src, tag, me.clock + timeout_s, lock);
+    Actor& me = *engine_->actors_[actor_];
+    me.wait_src = src;
+    me.wait_tag = tag;
+    const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
     if (auto s = take()) return *s;
     if (wake == Wake::kTimeout) {
       return core::Status::Timeout("no message from rank " + std::to_string(src) + " within " +
@@ -91,28 +96,88 @@ class Engine::Endpoint : public core::Transport {
     return out;
   }
   core::Clock& clock() override { return clock_; }
-  core::TransportStats stats() const override { return stats_; }
+  core::TransportStats stats() const override {
+    std::lock_guard<std::mutex> lock(engine_->mu_);
+    return engine_->stats_[rank_];
+  }
+  std::unique_ptr<core::Work> Start(core::AsyncOp op) override { return engine_->Start(actor_, std::move(op)); }
 
  private:
   Engine* engine_;
-  int rank_;
+  int actor_, rank_;
   VirtualClock clock_;
-  core::TransportStats stats_;
+};
+
+class Engine::EmulatedWork : public core::Work {
+ public:
+  EmulatedWork(Engine* engine, int parent, int child) : engine_(engine), parent_(parent), child_(child) {}
+  ~EmulatedWork() override {
+    if (!waited_) (void)Wait(core::kForever);
+  }
+
+  core::Status Wait(double timeout_s) override {
+    std::unique_lock<std::mutex> lock(engine_->mu_);
+    engine_->Yield(parent_, lock);
+    Actor& me = *engine_->actors_[parent_];
+    const Actor& child = *engine_->actors_[child_];
+    if (child.state == State::kDone) {  // finished, perhaps later in virtual time: wait until then
+      if (child.clock > me.clock + timeout_s) {
+        me.clock += timeout_s;
+        return core::Status::Timeout("operation not finished within " + std::to_string(timeout_s) +
+                                     " s of virtual time");
+      }
+      me.clock = std::max(me.clock, child.clock);
+    } else {
+      me.wait_actor = child_;
+      const Wake wake = engine_->Block(parent_, me.clock + timeout_s, lock);
+      if (wake == Wake::kTimeout) {
+        return core::Status::Timeout("operation not finished within " + std::to_string(timeout_s) +
+                                     " s of virtual time");
+      }
+      if (wake == Wake::kDeadlock) return core::Status::PeerUnavailable("operation can never finish");
+    }
+    waited_ = true;
+    return child.result;
+  }
+
+  bool Done() override {
+    std::unique_lock<std::mutex> lock(engine_->mu_);
+    engine_->Yield(parent_, lock);  // let everything before the caller's time happen first
+    const Actor& child = *engine_->actors_[child_];
+    return child.state == State::kDone && child.clock <= engine_->actors_[parent_]->clock;
+  }
+
+ private:
+  Engine* engine_;
+  int parent_, child_;
+  bool waited_ = false;
 };
 
 Engine::Engine(int num_workers, std::unique_ptr<sim::NetworkModel> network)
-    : network_(std::move(network)), alive_(num_workers, true) {
+    : num_workers_(num_workers),
+      network_(std::move(network)),
+      mailboxes_(static_cast<size_t>(num_workers)),
+      stats_(static_cast<size_t>(num_workers)),
+      alive_(static_cast<size_t>(num_workers), true) {
   NARROWS_CHECK(network_->topology().num_workers() == num_workers)
       << "topology has " << network_->topology().num_workers() << " workers, engine " << num_workers;
-  for (int r = 0; r < num_workers; ++r) {
-    actors_.push_back(std::make_unique<Actor>());
-    endpoints_.push_back(std::make_unique<Endpoint>(this, r));
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r = 0; r < num_workers; ++r) AddActor(r, 0.0);
 }
 
 Engine::~Engine() = default;
 
-core::Transport& Engine::endpoint(int rank) { return *endpoints_[rank]; }
+int Engine::AddActor(int rank, double clock) {
+  const int id = static_cast<int>(actors_.size());
+  auto a = std::make_unique<Actor>();
+  a->rank = rank;
+  a->clock = clock;
+  a->endpoint = std::make_unique<Endpoint>(this, id, rank);
+  actors_.push_back(std::move(a));
+  return id;
+}
+
+core::Transport& Engine::endpoint(int rank) { return *actors_[rank]->endpoint; }
 
 double Engine::clock_of(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -124,25 +189,23 @@ void Engine::SetAlive(int rank, bool alive) {
   alive_[rank] = alive;
 }
 
-void Engine::Yield(int rank, std::unique_lock<std::mutex>& lock) {
-  Actor& a = *actors_[rank];
+void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
+  Actor& a = *actors_[actor];
   a.state = State::kReady;
   running_ = -1;
   scheduler_cv_.notify_one();
-  a.cv.wait(lock, [&] { return running_ == rank; });
+  a.cv.wait(lock, [&] { return running_ == actor; });
 }
 
-Engine::Wake Engine::Block(int rank, int src, int tag, double deadline, std::unique_lock<std::mutex>& lock) {
-  Actor& a = *actors_[rank];
+Engine::Wake Engine::Block(int actor, double deadline, std::unique_lock<std::mutex>& lock) {
+  Actor& a = *actors_[actor];
   a.state = State::kBlocked;
-  a.wait_src = src;
-  a.wait_tag = tag;
   a.deadline = deadline;
   a.wake = Wake::kNone;
   running_ = -1;
   scheduler_cv_.notify_one();
-  a.cv.wait(lock, [&] { return running_ == rank; });
-  a.wait_src = a.wait_tag = -1;
+  a.cv.wait(lock, [&] { return running_ == actor; });
+  a.wait_src = a.wait_tag = a.wait_actor = -1;
   return a.wake;
 }
 
@@ -151,35 +214,71 @@ void Engine::Deliver(const std::vector<sim::Delivery>& deliveries) {
     auto it = in_flight_.find(d.flow);
     NARROWS_CHECK(it != in_flight_.end()) << "unknown flow " << d.flow;
     const int dst = it->second.first;
-    Actor& a = *actors_[dst];
-    if (a.state == State::kBlocked && Matches(a, it->second.second)) {
-      a.state = State::kReady;
-      a.wake = Wake::kMessage;
-      a.clock = std::max(a.clock, d.time);
+    const Message& m = it->second.second;
+    for (auto& a : actors_) {  // wake the first endpoint of `dst` waiting for this (src, tag)
+      if (a->rank == dst && a->state == State::kBlocked && a->wait_src == m.src && a->wait_tag == m.tag) {
+        a->state = State::kReady;
+        a->wake = Wake::kMessage;
+        a->clock = std::max(a->clock, d.time);
+        break;
+      }
     }
-    a.mailbox.push_back(std::move(it->second.second));
+    mailboxes_[dst].push_back(std::move(it->second.second));
     in_flight_.erase(it);
   }
+}
+
+void Engine::StartThread(int actor, std::function<void()> body) {
+  threads_.emplace_back([this, actor, body = std::move(body)] {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      actors_[actor]->cv.wait(l, [&] { return running_ == actor; });
+    }
+    body();
+    std::lock_guard<std::mutex> l(mu_);
+    Actor& me = *actors_[actor];
+    me.state = State::kDone;
+    for (auto& a : actors_) {  // whoever waits for this operation resumes at the later clock
+      if (a->state == State::kBlocked && a->wait_actor == actor) {
+        a->state = State::kReady;
+        a->wake = Wake::kMessage;
+        a->clock = std::max(a->clock, me.clock);
+      }
+    }
+    running_ = -1;
+    scheduler_cv_.notify_one();
+  });
+}
+
+std::unique_ptr<core::Work> Engine::Start(int parent, core::AsyncOp op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int child = AddActor(actors_[parent]->rank, actors_[parent]->clock);
+  StartThread(child, [this, child, op = std::move(op)] {
+    core::Status s = op(*actors_[child]->endpoint);
+    std::lock_guard<std::mutex> l(mu_);
+    actors_[child]->result = std::move(s);
+  });
+  return std::make_unique<EmulatedWork>(this, parent, child);
 }
 
 void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
   std::vector<sim::Delivery> delivered;
   while (true) {
     scheduler_cv_.wait(lock, [&] { return running_ == -1; });
-    int next = -1, deadline_rank = -1, blocked = 0, done = 0;
-    for (int r = 0; r < static_cast<int>(actors_.size()); ++r) {
-      const Actor& a = *actors_[r];
+    int next = -1, deadline_actor = -1, blocked = 0, done = 0;
+    for (int i = 0; i < static_cast<int>(actors_.size()); ++i) {
+      const Actor& a = *actors_[i];
       if (a.state == State::kDone) ++done;
-      if (a.state == State::kReady && (next < 0 || a.clock < actors_[next]->clock)) next = r;
+      if (a.state == State::kReady && (next < 0 || a.clock < actors_[next]->clock)) next = i;
       if (a.state == State::kBlocked) {
         ++blocked;
-        if (deadline_rank < 0 || a.deadline < actors_[deadline_rank]->deadline) deadline_rank = r;
+        if (deadline_actor < 0 || a.deadline < actors_[deadline_actor]->deadline) deadline_actor = i;
       }
     }
     if (done == static_cast<int>(actors_.size())) return;
     const double t_actor = next >= 0 ? actors_[next]->clock : sim::kNever;
     const double t_net = network_->NextEventTime();
-    const double t_deadline = deadline_rank >= 0 ? actors_[deadline_rank]->deadline : sim::kNever;
+    const double t_deadline = deadline_actor >= 0 ? actors_[deadline_actor]->deadline : sim::kNever;
     if (t_net < sim::kNever && t_net <= t_actor && t_net <= t_deadline) {
       delivered.clear();
       network_->AdvanceTo(t_net, &delivered);
@@ -187,7 +286,7 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
       continue;
     }
     if (t_deadline < sim::kNever && t_deadline < t_actor) {
-      Actor& a = *actors_[deadline_rank];
+      Actor& a = *actors_[deadline_actor];
       a.state = State::kReady;
       a.wake = Wake::kTimeout;
       a.clock = std::max(a.clock, a.deadline);
@@ -199,7 +298,7 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
       actors_[next]->cv.notify_one();
       continue;
     }
-    // Nothing can happen: every remaining actor waits for a message nobody will send.
+    // Nothing can happen: every remaining actor waits for something that will never come.
     NARROWS_CHECK(blocked > 0);
     for (auto& a : actors_) {
       if (a->state == State::kBlocked) {
@@ -211,24 +310,15 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
 }
 
 void Engine::Run(const std::function<void(int rank)>& body) {
-  std::vector<std::thread> threads;
   std::unique_lock<std::mutex> lock(mu_);
-  for (auto& a : actors_) a->state = State::kReady;
-  running_ = -1;
-  for (int r = 0; r < static_cast<int>(actors_.size()); ++r) {
-    threads.emplace_back([this, r, &body] {
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        actors_[r]->cv.wait(l, [&] { return running_ == r; });
-      }
-      body(r);
-      std::lock_guard<std::mutex> l(mu_);
-      actors_[r]->state = State::kDone;
-      running_ = -1;
-      scheduler_cv_.notify_one();
-    });
+  for (int r = 0; r < num_workers_; ++r) {
+    actors_[r]->state = State::kReady;
+    StartThread(r, [&body, r] { body(r); });
   }
+  running_ = -1;
   Schedule(lock);
+  std::vector<std::thread> threads = std::move(threads_);
+  threads_.clear();
   lock.unlock();
   for (auto& t : threads) t.join();
 }

@@ -9,7 +9,9 @@
 // therefore independent of host timing whenever compute time is modelled.
 //
 // A worker waiting for a message that can never come (every other actor finished or waiting too)
-// gets PeerUnavailable instead of hanging. Run() blocks until every actor's function returns.
+// gets PeerUnavailable instead of hanging. Transport::Start adds an actor for the same rank whose
+// clock starts at its starter's, so communication can overlap computation in virtual time.
+// Run() blocks until every actor's function returns.
 #pragma once
 
 #include <condition_variable>
@@ -43,39 +45,48 @@ class Engine {
  private:
   class Endpoint;
   class VirtualClock;
+  class EmulatedWork;
   enum class State { kRunning, kReady, kBlocked, kDone };
   enum class Wake { kNone, kMessage, kTimeout, kDeadlock };
   struct Message {
     int src, tag;
     std::vector<uint8_t> payload;
   };
+  // An actor: a rank's main worker (actor id = rank) or an operation it started.
   struct Actor {
+    int rank = 0;
     State state = State::kReady;
     double clock = 0.0;
-    // While blocked in Recv:
-    int wait_src = -1, wait_tag = -1;
+    // While blocked: in Recv on (wait_src, wait_tag), or in Work::Wait on actor `wait_actor`.
+    int wait_src = -1, wait_tag = -1, wait_actor = -1;
     double deadline = sim::kNever;
     Wake wake = Wake::kNone;
-    std::deque<Message> mailbox;  // delivered, not yet received
     std::condition_variable cv;
+    std::unique_ptr<Endpoint> endpoint;
+    core::Status result;  // of a started operation
   };
 
   // Called by an actor: give up the baton until every earlier event has happened.
-  void Yield(int rank, std::unique_lock<std::mutex>& lock);
-  // Called by an actor: block until a message from (src, tag) arrives, a deadline, or deadlock.
-  Wake Block(int rank, int src, int tag, double deadline, std::unique_lock<std::mutex>& lock);
+  void Yield(int actor, std::unique_lock<std::mutex>& lock);
+  // Called by an actor: block until woken (a message, a finished operation, a deadline, deadlock).
+  Wake Block(int actor, double deadline, std::unique_lock<std::mutex>& lock);
   void Schedule(std::unique_lock<std::mutex>& lock);
   void Deliver(const std::vector<sim::Delivery>& deliveries);
-  bool Matches(const Actor& a, const Message& m) const { return m.src == a.wait_src && m.tag == a.wait_tag; }
+  int AddActor(int rank, double clock);  // REQUIRES: mu_ held
+  void StartThread(int actor, std::function<void()> body);  // REQUIRES: mu_ held
+  std::unique_ptr<core::Work> Start(int parent, core::AsyncOp op);
 
   mutable std::mutex mu_;
   std::condition_variable scheduler_cv_;
   int running_ = -1;
+  int num_workers_;
   std::unique_ptr<sim::NetworkModel> network_;
   std::vector<std::unique_ptr<Actor>> actors_;
+  std::vector<std::deque<Message>> mailboxes_;  // per rank: delivered, not yet received
+  std::vector<core::TransportStats> stats_;     // per rank
   std::vector<bool> alive_;
-  std::map<int64_t, std::pair<int, Message>> in_flight_;  // flow -> (dst, message)
-  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::map<int64_t, std::pair<int, Message>> in_flight_;  // flow -> (dst rank, message)
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace narrows::emu

@@ -150,6 +150,23 @@ TEST_P(TransportContractTest, BroadcastFromRoot) {
   });
 }
 
+TEST_P(TransportContractTest, AsyncAllReduceCompletesBesideTheCaller) {
+  GetParam().run(3, [](int rank, Transport& t) {
+    std::vector<float> a(5000, static_cast<float>(rank)), b(5000, 1.0f);
+    CollectiveOptions first;
+    first.group = {0, 1, 2};
+    CollectiveOptions second = first;
+    second.tag = 300;  // concurrent collectives need distinct tags
+    auto work = AllReduceSumAsync(t, a.data(), 5000, first);
+    ASSERT_TRUE(AllReduceSum(t, b.data(), 5000, second).ok());  // meanwhile, on the main endpoint
+    ASSERT_TRUE(work->Wait().ok());
+    EXPECT_TRUE(work->Done());
+    EXPECT_EQ(a[4999], 3.0f);
+    EXPECT_EQ(b[0], 3.0f);
+    EXPECT_EQ(t.stats().bytes_sent, 2 * RingAllReduceBytesPerRank(5000, 3, rank));
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated()),
                          [](const auto& info) { return info.param.name; });
 

@@ -82,6 +82,41 @@ TEST(EngineTest, WaitingForAFinishedPeerFailsInsteadOfHanging) {
   });
 }
 
+// Communication started asynchronously overlaps computation: time = max(compute, comm), not the sum.
+TEST(EngineTest, AsyncCollectiveOverlapsCompute) {
+  const int n = 4;
+  const int64_t count = 2'500'000;  // 10 MB
+  const double comm = 2 * 3 * 0.010 + 2.0 * 3 / 4 * count * 32.0 / 100e6;
+  for (double compute : {0.5, 2.0}) {
+    Engine engine(n, Star(n, 100e6, 0.010));
+    engine.Run([&](int r) {
+      std::vector<float> data(static_cast<size_t>(count), 1.0f);
+      core::CollectiveOptions o;
+      o.group = {0, 1, 2, 3};
+      auto work = core::AllReduceSumAsync(engine.endpoint(r), data.data(), count, o);
+      engine.endpoint(r).clock().ChargeCompute(compute);
+      EXPECT_EQ(work->Done(), compute > comm);
+      ASSERT_TRUE(work->Wait().ok());
+      EXPECT_NEAR(engine.endpoint(r).clock().Now(), std::max(compute, comm), 0.01 * comm) << compute;
+      EXPECT_EQ(data[0], 4.0f);
+    });
+  }
+}
+
+TEST(EngineTest, WaitTimesOutInVirtualTime) {
+  Engine engine(2, Star(2, 1e6, 0.010));
+  engine.Run([&](int r) {
+    std::vector<float> data(250'000, 1.0f);  // 1 MB at 1 Mbit/s: ~16 s
+    core::CollectiveOptions o;
+    o.group = {0, 1};
+    auto work = core::AllReduceSumAsync(engine.endpoint(r), data.data(), 250'000, o);
+    EXPECT_EQ(work->Wait(1.0).code(), core::StatusCode::kTimeout);
+    EXPECT_NEAR(engine.endpoint(r).clock().Now(), 1.0, 1e-9);
+    EXPECT_TRUE(work->Wait().ok());
+    EXPECT_GT(engine.endpoint(r).clock().Now(), 8.0);
+  });
+}
+
 TEST(EngineTest, SameInputsSameTimeline) {
   auto run = [] {
     Engine engine(4, Star(4, 50e6, 0.005));
