@@ -124,6 +124,15 @@ class Section {
     return value;
   }
 
+  bool Bool(const std::string& key, bool fallback) {
+    bool value = fallback;
+    if (const YAML::Node n = Take(key); n.IsDefined()) {
+      if (!Convert(n, &value)) Error(n, Path(key), "expected true or false, got " + Describe(n));
+    }
+    resolved_[key] = value;
+    return value;
+  }
+
   std::string String(const std::string& key, const std::string& fallback) {
     std::string value = fallback;
     if (const YAML::Node n = Take(key); n.IsDefined()) {
@@ -478,6 +487,8 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
                                         {{"ring", CollectiveKind::kRing},
                                          {"star", CollectiveKind::kStar},
                                          {"hierarchical", CollectiveKind::kHierarchical}});
+  a.overlap = s.Bool("overlap", true);
+  a.bucket_mb = s.Double("bucket_mb", 25.0, 0.001, 1e6);
   std::string fallback = a.kind == AlgorithmKind::kDdp ? "ddp" : "diloco-h" + std::to_string(a.inner_steps);
   a.name = s.String("name", fallback);
   return a;

@@ -135,6 +135,10 @@ struct AlgorithmSpec {
   double outer_momentum = 0.9;
   double drop_probability = 0.0;  // DiLoCo: each worker's outer gradient is dropped with this p
   CollectiveKind collective = CollectiveKind::kRing;
+  // DDP: gradient buckets all-reduced as backward produces them, overlapping communication with
+  // computation, as PyTorch DDP does (first bucket 1 MB, then bucket_mb).
+  bool overlap = true;
+  double bucket_mb = 25.0;
 };
 
 struct Scenario {

@@ -80,6 +80,7 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
     view.requires_grad_(true);
     view.mutable_grad() = flat_grads_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
     *pending[i].slot = view;
+    parameters_.push_back(view);
   }
 
   const auto dev_opts = opts.device(device);

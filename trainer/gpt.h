@@ -46,6 +46,8 @@ class Gpt {
   torch::Tensor& flat_params() { return flat_params_; }
   torch::Tensor& flat_grads() { return flat_grads_; }
   const std::vector<ParamSlice>& slices() const { return slices_; }
+  // The parameter tensors (autograd leaves, views into flat_params()), in slices() order.
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
   const std::vector<GroupSlice>& groups() const { return groups_; }
   const core::ModelSpec& spec() const { return spec_; }
   const ParameterizationScales& scales() const { return scales_; }
@@ -74,6 +76,7 @@ class Gpt {
   torch::Tensor rope_cos_, rope_sin_;  // [T, hd/2]
   torch::Tensor flat_params_, flat_grads_;
   std::vector<ParamSlice> slices_;
+  std::vector<torch::Tensor> parameters_;
   std::vector<GroupSlice> groups_;
 };
 

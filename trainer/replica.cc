@@ -42,7 +42,7 @@ torch::Tensor Replica::ToDevice(const std::vector<int64_t>& ids, int64_t rows, i
   return device().is_cpu() ? host : host.to(device(), /*non_blocking=*/false);
 }
 
-double Replica::ComputeGradients(const TokenBatch& batch) {
+double Replica::ComputeGradients(const TokenBatch& batch, const std::function<void(double)>& before_backward) {
   model_.ZeroGrad();
   const int64_t accum = std::min<int64_t>(train_.grad_accum, batch.batch);
   const int64_t micro = batch.batch / accum;
@@ -52,6 +52,7 @@ double Replica::ComputeGradients(const TokenBatch& batch) {
     auto inputs = ToDevice(batch.inputs, micro, i * micro, batch.seq_len);
     auto targets = ToDevice(batch.targets, micro, i * micro, batch.seq_len);
     auto loss = model_.Loss(inputs, targets);
+    if (before_backward && i + 1 == accum) before_backward(loss.item<double>());
     (loss / static_cast<double>(accum)).backward();
     total += loss.detach();
   }

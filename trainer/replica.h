@@ -6,6 +6,7 @@
 // Not thread-safe. Includes LibTorch.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/scenario.h"
@@ -34,7 +35,8 @@ class Replica {
   // one AdamW step at learning rate `lr`.
   StepStats TrainStep(const TokenBatch& batch, double lr);
   // Forward and backward only: gradients of the mean loss over `batch` in flat_grads().
-  double ComputeGradients(const TokenBatch& batch);
+  // `before_backward`, if set, receives the loss of the last micro-batch before its backward.
+  double ComputeGradients(const TokenBatch& batch, const std::function<void(double)>& before_backward = {});
   // Clip, then step the inner optimiser with the gradients in flat_grads().
   double ApplyGradients(double lr);
   // Mean loss (nats per token) over the batches, without gradients.
