@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "core/progress.h"
 #include "core/run_writer.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
@@ -49,20 +50,25 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
   nlohmann::json results = nlohmann::json::array();
   std::vector<trainer::EntryResult> done;
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (options.progress) {
-      std::fprintf(options.progress, "[%zu/%zu] %s: %d workers, %lld steps ...\n", i + 1, entries.size(),
-                   entries[i].name.c_str(), sc.workers.count, static_cast<long long>(sc.train.steps));
-    }
+    const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " +
+                              entries[i].name + " step";
+    core::Progress progress(label, sc.train.steps, options.progress,
+                            options.progress && core::Progress::IsTerminal(options.progress));
+    experiments[i]->SetProgress([&progress](int64_t steps, double virtual_s, double loss) {
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "virtual %.1f s | loss %.3f", virtual_s, loss);
+      progress.Update(steps, detail);
+    });
     emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
     const auto start = std::chrono::steady_clock::now();
     engine.Run([&](int rank) { experiments[i]->RunWorker(rank, engine.endpoint(rank)); });
     const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto r = experiments[i]->Finish(run_dir + "/" + entries[i].name);
     if (!r.ok()) return r.status();
-    if (options.progress) {
-      std::fprintf(options.progress, "[%zu/%zu] %s: val loss %.4f, %.1f s virtual, %.1f s on this host\n", i + 1,
-                   entries.size(), r->name.c_str(), r->final_val_loss, r->virtual_time_s, host_s);
-    }
+    char detail[128];
+    std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s virtual | %.1f s on this host", r->final_val_loss,
+                  r->virtual_time_s, host_s);
+    progress.Finish(detail);
     nlohmann::json j = {{"name", r->name},
                         {"algorithm", r->algorithm},
                         {"workers", r->workers},

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -66,6 +67,8 @@ struct Experiment::Impl {
   double host_compute_s = 0.0;
   int64_t outer_syncs = 0, tokens = 0;
   std::unique_ptr<Replica> evaluator;
+  Experiment::ProgressFn progress;
+  int64_t progress_step = 0;
 
   Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
       : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count),
@@ -147,10 +150,17 @@ struct WorkerContext {
   }
   void Record(int64_t step, double loss) {
     const auto stats = t.stats();
-    std::lock_guard<std::mutex> lock(x.mu);
-    x.records.push_back({rank, step, t.clock().Now(), loss, compute_s, comm_s, idle_s, stats.bytes_sent,
-                         stats.bytes_received});
-    x.tokens += x.sc.train.batch_size * x.model.seq_len;
+    const double now = t.clock().Now();
+    bool advanced = false;
+    {
+      std::lock_guard<std::mutex> lock(x.mu);
+      x.records.push_back({rank, step, now, loss, compute_s, comm_s, idle_s, stats.bytes_sent,
+                           stats.bytes_received});
+      x.tokens += x.sc.train.batch_size * x.model.seq_len;
+      advanced = step + 1 > x.progress_step;
+      if (advanced) x.progress_step = step + 1;
+    }
+    if (advanced && x.progress) x.progress(step + 1, now, loss);
   }
   void Done() {
     std::lock_guard<std::mutex> lock(x.mu);
@@ -569,6 +579,8 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
   }
   return std::unique_ptr<Experiment>(new Experiment(std::move(impl)));
 }
+
+void Experiment::SetProgress(ProgressFn fn) { impl_->progress = std::move(fn); }
 
 void Experiment::RunWorker(int rank, core::Transport& transport) {
   Impl& x = *impl_;

@@ -7,6 +7,7 @@
 // events.jsonl. Membership follows the scenario's faults (trainer/fault_plan.h). Torch-free header.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,11 @@ class Experiment {
                                                           const core::AlgorithmSpec& algorithm,
                                                           std::shared_ptr<const Dataset> data);
   ~Experiment();
+
+  // Called as training advances: the furthest step any worker finished, its virtual time and loss.
+  // Called from the workers' threads, one at a time.
+  using ProgressFn = std::function<void(int64_t steps_done, double virtual_time_s, double loss)>;
+  void SetProgress(ProgressFn fn);
 
   // The whole training of worker `rank`. Errors are kept for Finish.
   void RunWorker(int rank, core::Transport& transport);
