@@ -76,11 +76,14 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
   flat_grads_ = flat_grads_.to(device);
   for (size_t i = 0; i < pending.size(); ++i) {
     const ParamSlice& s = slices_[i];
-    torch::Tensor view = flat_params_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
-    view.requires_grad_(true);
-    view.mutable_grad() = flat_grads_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
-    *pending[i].slot = view;
-    parameters_.push_back(view);
+    // A leaf whose storage is a slice of the flat buffer. set_data (not a view op) keeps autograd
+    // from treating the parameter as a view of the buffer, which costs view bookkeeping per use.
+    torch::Tensor param = torch::empty({0}, flat_params_.options());
+    param.set_data(flat_params_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes()));
+    param.requires_grad_(true);
+    param.mutable_grad() = flat_grads_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
+    *pending[i].slot = param;
+    parameters_.push_back(param);
   }
 
   const auto dev_opts = opts.device(device);
