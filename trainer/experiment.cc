@@ -104,6 +104,13 @@ struct Experiment::Impl {
   }
 };
 
+// Seeds LibTorch's generator with the scenario seed and returns the model spec, so that every
+// replica starts from the same weights (actors construct replicas one at a time, under the baton).
+const core::ModelSpec& SeededModelSpec(const Experiment::Impl& impl) {
+  torch::manual_seed(impl.sc.seed);
+  return impl.model;
+}
+
 // Per-worker state shared by both algorithms.
 struct WorkerContext {
   Experiment::Impl& x;
@@ -116,7 +123,10 @@ struct WorkerContext {
   std::vector<float> buffer;
 
   WorkerContext(Experiment::Impl& impl, int r, core::Transport& transport)
-      : x(impl), rank(r), t(transport), replica((torch::manual_seed(impl.sc.seed), impl.model), impl.sc.train, impl.device),
+      : x(impl),
+        rank(r),
+        t(transport),
+        replica(SeededModelSpec(impl), impl.sc.train, impl.device),
         sampler(impl.data->corpus, impl.data->split.train, impl.model.seq_len, impl.sc.seed, r, impl.num_workers,
                 impl.sc.data.sampling),
         speed(impl.sc.workers.speed[static_cast<size_t>(r)]) {}
