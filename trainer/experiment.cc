@@ -270,7 +270,6 @@ class OverlappedGradients {
       p.register_hook([this, i](const torch::Tensor& grad) { Ready(i, grad); });
     }
   }
-  size_t num_buckets() const { return buckets_.size(); }
 
   // Forward and backward of one step with the bucket all-reduces started during backward; then
   // waits for them and leaves the averaged gradients in the model's flat_grads(). Returns the mean loss.
@@ -365,10 +364,11 @@ core::Status RunDdp(WorkerContext& w) {
   auto& x = w.x;
   auto& rep = w.replica;
   const int64_t n_params = rep.model().num_params();
-  w.buffer.resize(static_cast<size_t>(n_params + 1));
   std::unique_ptr<OverlappedGradients> overlapped;
   if (x.algo.overlap && x.sc.train.grad_accum == 1) {
     overlapped = std::make_unique<OverlappedGradients>(w, x.algo.bucket_mb);
+  } else {
+    w.buffer.resize(static_cast<size_t>(n_params + 1));  // one all-reduce of all gradients + the loss
   }
   for (int64_t step = 0; step < x.sc.train.steps; ++step) {
     if (!x.plan.Alive(w.rank, step)) continue;

@@ -32,7 +32,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   const auto wall_start = Clock::now();
   auto device = ResolveDevice(sc.device);
   if (!device.ok()) return device.status();
-  
+
   auto dataset = LoadDataset(sc, options.data_root);
   if (!dataset.ok()) return dataset.status();
   const Dataset& data = **dataset;
