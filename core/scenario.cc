@@ -613,7 +613,15 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   {
     Section n = top.Sub("network");
     NetworkSpec& net = sc.network;
-    net.model = n.Enum<std::string>("model", "analytic", {{"analytic", "analytic"}});
+    net.model = n.Enum<std::string>("model", "analytic", {{"analytic", "analytic"}, {"ns3", "ns3"}});
+    net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
+    {
+      Section ns3 = n.Sub("ns3");
+      net.ns3.tcp = ns3.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}});
+      net.ns3.queue_packets = ns3.Int("queue_packets", 0, 0, 1'000'000);
+      net.ns3.buffer_bytes = ns3.Int("buffer_bytes", 0, 0, 2'000'000'000);
+      ns3.Finish();
+    }
     net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
                                         {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});
     net.link = ReadLink(n, "home-100m", nullptr, &net.profile);

@@ -81,8 +81,16 @@ struct LinkSpec {
 
 enum class TopologyKind { kStar, kIslands };
 
+struct Ns3Spec {
+  std::string tcp = "cubic";   // cubic, newreno, bbr
+  int64_t queue_packets = 0;   // per link direction; 0 = one bandwidth-delay product (at least 100)
+  int64_t buffer_bytes = 0;    // TCP buffers; 0 = max(4 MiB, 2 x the largest bandwidth-delay product)
+};
+
 struct NetworkSpec {
-  std::string model = "analytic";
+  std::string model = "analytic";       // analytic or ns3
+  int mtu = 1500;                       // IP packet size: 1500, or 9000 for jumbo frames
+  Ns3Spec ns3;
   std::string profile = "home-100m";  // dc-400g, dc-100g, region-10g, internet-1g, home-100m, custom
   TopologyKind topology = TopologyKind::kStar;
   LinkSpec link;                        // every worker's access link (star) or the WAN (islands)

@@ -281,7 +281,7 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
     const double t_deadline = deadline_actor >= 0 ? actors_[deadline_actor]->deadline : sim::kNever;
     if (t_net < sim::kNever && t_net <= t_actor && t_net <= t_deadline) {
       delivered.clear();
-      network_->AdvanceTo(t_net, &delivered);
+      network_->AdvanceUntilDelivery(std::min(t_actor, t_deadline), &delivered);
       Deliver(delivered);
       continue;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/analytic_model.h"
+#include "sim/ns3_model.h"
 
 namespace narrows::emu {
 namespace {
@@ -64,7 +65,17 @@ sim::Topology TopologyFromScenario(const core::Scenario& sc) {
 }
 
 std::unique_ptr<sim::NetworkModel> NetworkFromScenario(const core::Scenario& sc) {
-  return std::make_unique<sim::AnalyticModel>(TopologyFromScenario(sc));
+  const auto& net = sc.network;
+  if (net.model == "ns3") {
+    sim::Ns3Options o;
+    o.tcp = net.ns3.tcp;
+    o.mtu = net.mtu;
+    o.queue_packets = net.ns3.queue_packets;
+    o.buffer_bytes = net.ns3.buffer_bytes;
+    o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
+    return std::make_unique<sim::Ns3Model>(TopologyFromScenario(sc), o);
+  }
+  return std::make_unique<sim::AnalyticModel>(TopologyFromScenario(sc), sim::AnalyticOptions::ForMtu(net.mtu));
 }
 
 }  // namespace narrows::emu

@@ -8,83 +8,20 @@
 namespace narrows::sim {
 namespace {
 
-constexpr double kMssBits = 1460.0 * 8.0;
 constexpr double kEpsBits = 1e-6;
 
 }  // namespace
 
-int Topology::FindLink(const std::string& name) const {
-  for (size_t i = 0; i < links_.size(); ++i) {
-    if (links_[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
+AnalyticOptions AnalyticOptions::ForMtu(int mtu) {
+  constexpr double kHeaderBytes = 52.0;  // IPv4 20 + TCP 20 + timestamp option 12
+  AnalyticOptions o;
+  o.mss_bytes = mtu - kHeaderBytes;
+  o.wire_bytes_per_byte = mtu / o.mss_bytes;
+  return o;
 }
 
-double Topology::PathLatency(int src, int dst) const {
-  double latency = 0.0;
-  for (int l : Route(src, dst)) latency += links_[l].latency_s;
-  return latency;
-}
-
-Topology Topology::Star(const std::vector<Link>& access) {
-  return Islands(access, {}, {});
-}
-
-Topology Topology::Islands(const std::vector<Link>& access, const std::vector<std::vector<int>>& islands,
-                           const std::vector<Link>& wan) {
-  Topology t;
-  const int n = static_cast<int>(access.size());
-  t.num_workers_ = n;
-  // Both directions of a link, each with half of its one-way end-to-end latency.
-  auto add_pair = [&](const Link& spec, const std::string& up_name, const std::string& down_name) {
-    Link up = spec, down = spec;
-    up.name = up_name;
-    down.name = down_name;
-    up.latency_s = down.latency_s = spec.latency_s / 2;
-    t.links_.push_back(up);
-    t.links_.push_back(down);
-  };
-  for (int i = 0; i < n; ++i) add_pair(access[i], "up:" + std::to_string(i), "down:" + std::to_string(i));
-  std::vector<int> island_of(n, -1);
-  for (size_t k = 0; k < islands.size(); ++k) {
-    for (int w : islands[k]) island_of[w] = static_cast<int>(k);
-    add_pair(wan[k], "wan-up:" + std::to_string(k), "wan-down:" + std::to_string(k));
-  }
-  const int wan_base = 2 * n;
-  t.routes_.assign(static_cast<size_t>(n * n), {});
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) {
-      if (i == j) continue;
-      std::vector<int>& r = t.routes_[i * n + j];
-      r.push_back(2 * i);
-      if (island_of[i] != island_of[j]) {
-        r.push_back(wan_base + 2 * island_of[i]);
-        r.push_back(wan_base + 2 * island_of[j] + 1);
-      }
-      r.push_back(2 * j + 1);
-    }
-  }
-  return t;
-}
-
-std::vector<double> SimulateMessages(NetworkModel& model, const std::vector<Message>& messages) {
-  std::vector<size_t> order(messages.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return messages[a].send_time < messages[b].send_time; });
-  std::vector<double> out(messages.size(), kNever);
-  std::map<int64_t, size_t> index;
-  std::vector<Delivery> delivered;
-  for (size_t i : order) {
-    model.AdvanceTo(messages[i].send_time, &delivered);
-    index[model.StartFlow(messages[i].src, messages[i].dst, messages[i].bytes, messages[i].send_time)] = i;
-  }
-  while (model.NextEventTime() < kNever) model.AdvanceTo(model.NextEventTime(), &delivered);
-  for (const auto& d : delivered) out[index.at(d.flow)] = d.time;
-  return out;
-}
-
-AnalyticModel::AnalyticModel(Topology topology) : topology_(std::move(topology)) {
+AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
+    : topology_(std::move(topology)), options_(options) {
   for (const auto& l : topology_.links()) {
     bandwidth_.push_back(l.bandwidth_bps);
     next_change_.push_back(0);
@@ -110,9 +47,11 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   for (int l : route) keep *= 1.0 - topology_.links()[l].loss;
   const double loss = 1.0 - keep;
   const double rtt = std::max(2.0 * latency, 1e-4);
-  const double cap = loss > 0.0 ? kMssBits / rtt * 1.22 / std::sqrt(loss) : kNever;
+  // The cap is on goodput; flows count wire bits.
+  const double cap = loss > 0.0 ? options_.mss_bytes * 8.0 / rtt * 1.22 / std::sqrt(loss) * options_.wire_bytes_per_byte
+                                : kNever;
   const int pair = src * topology_.num_workers() + dst;
-  Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0), 0.0, cap, latency};
+  Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency};
   auto& queue = queued_[pair];
   const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
                                                   [&](const Flow& f) { return f.pair == pair; });

@@ -2,7 +2,7 @@
 // concurrent flows share each link max-min fairly (progressive filling), recomputed whenever a flow
 // starts or ends or a link's bandwidth changes; a lone flow of S bytes takes S*8/B to transmit.
 // It is delivered one path latency after its last byte leaves, so a message costs
-// alpha + S/B alone. Loss is a goodput penalty: each flow is capped at the Mathis et al. (1997) TCP
+// alpha + S/B alone (S counts protocol headers when options say so). Loss is a goodput penalty: each flow is capped at the Mathis et al. (1997) TCP
 // throughput MSS/RTT * 1.22/sqrt(p), with RTT twice the path latency. Messages between one pair of
 // workers share one connection, as over TCP: they are transmitted one after another, in the order
 // sent, so they also arrive in that order. Deterministic.
@@ -14,9 +14,16 @@
 
 namespace narrows::sim {
 
+struct AnalyticOptions {
+  double wire_bytes_per_byte = 1.0;  // link bytes per payload byte (protocol headers)
+  double mss_bytes = 1460.0;         // TCP segment payload, for the loss cap
+  // TCP over IPv4 with the timestamp option: 52 header bytes in every MTU-sized packet.
+  static AnalyticOptions ForMtu(int mtu);
+};
+
 class AnalyticModel : public NetworkModel {
  public:
-  explicit AnalyticModel(Topology topology);
+  explicit AnalyticModel(Topology topology, AnalyticOptions options = {});
   int64_t StartFlow(int src, int dst, int64_t bytes, double now) override;
   double NextEventTime() const override;
   void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
@@ -38,6 +45,7 @@ class AnalyticModel : public NetworkModel {
   double NextScheduleChange() const;
 
   Topology topology_;
+  AnalyticOptions options_;
   std::vector<double> bandwidth_;       // current bandwidth per link
   std::vector<size_t> next_change_;     // index into each link's schedule
   std::vector<Flow> flows_;             // transmitting

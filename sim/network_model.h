@@ -1,11 +1,12 @@
 // Network models: given a topology and messages with virtual send times, when does each arrive?
 //
 // A NetworkModel is driven incrementally by the emulator's scheduler, in non-decreasing virtual
-// time: StartFlow at the sender's clock, NextEventTime to learn when something will next happen,
-// AdvanceTo to move time forward and collect the messages delivered by then. It never runs ahead of
-// the time it is advanced to, so messages started later can still share links with earlier ones.
-// Implementations: AnalyticModel (alpha-beta per link, max-min fair sharing of concurrent flows),
-// and ns-3 (issue: packet-level model). Not thread-safe: the scheduler owns it.
+// time: StartFlow at the sender's clock, NextEventTime to learn when something may next happen,
+// AdvanceUntilDelivery to move time forward to the next delivery (or a limit), AdvanceTo to move it
+// to a given time collecting everything delivered by then. It never runs ahead of the time it is
+// advanced to, so messages started later can still share links with earlier ones.
+// Implementations: AnalyticModel (alpha-beta per link, max-min fair sharing of concurrent flows)
+// and Ns3Model (packet-level TCP). Not thread-safe: the scheduler owns it.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ struct Link {
   std::vector<Change> schedule;  // sorted by time
 };
 
-// Nodes are workers 0..num_workers-1; a route is the list of links a message crosses.
+// Nodes are workers 0..num_workers-1; a route is the list of links a message crosses. Links 2k and
+// 2k+1 are the two directions of one cable.
 class Topology {
  public:
   int num_workers() const { return num_workers_; }
@@ -67,10 +69,14 @@ class NetworkModel {
   virtual ~NetworkModel() = default;
   // A message of `bytes` from src to dst, sent at `now` (>= the last AdvanceTo). Returns its id.
   virtual int64_t StartFlow(int src, int dst, int64_t bytes, double now) = 0;
-  // The earliest time at which a delivery or a change of state happens; kNever if none.
+  // A lower bound on the time of the next delivery or change of state; kNever if nothing can happen.
   virtual double NextEventTime() const = 0;
   // Moves time to t (>= the current time), appending the flows delivered at or before t.
   virtual void AdvanceTo(double t, std::vector<Delivery>* delivered) = 0;
+  // Moves time forward to the first time <= limit at which something is delivered, appending what
+  // is delivered then, or to limit if nothing is. Guarantees progress: afterwards either something
+  // was delivered or NextEventTime() > limit. The default steps through NextEventTime.
+  virtual void AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered);
   virtual const Topology& topology() const = 0;
 };
 

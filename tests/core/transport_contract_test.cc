@@ -1,5 +1,5 @@
 // The transport contract: what one Transport promises, every Transport keeps. Parameterised over
-// the in-process loopback and the emulator (and, later, ns-3 and ZeroMQ).
+// the in-process loopback and the emulator over the analytic and the packet-level ns-3 model.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -11,6 +11,7 @@
 #include "core/loopback_transport.h"
 #include "emu/engine.h"
 #include "sim/analytic_model.h"
+#include "sim/ns3_model.h"
 
 namespace narrows::core {
 namespace {
@@ -31,14 +32,25 @@ World Loopback() {
           }};
 }
 
+std::vector<sim::Link> Access(int n) {
+  std::vector<sim::Link> access(n);
+  for (auto& l : access) {
+    l.bandwidth_bps = 1e9;
+    l.latency_s = 0.001;
+  }
+  return access;
+}
+
 World Emulated() {
   return {"emulated", [](int n, const Body& body) {
-            std::vector<sim::Link> access(n);
-            for (auto& l : access) {
-              l.bandwidth_bps = 1e9;
-              l.latency_s = 0.001;
-            }
-            emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(access)));
+            emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(Access(n))));
+            engine.Run([&](int r) { body(r, engine.endpoint(r)); });
+          }};
+}
+
+World EmulatedNs3() {
+  return {"emulated_ns3", [](int n, const Body& body) {
+            emu::Engine engine(n, std::make_unique<sim::Ns3Model>(sim::Topology::Star(Access(n)), sim::Ns3Options{}));
             engine.Run([&](int r) { body(r, engine.endpoint(r)); });
           }};
 }
@@ -167,7 +179,7 @@ TEST_P(TransportContractTest, AsyncAllReduceCompletesBesideTheCaller) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated()),
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated(), EmulatedNs3()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(RingBytesTest, MatchesTwoNMinusOneOverN) {

@@ -1,0 +1,397 @@
+#include "sim/ns3_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <numeric>
+
+#include <ns3/core-module.h>
+#include <ns3/internet-module.h>
+#include <ns3/network-module.h>
+#include <ns3/point-to-point-module.h>
+#include <ns3/traffic-control-module.h>
+
+#include "core/check.h"
+
+namespace narrows::sim {
+namespace {
+
+constexpr uint16_t kPort = 9000;
+constexpr int kTcpIpHeaderBytes = 52;  // IPv4 20 + TCP 20 + timestamp option 12
+constexpr int64_t kMinQueuePackets = 100;
+constexpr uint32_t kHostRingPackets = 16;  // device queue under a host's queue discipline
+constexpr uint32_t kChunkBytes = 64 * 1024;  // bytes handed to a socket per Send call
+
+bool g_model_alive = false;
+
+int64_t ToNs(double seconds) { return std::llround(seconds * 1e9); }
+
+// Nodes of a Topology found from its routes: a link's two ends are variables; consecutive links on
+// a route share a node, a route starts at its source worker and ends at its destination.
+struct Graph {
+  std::vector<int> from, to;  // node of each link's ends
+  int num_nodes = 0;
+};
+
+Graph NodesOf(const Topology& t) {
+  const int n = t.num_workers(), links = static_cast<int>(t.links().size());
+  // Variables: workers 0..n-1, then link l's start n+2l and end n+2l+1.
+  std::vector<int> parent(static_cast<size_t>(n + 2 * links));
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  auto join = [&](int a, int b) {
+    a = find(a), b = find(b);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);  // workers stay their own roots
+  };
+  for (int l = 0; l + 1 < links; l += 2) {  // links 2k and 2k+1 are the two directions of one cable
+    join(n + 2 * l, n + 2 * (l + 1) + 1);
+    join(n + 2 * l + 1, n + 2 * (l + 1));
+  }
+  std::vector<bool> used(static_cast<size_t>(links), false);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const auto& r = t.Route(i, j);
+      NARROWS_CHECK(!r.empty()) << "no route from " << i << " to " << j;
+      join(i, n + 2 * r.front());
+      join(j, n + 2 * r.back() + 1);
+      for (size_t k = 0; k + 1 < r.size(); ++k) join(n + 2 * r[k] + 1, n + 2 * r[k + 1]);
+      for (int l : r) used[l] = true;
+    }
+  }
+  Graph g;
+  std::map<int, int> node_of_root;
+  for (int i = 0; i < n; ++i) node_of_root[find(i)] = i;
+  g.num_nodes = n;
+  auto node = [&](int var) {
+    auto [it, inserted] = node_of_root.emplace(find(var), g.num_nodes);
+    if (inserted) ++g.num_nodes;
+    return it->second;
+  };
+  for (int l = 0; l < links; ++l) {
+    const bool cable_used = used[l] || used[l ^ 1];
+    g.from.push_back(cable_used ? node(n + 2 * l) : -1);
+    g.to.push_back(cable_used ? node(n + 2 * l + 1) : -1);
+  }
+  return g;
+}
+
+std::string TcpTypeName(const std::string& tcp) {
+  if (tcp == "cubic") return "ns3::TcpCubic";
+  if (tcp == "newreno") return "ns3::TcpNewReno";
+  if (tcp == "bbr") return "ns3::TcpBbr";
+  NARROWS_CHECK(false) << "unknown TCP variant '" << tcp << "'";
+  return "";
+}
+
+}  // namespace
+
+struct Ns3Model::Impl {
+  struct Outgoing {  // one message waiting in or being sent from a connection
+    int64_t id;
+    int64_t end;  // the connection's byte offset just after this message
+  };
+  struct Connection {
+    ns3::Ptr<ns3::Socket> tx;
+    ns3::Ptr<ns3::Socket> rx;   // the accepted socket at the destination
+    int64_t queued = 0;         // bytes handed to the model for this pair
+    int64_t written = 0;        // bytes written into the sending socket
+    int64_t received = 0;       // bytes read at the receiving socket
+    std::deque<Outgoing> messages;  // not yet delivered
+    bool connected = false;
+  };
+  // One direction of a topology link: the device that transmits on it and the device that receives.
+  struct Direction {
+    ns3::Ptr<ns3::PointToPointNetDevice> tx_device;
+    ns3::Ptr<ns3::RateErrorModel> rx_errors;
+    double loss = 0.0;
+  };
+
+  Ns3Options options;
+  int num_workers = 0;
+  int64_t offset_ns = 0;  // ns-3 time of virtual time 0 (after the connections are established)
+  int64_t now_ns = 0;     // virtual time reached, in ns
+  bool stopped_early = false;  // the last run stopped at a delivery: more may happen at now_ns
+  bool drained = false;        // the last run ran out of events
+  int64_t next_id = 0;
+  int64_t outstanding = 0;
+  std::vector<Connection> connections;  // src * n + dst
+  std::map<uint32_t, int> worker_of_address;
+  std::vector<Direction> directions;  // per topology link
+  std::vector<Delivery>* sink = nullptr;
+  bool stop_at_delivery = false;
+  int connected = 0;
+
+  Connection& Conn(int src, int dst) { return connections[static_cast<size_t>(src * num_workers + dst)]; }
+
+  void Pump(Connection& c) {
+    while (c.written < c.queued) {
+      const uint32_t room = c.tx->GetTxAvailable();
+      if (room == 0) return;
+      const auto n = static_cast<uint32_t>(std::min<int64_t>({c.queued - c.written, room, kChunkBytes}));
+      const int sent = c.tx->Send(ns3::Create<ns3::Packet>(n));
+      if (sent <= 0) return;
+      c.written += sent;
+    }
+  }
+
+  void OnReceive(ns3::Ptr<ns3::Socket> socket, Connection& c) {
+    while (ns3::Ptr<ns3::Packet> p = socket->Recv()) c.received += p->GetSize();
+    const double t = static_cast<double>(ns3::Simulator::Now().GetNanoSeconds() - offset_ns) / 1e9;
+    bool any = false;
+    while (!c.messages.empty() && c.messages.front().end <= c.received) {
+      sink->push_back({c.messages.front().id, t});
+      c.messages.pop_front();
+      --outstanding;
+      any = true;
+    }
+    if (any && stop_at_delivery) ns3::Simulator::Stop();
+  }
+};
+
+Ns3Model::Ns3Model(Topology topology, Ns3Options options)
+    : topology_(std::move(topology)), impl_(std::make_unique<Impl>()) {
+  using namespace ns3;
+  NARROWS_CHECK(!g_model_alive) << "only one ns-3 model may exist at a time (ns-3's simulator is global)";
+  g_model_alive = true;
+  Impl& m = *impl_;
+  m.options = options;
+  const int n = m.num_workers = topology_.num_workers();
+  const Graph g = NodesOf(topology_);
+  const auto& links = topology_.links();
+
+  // The slowest path's bandwidth-delay product sizes the default TCP buffers and queues.
+  double max_rtt = 0.0;
+  std::vector<double> link_rtt(links.size(), 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const double rtt = topology_.PathLatency(i, j) + topology_.PathLatency(j, i);
+      max_rtt = std::max(max_rtt, rtt);
+      for (int l : topology_.Route(i, j)) link_rtt[l] = std::max(link_rtt[l], rtt);
+    }
+  }
+  auto peak_bandwidth = [](const Link& l) {
+    double b = l.bandwidth_bps;
+    for (const auto& c : l.schedule) b = std::max(b, c.bandwidth_bps);
+    return b;
+  };
+  double max_bdp = 0.0;
+  for (size_t l = 0; l < links.size(); ++l) max_bdp = std::max(max_bdp, peak_bandwidth(links[l]) / 8 * link_rtt[l]);
+  const int64_t buffer =
+      options.buffer_bytes > 0 ? options.buffer_bytes : std::max<int64_t>(4 << 20, std::llround(2 * max_bdp));
+  NARROWS_CHECK(buffer <= std::numeric_limits<uint32_t>::max()) << "TCP buffer of " << buffer << " bytes is too large";
+
+  RngSeedManager::SetSeed(std::max<uint32_t>(1, options.seed));
+  RngSeedManager::SetRun(1);
+  Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue(TcpTypeName(options.tcp)));
+  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(static_cast<uint32_t>(options.mtu - kTcpIpHeaderBytes)));
+  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(static_cast<uint32_t>(buffer)));
+  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(static_cast<uint32_t>(buffer)));
+  Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+  Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(15));  // Linux tcp_retries2
+  Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
+  // Nagle's algorithm on, and messages padded to whole segments so that it never holds a message's
+  // tail: ns-3 3.37 crashes (TcpSocketBase::SendDataPacket with no data) when a TCP_NODELAY sender
+  // runs out of data during loss recovery, and Nagle's check is what keeps it off that path.
+  Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(false));
+
+  Ipv4AddressGenerator::Reset();  // addresses are global too; a previous model's would collide
+  NodeContainer nodes;
+  nodes.Create(static_cast<uint32_t>(g.num_nodes));
+  InternetStackHelper internet;
+  internet.Install(nodes);
+  Ipv4AddressHelper addresses;
+  addresses.SetBase("10.0.0.0", "255.255.255.252");
+  TrafficControlHelper tc;
+  m.directions.resize(links.size());
+  for (size_t l = 0; l + 1 < links.size(); l += 2) {
+    const size_t r = l + 1;  // the reverse direction
+    if (g.from[l] < 0 && g.from[r] < 0) continue;  // a cable no route crosses
+    NARROWS_CHECK(std::abs(links[l].latency_s - links[r].latency_s) < 1e-12)
+        << "links " << links[l].name << " and " << links[r].name << " differ in latency";
+    PointToPointHelper p2p;
+    p2p.SetChannelAttribute("Delay", TimeValue(NanoSeconds(ToNs(links[l].latency_s))));
+    p2p.SetDeviceAttribute("Mtu", UintegerValue(static_cast<uint16_t>(options.mtu)));
+    NetDeviceContainer devices = p2p.Install(nodes.Get(static_cast<uint32_t>(g.from[l])),
+                                             nodes.Get(static_cast<uint32_t>(g.to[l])));
+    Ipv4InterfaceContainer ifaces = addresses.Assign(devices);
+    addresses.NewNetwork();
+    tc.Uninstall(devices);  // no default queue discipline; hosts get theirs below
+    for (auto [dir, k] : {std::pair{l, 0u}, std::pair{r, 1u}}) {
+      const Link& link = links[dir];
+      auto tx = DynamicCast<PointToPointNetDevice>(devices.Get(k));
+      auto rx = DynamicCast<PointToPointNetDevice>(devices.Get(1 - k));
+      tx->SetDataRate(DataRate(static_cast<uint64_t>(std::max(1.0, peak_bandwidth(link)))));
+      const int64_t bdp_packets = std::llround(std::ceil(peak_bandwidth(link) / 8 * link_rtt[dir] / options.mtu));
+      const int64_t queue = options.queue_packets > 0 ? options.queue_packets : std::max(kMinQueuePackets, bdp_packets);
+      const bool host = (k == 0 ? g.from[l] : g.to[l]) < n;
+      if (host && options.host_qdisc == "fq_codel") {
+        // A worker's own egress: Linux's default fq_codel over a short device ring, so the ACKs of
+        // its incoming flows do not wait behind (or drop behind) its outgoing data.
+        TrafficControlHelper fq;
+        fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
+        fq.Install(NetDeviceContainer(tx));
+        tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
+      } else {
+        NARROWS_CHECK(options.host_qdisc == "fq_codel" || options.host_qdisc == "drop_tail")
+            << "unknown host queue discipline '" << options.host_qdisc << "'";
+        tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, static_cast<uint32_t>(queue)));
+      }
+      auto errors = CreateObject<RateErrorModel>();
+      errors->SetUnit(RateErrorModel::ERROR_UNIT_PACKET);
+      errors->SetRate(0.0);  // no loss while connecting; the link's own state applies from time 0
+      errors->AssignStreams(static_cast<int64_t>(dir));
+      rx->SetReceiveErrorModel(errors);
+      m.directions[dir] = {tx, errors, link.loss};
+    }
+    for (uint32_t k = 0; k < 2; ++k) {
+      const int node = k == 0 ? g.from[l] : g.to[l];
+      if (node < n) m.worker_of_address[ifaces.GetAddress(k).Get()] = node;
+    }
+  }
+  Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+
+  // One persistent connection per ordered pair, established before virtual time 0.
+  m.connections.resize(static_cast<size_t>(n * n));
+  for (int w = 0; w < n; ++w) {
+    Ptr<Socket> listener = Socket::CreateSocket(nodes.Get(static_cast<uint32_t>(w)), TcpSocketFactory::GetTypeId());
+    listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), kPort));
+    listener->Listen();
+    listener->SetAcceptCallback(
+        Callback<bool, Ptr<Socket>, const Address&>([](Ptr<Socket>, const Address&) { return true; }),
+        Callback<void, Ptr<Socket>, const Address&>([&m, w](Ptr<Socket> s, const Address& from) {
+          const int src = m.worker_of_address.at(InetSocketAddress::ConvertFrom(from).GetIpv4().Get());
+          Impl::Connection& c = m.Conn(src, w);
+          c.rx = s;
+          s->SetRecvCallback(Callback<void, Ptr<Socket>>([&m, &c](Ptr<Socket> sock) { m.OnReceive(sock, c); }));
+        }));
+  }
+  std::vector<Ipv4Address> address_of(static_cast<size_t>(n));
+  for (const auto& [a, w] : m.worker_of_address) address_of[static_cast<size_t>(w)] = Ipv4Address(a);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      Impl::Connection& c = m.Conn(i, j);
+      c.tx = Socket::CreateSocket(nodes.Get(static_cast<uint32_t>(i)), TcpSocketFactory::GetTypeId());
+      c.tx->Bind();
+      c.tx->SetConnectCallback(Callback<void, Ptr<Socket>>([&m, &c](Ptr<Socket>) {
+                                 c.connected = true;
+                                 if (++m.connected == m.num_workers * (m.num_workers - 1)) Simulator::Stop();
+                               }),
+                               Callback<void, Ptr<Socket>>([i, j](Ptr<Socket>) {
+                                 NARROWS_CHECK(false) << "ns-3: connection " << i << " -> " << j << " failed";
+                               }));
+      c.tx->SetSendCallback(Callback<void, Ptr<Socket>, uint32_t>(
+          [&m, &c](Ptr<Socket>, uint32_t) { Simulator::ScheduleNow([&m, &c] { m.Pump(c); }); }));
+      Simulator::ScheduleNow([sock = c.tx, to = address_of[static_cast<size_t>(j)]] {
+        sock->Connect(InetSocketAddress(to, kPort));
+      });
+    }
+  }
+  if (n > 1) {
+    Simulator::Run();
+    NARROWS_CHECK(m.connected == n * (n - 1)) << "ns-3: only " << m.connected << " of " << n * (n - 1)
+                                              << " connections were established";
+  }
+  m.offset_ns = Simulator::Now().GetNanoSeconds();
+
+  // From virtual time 0: each link's bandwidth and loss, then its schedule (a bandwidth of 0 is a
+  // link that is down: every packet is lost, and TCP backs off as it would).
+  for (size_t l = 0; l < links.size(); ++l) {
+    const Impl::Direction d = m.directions[l];
+    if (!d.tx_device) continue;
+    auto set = [d](double bps) {
+      if (bps > 0) d.tx_device->SetDataRate(DataRate(static_cast<uint64_t>(bps)));
+      d.rx_errors->SetRate(bps > 0 ? d.loss : 1.0);
+    };
+    set(links[l].bandwidth_bps);
+    for (const auto& c : links[l].schedule) {
+      Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, ToNs(c.at_s))), [set, bps = c.bandwidth_bps] { set(bps); });
+    }
+  }
+}
+
+Ns3Model::~Ns3Model() {
+  ns3::Simulator::Destroy();
+  impl_.reset();
+  g_model_alive = false;
+}
+
+uint64_t Ns3Model::events() const { return ns3::Simulator::GetEventCount(); }
+
+int64_t Ns3Model::StartFlow(int src, int dst, int64_t bytes, double now) {
+  Impl& m = *impl_;
+  NARROWS_CHECK(src != dst && src >= 0 && dst >= 0 && src < m.num_workers && dst < m.num_workers)
+      << "flow " << src << " -> " << dst;
+  const int64_t at = ToNs(now);
+  NARROWS_CHECK(at >= m.now_ns) << "flow started at " << now << " before model time " << m.now_ns / 1e9;
+  if (at > m.now_ns) {
+    std::vector<Delivery> skipped;
+    AdvanceTo(now, &skipped);
+    NARROWS_CHECK(skipped.empty()) << "StartFlow skipped deliveries; advance the model first";
+  }
+  const int64_t id = m.next_id++;
+  Impl::Connection& c = m.Conn(src, dst);
+  const int64_t mss = m.options.mtu - kTcpIpHeaderBytes;
+  c.queued += (std::max<int64_t>(0, bytes) + m.options.frame_header_bytes + mss - 1) / mss * mss;
+  c.messages.push_back({id, c.queued});
+  ++m.outstanding;
+  m.drained = false;
+  ns3::Simulator::Schedule(ns3::NanoSeconds(m.offset_ns + at) - ns3::Simulator::Now(), [&m, &c] { m.Pump(c); });
+  return id;
+}
+
+double Ns3Model::NextEventTime() const {
+  const Impl& m = *impl_;
+  if (m.outstanding == 0 || m.drained) return kNever;
+  const double now = static_cast<double>(m.now_ns) / 1e9;
+  // Nothing has been simulated past now; when the last run stopped at a delivery, more may happen
+  // at this very time.
+  return m.stopped_early ? now : std::nextafter(now, kNever);
+}
+
+void Ns3Model::AdvanceTo(double t, std::vector<Delivery>* delivered) { Run(t, false, delivered); }
+
+void Ns3Model::AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered) {
+  if (NextEventTime() > limit) return;
+  Run(limit, true, delivered);
+}
+
+void Ns3Model::Run(double limit, bool stop_at_delivery, std::vector<Delivery>* delivered) {
+  using namespace ns3;
+  Impl& m = *impl_;
+  const int64_t limit_ns = limit < kNever ? ToNs(limit) : std::numeric_limits<int64_t>::max();
+  if (limit_ns < m.now_ns || (limit_ns == m.now_ns && !m.stopped_early)) return;
+  m.sink = delivered;
+  m.stop_at_delivery = stop_at_delivery;
+  const size_t before = delivered->size();
+  bool reached_limit = false;
+  EventId stop;
+  if (limit_ns != std::numeric_limits<int64_t>::max()) {
+    stop = Simulator::Schedule(NanoSeconds(m.offset_ns + limit_ns) - Simulator::Now(), [&reached_limit] {
+      reached_limit = true;
+      Simulator::Stop();
+    });
+  }
+  Simulator::Run();
+  Simulator::Cancel(stop);
+  m.sink = nullptr;
+  const bool delivered_some = delivered->size() > before;
+  m.stopped_early = stop_at_delivery && delivered_some && !reached_limit;
+  m.drained = !reached_limit && !m.stopped_early;  // the run ended because no events were left
+  const int64_t reached = Simulator::Now().GetNanoSeconds() - m.offset_ns;
+  if (m.stopped_early) {
+    m.now_ns = reached;
+  } else if (limit_ns != std::numeric_limits<int64_t>::max()) {
+    m.now_ns = limit_ns;
+  } else {
+    m.now_ns = std::max(m.now_ns, reached);
+  }
+}
+
+}  // namespace narrows::sim

@@ -1,0 +1,56 @@
+// Ns3Model: packet-level network model. The topology becomes ns-3 nodes joined by point-to-point
+// links (each direction with its own data rate, a shared propagation delay, a packet error model
+// for loss; switch ports have drop-tail queues, workers fq_codel over a short ring, as Linux); every ordered pair of workers has one persistent TCP connection,
+// established before virtual time 0 (as a rendezvous would). A message is its bytes (plus a frame
+// header) appended to the pair's connection at its virtual send time; it is delivered when its last
+// byte reaches the receiving socket. ns-3 runs in virtual time, step by step with the emulator
+// (repeated Simulator::Run ended by a stop event), keeping congestion windows and queues across
+// messages, and never past the time it is advanced to. Deterministic for a given seed.
+//
+// ns-3's simulator is a process-wide singleton: at most one Ns3Model exists at a time, and it must
+// be used from one thread at a time (the emulator's scheduler lock provides that).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sim/network_model.h"
+
+namespace narrows::sim {
+
+struct Ns3Options {
+  std::string tcp = "cubic";     // cubic, newreno or bbr
+  int mtu = 1500;                // bytes per IP packet; 9000 = jumbo frames
+  int64_t queue_packets = 0;     // switch ports (drop-tail); 0 = one bandwidth-delay product, at least 100
+  std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
+  int64_t buffer_bytes = 0;      // TCP send and receive buffers; 0 = max(4 MiB, 2 BDP of the slowest path)
+  uint32_t seed = 1;             // ns-3 random streams (loss)
+  int frame_header_bytes = 16;   // per message, as the real transport's frame header
+};
+
+class Ns3Model : public NetworkModel {
+ public:
+  Ns3Model(Topology topology, Ns3Options options);
+  ~Ns3Model() override;
+  Ns3Model(const Ns3Model&) = delete;
+  Ns3Model& operator=(const Ns3Model&) = delete;
+
+  int64_t StartFlow(int src, int dst, int64_t bytes, double now) override;
+  double NextEventTime() const override;
+  void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
+  void AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered) override;
+  const Topology& topology() const override { return topology_; }
+
+  // ns-3 events executed so far (for benchmarks).
+  uint64_t events() const;
+
+ private:
+  struct Impl;
+  void Run(double limit, bool stop_at_delivery, std::vector<Delivery>* delivered);
+
+  Topology topology_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace narrows::sim

@@ -1,0 +1,158 @@
+// The packet-level model: agreement with the analytic model where both should agree (bulk
+// transfers, ring all-reduce on an uncongested star) and the TCP behaviour the formula cannot show
+// (slow start, incast losses, loss recovery, outages), with the analytic figure beside each.
+#include "sim/ns3_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/collectives.h"
+#include "emu/engine.h"
+#include "sim/analytic_model.h"
+
+namespace narrows::sim {
+namespace {
+
+std::vector<Link> Uniform(int n, double bps, double latency_s, double loss = 0.0) {
+  std::vector<Link> links(n);
+  for (auto& l : links) {
+    l.bandwidth_bps = bps;
+    l.latency_s = latency_s;
+    l.loss = loss;
+  }
+  return links;
+}
+
+struct Both {
+  std::vector<double> ns3, analytic;
+  uint64_t events = 0;
+};
+
+Both Simulate(const Topology& topology, const std::vector<Message>& messages, Ns3Options options = {}) {
+  Both out;
+  {
+    Ns3Model model(topology, options);
+    out.ns3 = SimulateMessages(model, messages);
+    out.events = model.events();
+  }
+  AnalyticModel analytic(topology, AnalyticOptions::ForMtu(options.mtu));
+  out.analytic = SimulateMessages(analytic, messages);
+  return out;
+}
+
+double Max(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+TEST(Ns3ModelTest, BulkTransferAgreesWithTheAnalyticModel) {
+  // 100 MB over 100 Mbit/s with 10 ms one way: slow start and headers are a few percent of 8.3 s.
+  const Both t = Simulate(Topology::Star(Uniform(2, 100e6, 0.010)), {{0, 1, 100'000'000, 0.0}});
+  EXPECT_NEAR(t.ns3[0] / t.analytic[0], 1.0, 0.05) << "ns3 " << t.ns3[0] << " analytic " << t.analytic[0];
+  EXPECT_GT(t.ns3[0], t.analytic[0]);  // slow start costs something
+}
+
+double RingAllReduceTime(std::unique_ptr<NetworkModel> network, int n, size_t floats) {
+  emu::Engine engine(n, std::move(network));
+  std::vector<double> done(static_cast<size_t>(n));
+  engine.Run([&](int r) {
+    std::vector<float> v(floats, static_cast<float>(r + 1));
+    core::CollectiveOptions options;
+    options.group.resize(static_cast<size_t>(n));
+    std::iota(options.group.begin(), options.group.end(), 0);
+    ASSERT_TRUE(core::AllReduceSum(engine.endpoint(r), v.data(), static_cast<int64_t>(v.size()), options).ok());
+    EXPECT_EQ(v[floats / 2], n * (n + 1) / 2.0f);
+    done[static_cast<size_t>(r)] = engine.endpoint(r).clock().Now();
+  });
+  return Max(done);
+}
+
+TEST(Ns3ModelTest, RingAllReduceAgreesWithTheAnalyticModel) {
+  const int n = 4;
+  const size_t floats = 8'000'000;  // 32 MB: 48 MB sent per worker
+  const Topology topology = Topology::Star(Uniform(n, 100e6, 0.010));
+  const double ns3 = RingAllReduceTime(std::make_unique<Ns3Model>(topology, Ns3Options{}), n, floats);
+  const double analytic =
+      RingAllReduceTime(std::make_unique<AnalyticModel>(topology, AnalyticOptions::ForMtu(1500)), n, floats);
+  EXPECT_NEAR(ns3 / analytic, 1.0, 0.05) << "ns3 " << ns3 << " analytic " << analytic;
+}
+
+TEST(Ns3ModelTest, SameSeedSameTimesAndLossUsesTheSeed) {
+  const Topology topology = Topology::Star(Uniform(3, 100e6, 0.010, 0.01));
+  const std::vector<Message> messages = {{0, 1, 2'000'000, 0.0}, {2, 1, 2'000'000, 0.0}, {1, 0, 100'000, 0.1}};
+  Ns3Options a, b;
+  b.seed = 7;
+  const Both first = Simulate(topology, messages, a), again = Simulate(topology, messages, a);
+  const Both other = Simulate(topology, messages, b);
+  EXPECT_EQ(first.ns3, again.ns3);
+  EXPECT_EQ(first.events, again.events);
+  EXPECT_NE(first.ns3, other.ns3);
+}
+
+TEST(Ns3ModelTest, ShortMessageIsDominatedBySlowStart) {
+  // 1 MB on a fresh 1 Gbit/s path with 50 ms one way: the formula says latency + 8 ms; TCP starts
+  // at 10 segments and needs several round trips to open its window.
+  const Both t = Simulate(Topology::Star(Uniform(2, 1e9, 0.050)), {{0, 1, 1'000'000, 0.0}});
+  EXPECT_GT(t.ns3[0], 2.5 * t.analytic[0]) << "ns3 " << t.ns3[0] << " analytic " << t.analytic[0];
+}
+
+TEST(Ns3ModelTest, IncastOverflowsTheReceiversQueue) {
+  // 8 senders into one receiver behind a 100-packet queue: drops, retransmission timeouts, and a
+  // finish well after the fair-share figure; with a bandwidth-delay-product queue they finish close to it.
+  const int n = 8;
+  std::vector<Message> messages;
+  for (int i = 1; i <= n; ++i) messages.push_back({i, 0, 10'000'000, 0.0});
+  const Topology topology = Topology::Star(Uniform(n + 1, 1e9, 0.010));
+  Ns3Options shallow;
+  shallow.queue_packets = 100;
+  const Both small = Simulate(topology, messages, shallow), deep = Simulate(topology, messages);
+  EXPECT_GT(Max(small.ns3), 1.5 * Max(small.analytic)) << Max(small.ns3) << " vs " << Max(small.analytic);
+  EXPECT_LT(Max(deep.ns3), Max(small.ns3));
+}
+
+TEST(Ns3ModelTest, LossSlowsTcpDown) {
+  const std::vector<Message> messages = {{0, 1, 20'000'000, 0.0}};
+  const Both clean = Simulate(Topology::Star(Uniform(2, 100e6, 0.025)), messages);
+  const Both lossy = Simulate(Topology::Star(Uniform(2, 100e6, 0.025, 0.005)), messages);
+  EXPECT_GT(lossy.ns3[0], 1.5 * clean.ns3[0]) << lossy.ns3[0] << " vs " << clean.ns3[0];
+}
+
+TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
+  std::vector<Link> links = Uniform(2, 100e6, 0.010);
+  links[0].schedule = {{1.0, 0.0}, {3.0, 100e6}};
+  const Both t = Simulate(Topology::Star(links), {{0, 1, 20'000'000, 0.5}});
+  EXPECT_GT(t.ns3[0], 3.0);
+  EXPECT_GE(t.ns3[0], t.analytic[0]);  // TCP resumes at its next retransmission timeout, not at once
+}
+
+TEST(Ns3ModelTest, JumboFramesNeedFewerEventsForTheSameTransfer) {
+  const Topology topology = Topology::Star(Uniform(2, 100e6, 0.010));
+  Ns3Options jumbo;
+  jumbo.mtu = 9000;
+  const Both standard = Simulate(topology, {{0, 1, 20'000'000, 0.0}});
+  const Both large = Simulate(topology, {{0, 1, 20'000'000, 0.0}}, jumbo);
+  EXPECT_LT(large.events * 4, standard.events);
+  EXPECT_NEAR(large.ns3[0] / large.analytic[0], 1.0, 0.05);  // each near the formula for its MTU
+  EXPECT_NEAR(standard.ns3[0] / standard.analytic[0], 1.0, 0.05);
+}
+
+TEST(Ns3ModelTest, IslandsShareTheirWanLink) {
+  // Two islands of two; both cross-island flows share island 0's WAN uplink.
+  const Topology topology = Topology::Islands(Uniform(4, 10e9, 0.0002), {{0, 1}, {2, 3}}, Uniform(2, 100e6, 0.010));
+  const Both one = Simulate(topology, {{0, 2, 10'000'000, 0.0}});
+  const Both two = Simulate(topology, {{0, 2, 10'000'000, 0.0}, {1, 3, 10'000'000, 0.0}});
+  EXPECT_NEAR(Max(two.ns3) / one.ns3[0], 2.0, 0.3) << Max(two.ns3) << " vs " << one.ns3[0];
+  EXPECT_NEAR(Max(two.analytic) / one.analytic[0], 2.0, 0.03);
+  EXPECT_GE(Max(two.ns3), Max(two.analytic));  // two TCP flows on one queue fill it less evenly than fair sharing
+}
+
+TEST(Ns3ModelTest, DeliversMessagesOfOnePairInOrderAndEmptyOnes) {
+  const Both t = Simulate(Topology::Star(Uniform(2, 1e9, 0.001)),
+                          {{0, 1, 1'000'000, 0.0}, {0, 1, 0, 0.0}, {0, 1, 10, 0.0}});
+  EXPECT_LE(t.ns3[0], t.ns3[1]);
+  EXPECT_LE(t.ns3[1], t.ns3[2]);
+  EXPECT_LT(t.ns3[2], 1.0);
+}
+
+}  // namespace
+}  // namespace narrows::sim
