@@ -349,10 +349,10 @@ int64_t Ns3Model::StartFlow(int src, int dst, int64_t bytes, double now) {
 double Ns3Model::NextEventTime() const {
   const Impl& m = *impl_;
   if (m.outstanding == 0 || m.drained) return kNever;
-  const double now = static_cast<double>(m.now_ns) / 1e9;
-  // Nothing has been simulated past now; when the last run stopped at a delivery, more may happen
-  // at this very time.
-  return m.stopped_early ? now : std::nextafter(now, kNever);
+  // Every event up to now_ns has run, except after a run that stopped at a delivery: more may
+  // happen at that very nanosecond. (In whole nanoseconds, ns-3's resolution, so that advancing to
+  // any limit at or past this time makes progress.)
+  return static_cast<double>(m.stopped_early ? m.now_ns : m.now_ns + 1) / 1e9;
 }
 
 void Ns3Model::AdvanceTo(double t, std::vector<Delivery>* delivered) { Run(t, false, delivered); }
