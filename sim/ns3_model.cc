@@ -199,6 +199,7 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
   // tail: ns-3 3.37 crashes (TcpSocketBase::SendDataPacket with no data) when a TCP_NODELAY sender
   // runs out of data during loss recovery, and Nagle's check is what keeps it off that path.
   Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(false));
+  Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(options.sack));
 
   Ipv4AddressGenerator::Reset();  // addresses are global too; a previous model's would collide
   NodeContainer nodes;

@@ -173,6 +173,24 @@ TEST(ScenarioTest, DistributedErrors) {
             std::string::npos);
   EXPECT_NE(ErrorOf("faults: [{type: link_down, link: wan:0, from_s: 1, to_s: 2}]\n").find("wan:0"),
             std::string::npos);
+  EXPECT_NE(ErrorOf("network: {model: omnet}\n").find("network.model: expected one of analytic, ns3"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("network: {model: ns3, ns3: {tcp: vegas}}\n").find("network.ns3.tcp"), std::string::npos);
+  EXPECT_NE(ErrorOf("network: {mtu: 100000}\n").find("network.mtu"), std::string::npos);
+  EXPECT_NE(ErrorOf("network: {ns3: {queue: 5}}\n").find("network.ns3.queue"), std::string::npos);
+}
+
+TEST(ScenarioTest, Ns3NetworkKeys) {
+  auto sc = ParseScenario("network: {model: ns3, mtu: 9000, ns3: {tcp: newreno, queue_packets: 50}}\n", "n.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->network.model, "ns3");
+  EXPECT_EQ(sc->network.mtu, 9000);
+  EXPECT_EQ(sc->network.ns3.tcp, "newreno");
+  EXPECT_EQ(sc->network.ns3.queue_packets, 50);
+  EXPECT_EQ(sc->network.ns3.buffer_bytes, 0);
+  auto changed = ParseScenario(sc->resolved_yaml, "n.yaml", {{"network.model", "analytic"}});
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  EXPECT_EQ(changed->network.model, "analytic");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 //   bench_ns3 cases   the cases where the two models should disagree (docs/network-models.md).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -79,8 +80,10 @@ int Speed() {
   for (const auto& net : nets) {
     const sim::Topology topology = sim::Topology::Star(Uniform(n, net.bps, net.latency_s));
     for (int mtu : {1500, 9000}) {
+      if (std::getenv("MTU") && std::atoi(std::getenv("MTU")) != mtu) continue;
       sim::Ns3Options o;
       o.mtu = mtu;
+      if (std::getenv("NOSACK")) o.sack = false;
       for (const auto& [name, make] : {std::pair<const char*, Factory>{"analytic", Analytic(mtu)},
                                        std::pair<const char*, Factory>{"ns3", Ns3(o)}}) {
         const Sync s = OuterSync(topology, make, count);
