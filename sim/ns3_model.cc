@@ -195,6 +195,7 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
   Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(15));  // Linux tcp_retries2
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
+  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));  // Linux's, not RFC 6298's 1 s
   // Nagle's algorithm on, and messages padded to whole segments so that it never holds a message's
   // tail: ns-3 3.37 crashes (TcpSocketBase::SendDataPacket with no data) when a TCP_NODELAY sender
   // runs out of data during loss recovery, and Nagle's check is what keeps it off that path.
