@@ -617,9 +617,8 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
     {
       Section ns3 = n.Sub("ns3");
-      net.ns3.tcp = ns3.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}});
+      net.ns3.tcp = ns3.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}});
       net.ns3.queue_packets = ns3.Int("queue_packets", 0, 0, 1'000'000);
-      net.ns3.buffer_bytes = ns3.Int("buffer_bytes", 0, 0, 2'000'000'000);
       ns3.Finish();
     }
     net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,

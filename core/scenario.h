@@ -82,9 +82,8 @@ struct LinkSpec {
 enum class TopologyKind { kStar, kIslands };
 
 struct Ns3Spec {
-  std::string tcp = "cubic";   // cubic, newreno, bbr
+  std::string tcp = "cubic";   // cubic or newreno
   int64_t queue_packets = 0;   // per link direction; 0 = one bandwidth-delay product (at least 100)
-  int64_t buffer_bytes = 0;    // TCP buffers; 0 = max(4 MiB, 2 x the largest bandwidth-delay product)
 };
 
 struct NetworkSpec {

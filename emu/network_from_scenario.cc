@@ -71,7 +71,6 @@ std::unique_ptr<sim::NetworkModel> NetworkFromScenario(const core::Scenario& sc)
     o.tcp = net.ns3.tcp;
     o.mtu = net.mtu;
     o.queue_packets = net.ns3.queue_packets;
-    o.buffer_bytes = net.ns3.buffer_bytes;
     o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
     return std::make_unique<sim::Ns3Model>(TopologyFromScenario(sc), o);
   }

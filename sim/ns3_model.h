@@ -20,12 +20,10 @@
 namespace narrows::sim {
 
 struct Ns3Options {
-  std::string tcp = "cubic";     // cubic, newreno or bbr
+  std::string tcp = "cubic";     // cubic or newreno
   int mtu = 1500;                // bytes per IP packet; 9000 = jumbo frames
   int64_t queue_packets = 0;     // switch ports (drop-tail); 0 = one bandwidth-delay product, at least 100
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
-  int64_t buffer_bytes = 0;      // TCP send and receive buffers; 0 = max(4 MiB, 2 BDP of the slowest path)
-  bool sack = true;              // selective acknowledgements (RFC 2018), as Linux
   uint32_t seed = 1;             // ns-3 random streams (loss)
   int frame_header_bytes = 16;   // per message, as the real transport's frame header
 };

@@ -187,8 +187,7 @@ TEST(ScenarioTest, Ns3NetworkKeys) {
   EXPECT_EQ(sc->network.mtu, 9000);
   EXPECT_EQ(sc->network.ns3.tcp, "newreno");
   EXPECT_EQ(sc->network.ns3.queue_packets, 50);
-  EXPECT_EQ(sc->network.ns3.buffer_bytes, 0);
-  auto changed = ParseScenario(sc->resolved_yaml, "n.yaml", {{"network.model", "analytic"}});
+  auto changed = ParseScenario(sc->resolved_yaml, "n.yaml", {{"network.model", "analytic", "network.model=analytic"}});
   ASSERT_TRUE(changed.ok()) << changed.status().ToString();
   EXPECT_EQ(changed->network.model, "analytic");
 }

@@ -2,7 +2,8 @@
 //   bench_ns3 speed   one DiLoCo outer synchronisation (ring all-reduce of a 100 MB pseudo-gradient
 //                     among 8 workers, real payloads through the emulator) over 100 Mbit/s and
 //                     1 Gbit/s access links at MTU 1500 and 9000: simulated seconds per wall second.
-//   bench_ns3 cases   the cases where the two models should disagree (docs/network-models.md).
+//   bench_ns3 agree   the cases where the two models should agree.
+//   bench_ns3 cases   the cases where they should disagree (docs/network-models.md).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,7 +84,6 @@ int Speed() {
       if (std::getenv("MTU") && std::atoi(std::getenv("MTU")) != mtu) continue;
       sim::Ns3Options o;
       o.mtu = mtu;
-      if (std::getenv("NOSACK")) o.sack = false;
       for (const auto& [name, make] : {std::pair<const char*, Factory>{"analytic", Analytic(mtu)},
                                        std::pair<const char*, Factory>{"ns3", Ns3(o)}}) {
         const Sync s = OuterSync(topology, make, count);
@@ -109,6 +109,22 @@ double Last(const std::vector<double>& v) { return *std::max_element(v.begin(), 
 double Run(const sim::Topology& t, const std::vector<sim::Message>& m, const Factory& make) {
   auto model = make(t);
   return Last(sim::SimulateMessages(*model, m));
+}
+
+int Agree() {
+  std::printf("%-58s %10s %10s %8s\n", "where both models should agree (s)", "ns3", "analytic", "ratio");
+  for (double bps : {100e6, 1e9}) {
+    const sim::Topology two = sim::Topology::Star(Uniform(2, bps, 0.010));
+    const std::vector<sim::Message> bulk = {{0, 1, 100'000'000, 0.0}};
+    const std::string what = "one 100 MB transfer, " + std::to_string(static_cast<int>(bps / 1e6)) + " Mbit/s 10 ms";
+    Row(what.c_str(), Run(two, bulk, Ns3({})), Run(two, bulk, Analytic(1500)));
+    const sim::Topology four = sim::Topology::Star(Uniform(4, bps, 0.010));
+    const std::string ring = "ring all-reduce of 100 MB, 4 workers, " + std::to_string(static_cast<int>(bps / 1e6)) +
+                             " Mbit/s 10 ms";
+    Row(ring.c_str(), OuterSync(four, Ns3({}), 25'000'000).simulated_s,
+        OuterSync(four, Analytic(1500), 25'000'000).simulated_s);
+  }
+  return 0;
 }
 
 int Cases() {
@@ -163,6 +179,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "speed";
   if (mode == "speed") return Speed();
   if (mode == "cases") return Cases();
-  std::fprintf(stderr, "usage: bench_ns3 [speed|cases]\n");
+  if (mode == "agree") return Agree();
+  std::fprintf(stderr, "usage: bench_ns3 [speed|agree|cases]\n");
   return 2;
 }
