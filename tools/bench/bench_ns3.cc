@@ -77,7 +77,7 @@ int Speed() {
   std::printf("one DiLoCo outer sync: ring all-reduce of 100 MB among %d workers (emulated, real payloads)\n", n);
   std::printf("%-18s %5s %-9s %12s %10s %16s\n", "access link", "MTU", "model", "simulated s", "wall s",
               "sim s / wall s");
-  bool jumbo_faster_than_real_time = true;
+  bool jumbo_faster_than_real_time = true, jumbo_ran = false;
   for (const auto& net : nets) {
     const sim::Topology topology = sim::Topology::Star(Uniform(n, net.bps, net.latency_s));
     for (int mtu : {1500, 9000}) {
@@ -88,14 +88,19 @@ int Speed() {
                                        std::pair<const char*, Factory>{"ns3", Ns3(o)}}) {
         const Sync s = OuterSync(topology, make, count);
         const double ratio = s.simulated_s / s.wall_s;
-        if (mtu == 9000 && std::strcmp(name, "ns3") == 0 && ratio < 1.0) jumbo_faster_than_real_time = false;
+        if (mtu == 9000 && std::strcmp(name, "ns3") == 0) {
+          jumbo_ran = true;
+          if (ratio < 1.0) jumbo_faster_than_real_time = false;
+        }
         std::printf("%-18s %5d %-9s %12.3f %10.2f %16.2f\n", net.name, mtu, name, s.simulated_s, s.wall_s, ratio);
         std::fflush(stdout);
       }
     }
   }
-  std::printf("target: ns3 at MTU 9000 simulates faster than real time: %s\n",
-              jumbo_faster_than_real_time ? "met" : "NOT met");
+  if (jumbo_ran) {
+    std::printf("target: ns3 at MTU 9000 simulates faster than real time in every case: %s\n",
+                jumbo_faster_than_real_time ? "met" : "NOT met");
+  }
   return 0;
 }
 
