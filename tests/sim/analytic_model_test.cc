@@ -4,18 +4,10 @@
 
 #include <cmath>
 
+#include "tests/sim/uniform_links.h"
+
 namespace narrows::sim {
 namespace {
-
-std::vector<Link> Uniform(int n, double bps, double latency_s, double loss = 0.0) {
-  std::vector<Link> links(n);
-  for (auto& l : links) {
-    l.bandwidth_bps = bps;
-    l.latency_s = latency_s;
-    l.loss = loss;
-  }
-  return links;
-}
 
 TEST(AnalyticModelTest, LoneMessageCostsAlphaPlusSizeOverBandwidth) {
   AnalyticModel model(Topology::Star(Uniform(2, 100e6, 0.030)));

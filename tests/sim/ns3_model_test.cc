@@ -13,18 +13,10 @@
 #include "emu/engine.h"
 #include "sim/analytic_model.h"
 
+#include "tests/sim/uniform_links.h"
+
 namespace narrows::sim {
 namespace {
-
-std::vector<Link> Uniform(int n, double bps, double latency_s, double loss = 0.0) {
-  std::vector<Link> links(n);
-  for (auto& l : links) {
-    l.bandwidth_bps = bps;
-    l.latency_s = latency_s;
-    l.loss = loss;
-  }
-  return links;
-}
 
 struct Both {
   std::vector<double> ns3, analytic;
