@@ -1,3 +1,5 @@
+#include <cblas.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include "trainer/attention.h"
@@ -161,6 +163,15 @@ TEST(AttentionTest, FusedMatchesReferenceAcrossBlocks) { ExpectFusedMatchesRefer
 
 namespace narrows::trainer {
 namespace {
+
+TEST(AttentionTest, SgemmComesFromTheOptimisedBlas) {
+  // The attention kernel calls cblas_sgemm; ns-3 links GSL's reference CBLAS, which must not be the
+  // one that provides it (a link-order slip made training 3x slower).
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  EXPECT_EQ(std::string(info.dli_fname).find("gslcblas"), std::string::npos) << info.dli_fname;
+}
 
 TEST(CpuMathTest, ExpMatchesTheLibrary) {
   for (float x = -90.0f; x <= 0.0f; x += 0.0137f) {
