@@ -1,0 +1,89 @@
+#include "deploy/frame.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace narrows::deploy {
+namespace {
+
+constexpr size_t kCrcOffset = 24;  // the checksum is the header's last field
+
+template <typename T>
+void Put(uint8_t* out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i));
+}
+
+template <typename T>
+T Get(const uint8_t* in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+uint32_t Crc(const uint8_t* header, const void* payload, uint64_t length) {
+  uLong crc = crc32(0L, header, static_cast<uInt>(kCrcOffset));
+  const auto* p = static_cast<const Bytef*>(payload);
+  while (length > 0) {  // zlib takes at most 4 GiB per call
+    const auto n = static_cast<uInt>(std::min<uint64_t>(length, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    length -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+bool KnownType(uint16_t t) { return t >= 1 && t <= 4; }
+
+}  // namespace
+
+std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length) {
+  std::vector<uint8_t> h(kFrameHeaderBytes);
+  Put<uint32_t>(&h[0], kFrameMagic);
+  Put<uint16_t>(&h[4], kProtocolVersion);
+  Put<uint16_t>(&h[6], static_cast<uint16_t>(type));
+  Put<uint32_t>(&h[8], static_cast<uint32_t>(src));
+  Put<uint32_t>(&h[12], static_cast<uint32_t>(tag));
+  Put<uint64_t>(&h[16], length);
+  Put<uint32_t>(&h[kCrcOffset], Crc(h.data(), payload, length));
+  return h;
+}
+
+core::Result<FrameHeader> DecodeFrameHeader(const uint8_t* data, size_t size, uint64_t max_payload) {
+  if (size < kFrameHeaderBytes) {
+    return core::Status::InvalidArgument("truncated frame: " + std::to_string(size) + " bytes, a header needs " +
+                                         std::to_string(kFrameHeaderBytes));
+  }
+  if (Get<uint32_t>(data) != kFrameMagic) return core::Status::InvalidArgument("not a narrows frame (bad magic)");
+  const auto version = Get<uint16_t>(data + 4);
+  if (version != kProtocolVersion) {
+    return core::Status::InvalidArgument("protocol version " + std::to_string(version) + ", expected " +
+                                         std::to_string(kProtocolVersion));
+  }
+  const auto type = Get<uint16_t>(data + 6);
+  if (!KnownType(type)) return core::Status::InvalidArgument("unknown frame type " + std::to_string(type));
+  FrameHeader h;
+  h.type = static_cast<FrameType>(type);
+  h.src = static_cast<int32_t>(Get<uint32_t>(data + 8));
+  h.tag = static_cast<int32_t>(Get<uint32_t>(data + 12));
+  h.length = Get<uint64_t>(data + 16);
+  h.crc = Get<uint32_t>(data + kCrcOffset);
+  if (h.length > max_payload) {
+    return core::Status::InvalidArgument("oversized frame: " + std::to_string(h.length) + " payload bytes, at most " +
+                                         std::to_string(max_payload) + " accepted");
+  }
+  return h;
+}
+
+core::Status VerifyFrame(const uint8_t* header, const FrameHeader& decoded, const void* payload, uint64_t length) {
+  if (length != decoded.length) {
+    return core::Status::InvalidArgument("frame payload has " + std::to_string(length) + " bytes, header says " +
+                                         std::to_string(decoded.length));
+  }
+  if (Crc(header, payload, length) != decoded.crc) return core::Status::InvalidArgument("corrupt frame (checksum)");
+  return core::Status::Ok();
+}
+
+}  // namespace narrows::deploy

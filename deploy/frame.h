@@ -1,0 +1,46 @@
+// The wire frame of the ZeroMQ transport (issue 5): every message between processes is one frame,
+// a fixed header followed by its payload. The header carries a magic number, the protocol version,
+// the frame type, the sender's rank, the tag, the payload length and a CRC-32 (zlib) over the
+// header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
+// wrong-version, unknown-type and oversized frames before reading or allocating the payload),
+// then checks the checksum over header and payload. Little-endian on the wire.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+
+namespace narrows::deploy {
+
+constexpr uint32_t kFrameMagic = 0x5357524e;  // "NRWS" read little-endian
+constexpr uint16_t kProtocolVersion = 1;
+constexpr size_t kFrameHeaderBytes = 28;
+
+enum class FrameType : uint16_t {
+  kData = 1,       // a Transport message: tag and payload
+  kHeartbeat = 2,  // membership: "I am alive"
+  kHello = 3,      // a process announces its rank on connecting
+  kBye = 4,        // a process leaves cleanly
+};
+
+struct FrameHeader {
+  FrameType type = FrameType::kData;
+  int32_t src = 0;
+  int32_t tag = 0;
+  uint64_t length = 0;  // payload bytes
+  uint32_t crc = 0;     // CRC-32 of the header's first 24 bytes, then the payload
+};
+
+// The header for `payload` (of `length` bytes), checksum included.
+std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length);
+
+// Decodes and validates a header; `max_payload` bounds the length a receiver will accept.
+// InvalidArgument naming what is wrong: truncated, bad magic, version, type, or oversized.
+core::Result<FrameHeader> DecodeFrameHeader(const uint8_t* data, size_t size, uint64_t max_payload);
+
+// Checks the checksum over the encoded header bytes and the payload (InvalidArgument if corrupt).
+core::Status VerifyFrame(const uint8_t* header, const FrameHeader& decoded, const void* payload, uint64_t length);
+
+}  // namespace narrows::deploy
