@@ -193,6 +193,7 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
   // The minimum retransmission timeout stays at RFC 6298's 1 s: with Linux's 200 ms, ns-3 3.37
   // backs off spuriously after idle periods (tens of seconds for a 140 kB all-reduce, tested).
+  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(1)));
   Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));  // as ZeroMQ sets it
 
   Ipv4AddressGenerator::Reset();  // addresses are global too; a previous model's would collide
