@@ -102,7 +102,6 @@ struct Ns3Model::Impl {
     int64_t written = 0;        // bytes written into the sending socket
     int64_t received = 0;       // bytes read at the receiving socket
     std::deque<Outgoing> messages;  // not yet delivered
-    bool connected = false;
   };
   // One direction of a topology link: the device that transmits on it and the device that receives.
   struct Direction {
@@ -157,6 +156,8 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
     : topology_(std::move(topology)), impl_(std::make_unique<Impl>()) {
   using namespace ns3;
   NARROWS_CHECK(!g_model_alive) << "only one ns-3 model may exist at a time (ns-3's simulator is global)";
+  NARROWS_CHECK(options.host_qdisc == "fq_codel" || options.host_qdisc == "drop_tail")
+      << "unknown host queue discipline '" << options.host_qdisc << "'";
   g_model_alive = true;
   Impl& m = *impl_;
   m.options = options;
@@ -223,8 +224,6 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
       auto tx = DynamicCast<PointToPointNetDevice>(devices.Get(k));
       auto rx = DynamicCast<PointToPointNetDevice>(devices.Get(1 - k));
       tx->SetDataRate(DataRate(static_cast<uint64_t>(std::max(1.0, peak_bandwidth(link)))));
-      const int64_t bdp_packets = std::llround(std::ceil(peak_bandwidth(link) / 8 * link_rtt[dir] / options.mtu));
-      const int64_t queue = options.queue_packets > 0 ? options.queue_packets : std::max(kMinQueuePackets, bdp_packets);
       const bool host = (k == 0 ? g.from[l] : g.to[l]) < n;
       if (host && options.host_qdisc == "fq_codel") {
         // A worker's own egress: Linux's default fq_codel over a short device ring, so the ACKs of
@@ -234,8 +233,8 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
         fq.Install(NetDeviceContainer(tx));
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
       } else {
-        NARROWS_CHECK(options.host_qdisc == "fq_codel" || options.host_qdisc == "drop_tail")
-            << "unknown host queue discipline '" << options.host_qdisc << "'";
+        const int64_t bdp_packets = std::llround(std::ceil(peak_bandwidth(link) / 8 * link_rtt[dir] / options.mtu));
+        const int64_t queue = options.queue_packets > 0 ? options.queue_packets : std::max(kMinQueuePackets, bdp_packets);
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, static_cast<uint32_t>(queue)));
       }
       auto errors = CreateObject<RateErrorModel>();
@@ -275,8 +274,7 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
       Impl::Connection& c = m.Conn(i, j);
       c.tx = Socket::CreateSocket(nodes.Get(static_cast<uint32_t>(i)), TcpSocketFactory::GetTypeId());
       c.tx->Bind();
-      c.tx->SetConnectCallback(Callback<void, Ptr<Socket>>([&m, &c](Ptr<Socket>) {
-                                 c.connected = true;
+      c.tx->SetConnectCallback(Callback<void, Ptr<Socket>>([&m](Ptr<Socket>) {
                                  if (++m.connected == m.num_workers * (m.num_workers - 1)) Simulator::Stop();
                                }),
                                Callback<void, Ptr<Socket>>([i, j](Ptr<Socket>) {
