@@ -5,6 +5,16 @@
 
 namespace narrows::sim {
 
+std::vector<Link> UniformLinks(int n, double bandwidth_bps, double latency_s, double loss) {
+  std::vector<Link> links(static_cast<size_t>(n));
+  for (auto& l : links) {
+    l.bandwidth_bps = bandwidth_bps;
+    l.latency_s = latency_s;
+    l.loss = loss;
+  }
+  return links;
+}
+
 int Topology::FindLink(const std::string& name) const {
   for (size_t i = 0; i < links_.size(); ++i) {
     if (links_[i].name == name) return static_cast<int>(i);

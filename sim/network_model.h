@@ -31,6 +31,9 @@ struct Link {
   std::vector<Change> schedule;  // sorted by time
 };
 
+// n links with the same bandwidth, one-way latency and loss (a uniform star's access links).
+std::vector<Link> UniformLinks(int n, double bandwidth_bps, double latency_s, double loss = 0.0);
+
 // Nodes are workers 0..num_workers-1; a route is the list of links a message crosses. Links 2k and
 // 2k+1 are the two directions of one cable.
 class Topology {

@@ -32,25 +32,16 @@ World Loopback() {
           }};
 }
 
-std::vector<sim::Link> Access(int n) {
-  std::vector<sim::Link> access(n);
-  for (auto& l : access) {
-    l.bandwidth_bps = 1e9;
-    l.latency_s = 0.001;
-  }
-  return access;
-}
-
 World Emulated() {
   return {"emulated", [](int n, const Body& body) {
-            emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(Access(n))));
+            emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(sim::UniformLinks(n, 1e9, 0.001))));
             engine.Run([&](int r) { body(r, engine.endpoint(r)); });
           }};
 }
 
 World EmulatedNs3() {
   return {"emulated_ns3", [](int n, const Body& body) {
-            emu::Engine engine(n, std::make_unique<sim::Ns3Model>(sim::Topology::Star(Access(n)), sim::Ns3Options{}));
+            emu::Engine engine(n, std::make_unique<sim::Ns3Model>(sim::Topology::Star(sim::UniformLinks(n, 1e9, 0.001)), sim::Ns3Options{}));
             engine.Run([&](int r) { body(r, engine.endpoint(r)); });
           }};
 }

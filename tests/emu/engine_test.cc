@@ -11,12 +11,7 @@ namespace narrows::emu {
 namespace {
 
 std::unique_ptr<sim::AnalyticModel> Star(int n, double bps, double one_way_latency_s) {
-  std::vector<sim::Link> access(n);
-  for (auto& l : access) {
-    l.bandwidth_bps = bps;
-    l.latency_s = one_way_latency_s;
-  }
-  return std::make_unique<sim::AnalyticModel>(sim::Topology::Star(access));
+  return std::make_unique<sim::AnalyticModel>(sim::Topology::Star(sim::UniformLinks(n, bps, one_way_latency_s)));
 }
 
 // Ring all-reduce of S bytes over n ranks: 2(n-1) alpha + 2(n-1)/n S/B (within 1%).

@@ -4,20 +4,18 @@
 
 #include <cmath>
 
-#include "tests/sim/uniform_links.h"
-
 namespace narrows::sim {
 namespace {
 
 TEST(AnalyticModelTest, LoneMessageCostsAlphaPlusSizeOverBandwidth) {
-  AnalyticModel model(Topology::Star(Uniform(2, 100e6, 0.030)));
+  AnalyticModel model(Topology::Star(UniformLinks(2, 100e6, 0.030)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 1.0}});
   EXPECT_NEAR(t[0], 1.0 + 0.030 + 10e6 * 8 / 100e6, 1e-9);
 }
 
 TEST(AnalyticModelTest, IncastOfNFlowsTakesNTimesSOverB) {
   const int n = 8;
-  AnalyticModel model(Topology::Star(Uniform(n + 1, 1e9, 0.0)));
+  AnalyticModel model(Topology::Star(UniformLinks(n + 1, 1e9, 0.0)));
   std::vector<Message> msgs;
   for (int i = 1; i <= n; ++i) msgs.push_back({i, 0, 1'000'000, 0.0});
   for (double t : SimulateMessages(model, msgs)) EXPECT_NEAR(t, n * 8e6 / 1e9, 1e-9);
@@ -26,14 +24,14 @@ TEST(AnalyticModelTest, IncastOfNFlowsTakesNTimesSOverB) {
 TEST(AnalyticModelTest, SharingChangesWhenAFlowEnds) {
   // Two flows into worker 0: a 1 MB and a 3 MB one. Both get B/2 until the small one ends at
   // 2 * 8e6 / B; the large one then has 2 MB left at full rate.
-  AnalyticModel model(Topology::Star(Uniform(3, 1e9, 0.0)));
+  AnalyticModel model(Topology::Star(UniformLinks(3, 1e9, 0.0)));
   const auto t = SimulateMessages(model, {{1, 0, 1'000'000, 0.0}, {2, 0, 3'000'000, 0.0}});
   EXPECT_NEAR(t[0], 2 * 8e6 / 1e9, 1e-9);
   EXPECT_NEAR(t[1], 2 * 8e6 / 1e9 + 2 * 8e6 / 1e9, 1e-9);
 }
 
 TEST(AnalyticModelTest, LaterFlowSlowsAnEarlierOne) {
-  AnalyticModel model(Topology::Star(Uniform(3, 1e9, 0.0)));
+  AnalyticModel model(Topology::Star(UniformLinks(3, 1e9, 0.0)));
   // Flow A alone for 4 ms (half its 1 MB), then B joins: A's second half goes at B/2.
   const auto t = SimulateMessages(model, {{1, 0, 1'000'000, 0.0}, {2, 0, 1'000'000, 0.004}});
   EXPECT_NEAR(t[0], 0.004 + 0.008, 1e-9);
@@ -43,13 +41,13 @@ TEST(AnalyticModelTest, LaterFlowSlowsAnEarlierOne) {
 TEST(AnalyticModelTest, MaxMinFairnessGivesUnusedShareToOthers) {
   // Worker 1 sends to 0 and 2; worker 3 sends to 0. Link down:0 is shared by two flows, up:1 too.
   // Every flow gets B/2 (max-min), total into 0 is B.
-  AnalyticModel model(Topology::Star(Uniform(4, 1e9, 0.0)));
+  AnalyticModel model(Topology::Star(UniformLinks(4, 1e9, 0.0)));
   const auto t = SimulateMessages(model, {{1, 0, 1'000'000, 0}, {1, 2, 1'000'000, 0}, {3, 0, 1'000'000, 0}});
   for (double x : t) EXPECT_NEAR(x, 0.016, 1e-9);
 }
 
 TEST(AnalyticModelTest, BandwidthScheduleAndLinkDown) {
-  auto links = Uniform(2, 1e9, 0.0);
+  auto links = UniformLinks(2, 1e9, 0.0);
   links[0].schedule = {{0.004, 0.0}, {0.010, 1e9}};  // up:0 down from 4 ms to 10 ms
   AnalyticModel model(Topology::Star(links));
   const auto t = SimulateMessages(model, {{0, 1, 1'000'000, 0.0}});
@@ -58,8 +56,8 @@ TEST(AnalyticModelTest, BandwidthScheduleAndLinkDown) {
 
 TEST(AnalyticModelTest, IslandsShareTheWanLink) {
   // Two islands of two; two flows cross the WAN from island 0 to island 1 and share wan-up:0.
-  auto access = Uniform(4, 100e9, 0.0001);
-  AnalyticModel model(Topology::Islands(access, {{0, 1}, {2, 3}}, Uniform(2, 1e9, 0.020)));
+  auto access = UniformLinks(4, 100e9, 0.0001);
+  AnalyticModel model(Topology::Islands(access, {{0, 1}, {2, 3}}, UniformLinks(2, 1e9, 0.020)));
   const auto t = SimulateMessages(model, {{0, 2, 1'000'000, 0}, {1, 3, 1'000'000, 0}, {0, 1, 1'000'000, 0}});
   const double wan_latency = 0.0001 + 0.020;
   EXPECT_NEAR(t[0], 2 * 8e6 / 1e9 + wan_latency, 1e-6);
@@ -70,14 +68,14 @@ TEST(AnalyticModelTest, IslandsShareTheWanLink) {
 TEST(AnalyticModelTest, MessagesOfOnePairArriveInOrder) {
   // A large message then a slightly smaller one, sent at the same instant from 0 to 1: one
   // connection transmits them one after the other, so the first arrives first.
-  AnalyticModel model(Topology::Star(Uniform(2, 1e9, 0.001)));
+  AnalyticModel model(Topology::Star(UniformLinks(2, 1e9, 0.001)));
   const auto t = SimulateMessages(model, {{0, 1, 1'000'004, 0.0}, {0, 1, 1'000'000, 0.0}});
   EXPECT_NEAR(t[0], 0.001 + 8'000'032 / 1e9, 1e-9);
   EXPECT_NEAR(t[1], 0.001 + (8'000'032 + 8'000'000) / 1e9, 1e-9);
 }
 
 TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
-  AnalyticModel model(Topology::Star(Uniform(2, 1e9, 0.050, 0.01)));
+  AnalyticModel model(Topology::Star(UniformLinks(2, 1e9, 0.050, 0.01)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});
   // Mathis: MSS/RTT * 1.22/sqrt(p); path loss 1-(0.99)^2, RTT 0.1 s.
   const double p = 1 - 0.99 * 0.99;

@@ -13,8 +13,6 @@
 #include "emu/engine.h"
 #include "sim/analytic_model.h"
 
-#include "tests/sim/uniform_links.h"
-
 namespace narrows::sim {
 namespace {
 
@@ -39,7 +37,7 @@ double Max(const std::vector<double>& v) { return *std::max_element(v.begin(), v
 
 TEST(Ns3ModelTest, BulkTransferAgreesWithTheAnalyticModel) {
   // 100 MB over 100 Mbit/s with 10 ms one way: slow start and headers are a few percent of 8.3 s.
-  const Both t = Simulate(Topology::Star(Uniform(2, 100e6, 0.010)), {{0, 1, 100'000'000, 0.0}});
+  const Both t = Simulate(Topology::Star(UniformLinks(2, 100e6, 0.010)), {{0, 1, 100'000'000, 0.0}});
   EXPECT_NEAR(t.ns3[0] / t.analytic[0], 1.0, 0.05) << "ns3 " << t.ns3[0] << " analytic " << t.analytic[0];
   EXPECT_GT(t.ns3[0], t.analytic[0]);  // slow start costs something
 }
@@ -62,7 +60,7 @@ double RingAllReduceTime(std::unique_ptr<NetworkModel> network, int n, size_t fl
 TEST(Ns3ModelTest, RingAllReduceAgreesWithTheAnalyticModel) {
   const int n = 4;
   const size_t floats = 8'000'000;  // 32 MB: 48 MB sent per worker
-  const Topology topology = Topology::Star(Uniform(n, 100e6, 0.010));
+  const Topology topology = Topology::Star(UniformLinks(n, 100e6, 0.010));
   const double ns3 = RingAllReduceTime(std::make_unique<Ns3Model>(topology, Ns3Options{}), n, floats);
   const double analytic =
       RingAllReduceTime(std::make_unique<AnalyticModel>(topology, AnalyticOptions::ForMtu(1500)), n, floats);
@@ -70,7 +68,7 @@ TEST(Ns3ModelTest, RingAllReduceAgreesWithTheAnalyticModel) {
 }
 
 TEST(Ns3ModelTest, SameSeedSameTimesAndLossUsesTheSeed) {
-  const Topology topology = Topology::Star(Uniform(3, 100e6, 0.010, 0.01));
+  const Topology topology = Topology::Star(UniformLinks(3, 100e6, 0.010, 0.01));
   const std::vector<Message> messages = {{0, 1, 2'000'000, 0.0}, {2, 1, 2'000'000, 0.0}, {1, 0, 100'000, 0.1}};
   Ns3Options a, b;
   b.seed = 7;
@@ -84,7 +82,7 @@ TEST(Ns3ModelTest, SameSeedSameTimesAndLossUsesTheSeed) {
 TEST(Ns3ModelTest, ShortMessageIsDominatedBySlowStart) {
   // 1 MB on a fresh 1 Gbit/s path with 50 ms one way: the formula says latency + 8 ms; TCP starts
   // at 10 segments and needs several round trips to open its window.
-  const Both t = Simulate(Topology::Star(Uniform(2, 1e9, 0.050)), {{0, 1, 1'000'000, 0.0}});
+  const Both t = Simulate(Topology::Star(UniformLinks(2, 1e9, 0.050)), {{0, 1, 1'000'000, 0.0}});
   EXPECT_GT(t.ns3[0], 2.5 * t.analytic[0]) << "ns3 " << t.ns3[0] << " analytic " << t.analytic[0];
 }
 
@@ -94,7 +92,7 @@ TEST(Ns3ModelTest, IncastOverflowsTheReceiversQueue) {
   const int n = 8;
   std::vector<Message> messages;
   for (int i = 1; i <= n; ++i) messages.push_back({i, 0, 10'000'000, 0.0});
-  const Topology topology = Topology::Star(Uniform(n + 1, 1e9, 0.010));
+  const Topology topology = Topology::Star(UniformLinks(n + 1, 1e9, 0.010));
   Ns3Options shallow;
   shallow.queue_packets = 100;
   const Both small = Simulate(topology, messages, shallow), deep = Simulate(topology, messages);
@@ -104,13 +102,13 @@ TEST(Ns3ModelTest, IncastOverflowsTheReceiversQueue) {
 
 TEST(Ns3ModelTest, LossSlowsTcpDown) {
   const std::vector<Message> messages = {{0, 1, 20'000'000, 0.0}};
-  const Both clean = Simulate(Topology::Star(Uniform(2, 100e6, 0.025)), messages);
-  const Both lossy = Simulate(Topology::Star(Uniform(2, 100e6, 0.025, 0.005)), messages);
+  const Both clean = Simulate(Topology::Star(UniformLinks(2, 100e6, 0.025)), messages);
+  const Both lossy = Simulate(Topology::Star(UniformLinks(2, 100e6, 0.025, 0.005)), messages);
   EXPECT_GT(lossy.ns3[0], 1.5 * clean.ns3[0]) << lossy.ns3[0] << " vs " << clean.ns3[0];
 }
 
 TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
-  std::vector<Link> links = Uniform(2, 100e6, 0.010);
+  std::vector<Link> links = UniformLinks(2, 100e6, 0.010);
   links[0].schedule = {{1.0, 0.0}, {3.0, 100e6}};
   const Both t = Simulate(Topology::Star(links), {{0, 1, 20'000'000, 0.5}});
   EXPECT_GT(t.ns3[0], 3.0);
@@ -118,7 +116,7 @@ TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
 }
 
 TEST(Ns3ModelTest, JumboFramesNeedFewerEventsForTheSameTransfer) {
-  const Topology topology = Topology::Star(Uniform(2, 100e6, 0.010));
+  const Topology topology = Topology::Star(UniformLinks(2, 100e6, 0.010));
   Ns3Options jumbo;
   jumbo.mtu = 9000;
   const Both standard = Simulate(topology, {{0, 1, 20'000'000, 0.0}});
@@ -130,7 +128,7 @@ TEST(Ns3ModelTest, JumboFramesNeedFewerEventsForTheSameTransfer) {
 
 TEST(Ns3ModelTest, IslandsShareTheirWanLink) {
   // Two islands of two; both cross-island flows share island 0's WAN uplink.
-  const Topology topology = Topology::Islands(Uniform(4, 10e9, 0.0002), {{0, 1}, {2, 3}}, Uniform(2, 100e6, 0.010));
+  const Topology topology = Topology::Islands(UniformLinks(4, 10e9, 0.0002), {{0, 1}, {2, 3}}, UniformLinks(2, 100e6, 0.010));
   const Both one = Simulate(topology, {{0, 2, 10'000'000, 0.0}});
   const Both two = Simulate(topology, {{0, 2, 10'000'000, 0.0}, {1, 3, 10'000'000, 0.0}});
   EXPECT_NEAR(Max(two.ns3) / one.ns3[0], 2.0, 0.3) << Max(two.ns3) << " vs " << one.ns3[0];
@@ -139,7 +137,7 @@ TEST(Ns3ModelTest, IslandsShareTheirWanLink) {
 }
 
 TEST(Ns3ModelTest, DeliversMessagesOfOnePairInOrderAndEmptyOnes) {
-  const Both t = Simulate(Topology::Star(Uniform(2, 1e9, 0.001)),
+  const Both t = Simulate(Topology::Star(UniformLinks(2, 1e9, 0.001)),
                           {{0, 1, 1'000'000, 0.0}, {0, 1, 0, 0.0}, {0, 1, 10, 0.0}});
   EXPECT_LE(t.ns3[0], t.ns3[1]);
   EXPECT_LE(t.ns3[1], t.ns3[2]);

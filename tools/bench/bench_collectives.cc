@@ -26,12 +26,8 @@ int main() {
       for (int n : {2, 4, 8}) {
         for (int64_t mb : {1, 25, 100}) {
           const int64_t count = mb * 1'000'000 / 4;
-          std::vector<sim::Link> access(static_cast<size_t>(n));
-          for (auto& l : access) {
-            l.bandwidth_bps = net.bps;
-            l.latency_s = net.latency_s;
-          }
-          emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(access)));
+          emu::Engine engine(n, std::make_unique<sim::AnalyticModel>(
+                                    sim::Topology::Star(sim::UniformLinks(n, net.bps, net.latency_s))));
           std::vector<double> finish(static_cast<size_t>(n));
           std::vector<int64_t> sent(static_cast<size_t>(n));
           std::vector<std::vector<float>> data(static_cast<size_t>(n), std::vector<float>(static_cast<size_t>(count), 1.0f));

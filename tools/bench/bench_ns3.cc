@@ -23,16 +23,6 @@ using namespace narrows;
 
 namespace {
 
-std::vector<sim::Link> Uniform(int n, double bps, double latency_s, double loss = 0.0) {
-  std::vector<sim::Link> links(static_cast<size_t>(n));
-  for (auto& l : links) {
-    l.bandwidth_bps = bps;
-    l.latency_s = latency_s;
-    l.loss = loss;
-  }
-  return links;
-}
-
 using Factory = std::function<std::unique_ptr<sim::NetworkModel>(const sim::Topology&)>;
 
 Factory Analytic(int mtu) {
@@ -79,7 +69,7 @@ int Speed() {
               "sim s / wall s");
   bool jumbo_faster_than_real_time = true, jumbo_ran = false;
   for (const auto& net : nets) {
-    const sim::Topology topology = sim::Topology::Star(Uniform(n, net.bps, net.latency_s));
+    const sim::Topology topology = sim::Topology::Star(sim::UniformLinks(n, net.bps, net.latency_s));
     for (int mtu : {1500, 9000}) {
       if (std::getenv("MTU") && std::atoi(std::getenv("MTU")) != mtu) continue;
       sim::Ns3Options o;
@@ -119,11 +109,11 @@ double Run(const sim::Topology& t, const std::vector<sim::Message>& m, const Fac
 int Agree() {
   std::printf("%-58s %10s %10s %8s\n", "where both models should agree (s)", "ns3", "analytic", "ratio");
   for (double bps : {100e6, 1e9}) {
-    const sim::Topology two = sim::Topology::Star(Uniform(2, bps, 0.010));
+    const sim::Topology two = sim::Topology::Star(sim::UniformLinks(2, bps, 0.010));
     const std::vector<sim::Message> bulk = {{0, 1, 100'000'000, 0.0}};
     const std::string what = "one 100 MB transfer, " + std::to_string(static_cast<int>(bps / 1e6)) + " Mbit/s 10 ms";
     Row(what.c_str(), Run(two, bulk, Ns3({})), Run(two, bulk, Analytic(1500)));
-    const sim::Topology four = sim::Topology::Star(Uniform(4, bps, 0.010));
+    const sim::Topology four = sim::Topology::Star(sim::UniformLinks(4, bps, 0.010));
     const std::string ring = "ring all-reduce of 100 MB, 4 workers, " + std::to_string(static_cast<int>(bps / 1e6)) +
                              " Mbit/s 10 ms";
     Row(ring.c_str(), OuterSync(four, Ns3({}), 25'000'000).simulated_s,
@@ -137,7 +127,7 @@ int Cases() {
   const Factory analytic = Analytic(1500);
   {  // Incast: 8 workers push 10 MB each into a parameter server, the reduce half of a star all-reduce.
     const int n = 8;
-    const sim::Topology t = sim::Topology::Star(Uniform(n + 1, 1e9, 0.005));
+    const sim::Topology t = sim::Topology::Star(sim::UniformLinks(n + 1, 1e9, 0.005));
     std::vector<sim::Message> m;
     for (int i = 1; i <= n; ++i) m.push_back({i, 0, 10'000'000, 0.0});
     sim::Ns3Options bdp, shallow;
@@ -146,7 +136,7 @@ int Cases() {
     Row("incast 8 x 10 MB -> PS, 1 Gbit/s 5 ms, 100-packet queue", Run(t, m, Ns3(shallow)), Run(t, m, analytic));
   }
   {  // Slow start on a fresh connection.
-    const sim::Topology t = sim::Topology::Star(Uniform(2, 1e9, 0.030));
+    const sim::Topology t = sim::Topology::Star(sim::UniformLinks(2, 1e9, 0.030));
     for (int64_t bytes : {64'000, 1'000'000, 10'000'000, 100'000'000}) {
       const std::string what = "one message of " + std::to_string(bytes / 1000) + " kB, 1 Gbit/s 30 ms (fresh)";
       Row(what.c_str(), Run(t, {{0, 1, bytes, 0.0}}, Ns3({})), Run(t, {{0, 1, bytes, 0.0}}, analytic));
@@ -154,22 +144,22 @@ int Cases() {
   }
   {  // Loss on the WAN link between two islands.
     for (double loss : {0.0, 0.001, 0.01}) {
-      std::vector<sim::Link> wan = Uniform(2, 1e9, 0.020, loss);
-      const sim::Topology t = sim::Topology::Islands(Uniform(4, 100e9, 0.0002), {{0, 1}, {2, 3}}, wan);
+      std::vector<sim::Link> wan = sim::UniformLinks(2, 1e9, 0.020, loss);
+      const sim::Topology t = sim::Topology::Islands(sim::UniformLinks(4, 100e9, 0.0002), {{0, 1}, {2, 3}}, wan);
       char what[96];
       std::snprintf(what, sizeof what, "50 MB across a 1 Gbit/s 20 ms WAN, %.1f%% loss", loss * 100);
       Row(what, Run(t, {{0, 2, 50'000'000, 0.0}}, Ns3({})), Run(t, {{0, 2, 50'000'000, 0.0}}, analytic));
     }
   }
   {  // Two islands share one WAN link: one flow, then two at once.
-    const sim::Topology t = sim::Topology::Islands(Uniform(4, 100e9, 0.0002), {{0, 1}, {2, 3}}, Uniform(2, 1e9, 0.020));
+    const sim::Topology t = sim::Topology::Islands(sim::UniformLinks(4, 100e9, 0.0002), {{0, 1}, {2, 3}}, sim::UniformLinks(2, 1e9, 0.020));
     const std::vector<sim::Message> one = {{0, 2, 50'000'000, 0.0}};
     const std::vector<sim::Message> two = {{0, 2, 50'000'000, 0.0}, {1, 3, 50'000'000, 0.0}};
     Row("islands: 1 flow of 50 MB over the shared 1 Gbit/s WAN", Run(t, one, Ns3({})), Run(t, one, analytic));
     Row("islands: 2 flows of 50 MB over the shared 1 Gbit/s WAN", Run(t, two, Ns3({})), Run(t, two, analytic));
   }
   {  // A 10 s outage in the middle of a transfer.
-    std::vector<sim::Link> links = Uniform(2, 100e6, 0.030);
+    std::vector<sim::Link> links = sim::UniformLinks(2, 100e6, 0.030);
     links[0].schedule = {{2.0, 0.0}, {12.0, 100e6}};
     const sim::Topology t = sim::Topology::Star(links);
     Row("100 MB at 100 Mbit/s 30 ms, uplink down from 2 s to 12 s", Run(t, {{0, 1, 100'000'000, 0.0}}, Ns3({})),
