@@ -16,6 +16,8 @@ namespace narrows::core {
 class WallClock : public Clock {
  public:
   WallClock();
+  // Time 0 is now.
+  void Reset();
   double Now() const override;
   void ChargeCompute(double) override {}
   bool is_virtual() const override { return false; }

@@ -7,8 +7,11 @@
 #include <numeric>
 #include <thread>
 
+#include <unistd.h>
+
 #include "core/collectives.h"
 #include "core/loopback_transport.h"
+#include "deploy/zmq_transport.h"
 #include "emu/engine.h"
 #include "sim/analytic_model.h"
 #include "sim/ns3_model.h"
@@ -43,6 +46,43 @@ World EmulatedNs3() {
   return {"emulated_ns3", [](int n, const Body& body) {
             emu::Engine engine(n, std::make_unique<sim::Ns3Model>(sim::Topology::Star(sim::UniformLinks(n, 1e9, 0.001)), sim::Ns3Options{}));
             engine.Run([&](int r) { body(r, engine.endpoint(r)); });
+          }};
+}
+
+// A free port for a rendezvous: distinct per process and call.
+int RendezvousPort() {
+  static int next = 0;
+  return 20000 + (static_cast<int>(::getpid()) * 37 + 101 * next++) % 30000;
+}
+
+// ZeroMQ over loopback TCP: one process, one thread and one transport per rank.
+World ZeroMq(bool curve) {
+  return {curve ? "zeromq_curve" : "zeromq", [curve](int n, const Body& body) {
+            deploy::ZmqOptions base;
+            base.world_size = n;
+            base.master = "127.0.0.1:" + std::to_string(RendezvousPort());
+            base.bind_host = "127.0.0.1";
+            base.connect_timeout_s = 20;
+            if (curve) {
+              base.curve = true;
+              base.keys = *deploy::GenerateCurveKeys();
+            }
+            std::vector<std::unique_ptr<deploy::ZmqTransport>> ts(static_cast<size_t>(n));
+            std::vector<std::thread> threads;
+            for (int r = 0; r < n; ++r) {
+              threads.emplace_back([&, r] {
+                deploy::ZmqOptions o = base;
+                o.rank = r;
+                auto t = deploy::ZmqTransport::Connect(o);
+                ASSERT_TRUE(t.ok()) << t.status().ToString();
+                ts[static_cast<size_t>(r)] = std::move(*t);
+              });
+            }
+            for (auto& t : threads) t.join();
+            threads.clear();
+            for (const auto& t : ts) ASSERT_NE(t, nullptr);
+            for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, *ts[static_cast<size_t>(r)]); });
+            for (auto& t : threads) t.join();
           }};
 }
 
@@ -170,7 +210,7 @@ TEST_P(TransportContractTest, AsyncAllReduceCompletesBesideTheCaller) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated(), EmulatedNs3()),
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated(), EmulatedNs3(), ZeroMq(false), ZeroMq(true)),
                          [](const auto& info) { return info.param.name; });
 
 TEST(RingBytesTest, MatchesTwoNMinusOneOverN) {

@@ -1,0 +1,99 @@
+// ZmqTransport: core::Transport between processes, over ZeroMQ TCP sockets (cppzmq).
+//
+// Each rank binds two PULL sockets — data (Transport messages) and control (hello, heartbeat,
+// bye) — and connects a PUSH socket of each kind to every peer, so that heartbeats never wait
+// behind a large tensor on the data connection. Every message is one wire frame (deploy/frame.h):
+// a receiver checks version, type, length and CRC-32 before a payload reaches a mailbox, logs the
+// reason for each rejected frame and drops it.
+//
+// Rendezvous (torchrun's MASTER_ADDR:MASTER_PORT): rank 0 binds a ROUTER at `master`; every rank
+// registers its two ports there and receives the table of all ranks' endpoints once all
+// `world_size` ranks have registered. Rank 0 keeps answering for the whole run, so that a restarted
+// rank can register again and rejoin.
+//
+// Membership: heartbeats every `heartbeat_s`; a peer not heard from for `timeout_s` is declared
+// dead (Recv from it returns PeerUnavailable once its queued messages are read, Send to it fails),
+// and a peer that says bye has left. A restarted process (new incarnation) says hello and is a
+// member again. A rank that learns it was declared dead by a peer stops: its calls return
+// PeerUnavailable.
+//
+// Security: with `curve` set, every socket uses ZeroMQ's CURVE (authenticated encryption) with
+// one cluster key pair read from a key file, and a ZAP handler admits only clients that prove they
+// hold that key pair; without it, plain TCP.
+//
+// Thread-safety: an endpoint is used by one thread (Start gives another endpoint of the same rank
+// to another thread); the endpoints of one rank share the sockets behind mutexes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/loopback_transport.h"
+#include "core/transport.h"
+
+namespace narrows::deploy {
+
+// A CURVE key pair in Z85 text (40 characters each).
+struct CurveKeys {
+  std::string public_key, secret_key;
+};
+// A fresh key pair.
+core::Result<CurveKeys> GenerateCurveKeys();
+// Key files: two lines, `public-key = "..."` and `secret-key = "..."` (ZeroMQ's certificate format).
+core::Result<CurveKeys> ReadKeyFile(const std::string& path);
+// Writes a fresh key pair to `path`, readable by its owner only; fails if `path` exists.
+core::Status WriteNewKeyFile(const std::string& path);
+
+struct ZmqOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string master = "127.0.0.1:29500";  // host:port of rank 0's rendezvous
+  std::string bind_host = "*";             // interface for this rank's data and control sockets
+  std::string advertise;                   // host peers reach this rank at ("": as rank 0 saw it)
+  double heartbeat_s = 0.5;
+  double timeout_s = 5.0;            // silence after which a peer is declared dead
+  double connect_timeout_s = 60.0;   // waiting for the rendezvous to complete
+  uint64_t max_message_bytes = uint64_t{1} << 36;
+  bool curve = false;
+  CurveKeys keys;                    // with curve: the cluster key pair
+  // Where reasons are logged (rejected frames, peers declared dead or rejoining); default stderr.
+  std::function<void(const std::string&)> log;
+};
+
+class ZmqTransport : public core::Transport {
+ public:
+  // Binds, registers at the rendezvous and connects to every peer. Fails with Timeout if the
+  // rendezvous does not complete within `connect_timeout_s` (for example with a wrong key).
+  static core::Result<std::unique_ptr<ZmqTransport>> Connect(const ZmqOptions& options);
+  // Says bye to every peer and closes.
+  ~ZmqTransport() override;
+
+  int rank() const override;
+  int world_size() const override;
+  core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
+  core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = core::kForever) override;
+  std::vector<int> Members() override;
+  core::Clock& clock() override;
+  core::TransportStats stats() const override;
+  std::unique_ptr<core::Work> Start(core::AsyncOp op) override;
+
+  // Time 0 of this endpoint's clock is now.
+  void ResetClock();
+  // The data socket's endpoint as bound ("tcp://127.0.0.1:41234").
+  std::string data_endpoint() const;
+  // Frames dropped because they failed validation, since Connect.
+  int64_t frames_rejected() const;
+
+  struct Node;  // the sockets, the receiving thread and the mailboxes; shared by endpoints
+
+ private:
+  explicit ZmqTransport(std::shared_ptr<Node> node);
+  std::shared_ptr<Node> node_;
+  std::shared_ptr<core::WallClock> clock_;  // shared with the endpoints Start makes
+  bool owner_ = false;  // the endpoint Connect returned: its destruction closes the node
+};
+
+}  // namespace narrows::deploy

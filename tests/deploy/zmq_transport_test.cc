@@ -1,0 +1,209 @@
+// The ZeroMQ transport beyond the contract suite: bad frames off the network, CURVE keys, a peer
+// killed with SIGKILL, a restarted peer rejoining, the rendezvous timing out.
+#include "deploy/zmq_transport.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "deploy/frame.h"
+
+namespace narrows::deploy {
+namespace {
+
+int Port() {
+  static int next = 0;
+  return 20000 + (static_cast<int>(::getpid()) * 53 + 211 * next++ + 15000) % 30000;
+}
+
+ZmqOptions Options(int rank, int world, int port) {
+  ZmqOptions o;
+  o.rank = rank;
+  o.world_size = world;
+  o.master = "127.0.0.1:" + std::to_string(port);
+  o.bind_host = "127.0.0.1";
+  o.heartbeat_s = 0.05;
+  o.timeout_s = 0.5;
+  o.connect_timeout_s = 10;
+  o.log = [](const std::string&) {};
+  return o;
+}
+
+// Connects ranks 0..n-1 of one world on threads; all or nothing.
+std::vector<std::unique_ptr<ZmqTransport>> ConnectAll(std::vector<ZmqOptions> opts) {
+  std::vector<std::unique_ptr<ZmqTransport>> out(opts.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < opts.size(); ++r) {
+    threads.emplace_back([&, r] {
+      auto t = ZmqTransport::Connect(opts[r]);
+      if (t.ok()) out[r] = std::move(*t);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// Runs `child` in a forked process (its own ZeroMQ context); returns its pid.
+pid_t Fork(const std::function<void()>& child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    child();
+    ::_exit(0);
+  }
+  return pid;
+}
+
+TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
+  const int port = Port();
+  auto ts = ConnectAll({Options(0, 2, port), Options(1, 2, port)});
+  ASSERT_TRUE(ts[0] && ts[1]);
+  zmq::context_t ctx;
+  zmq::socket_t rogue(ctx, zmq::socket_type::push);
+  rogue.set(zmq::sockopt::linger, 1000);
+  rogue.connect(ts[1]->data_endpoint());
+  const std::vector<uint8_t> payload(64, 7);
+  auto good = EncodeFrameHeader(FrameType::kData, 0, 5, payload.data(), payload.size());
+  auto send = [&](const std::vector<uint8_t>& header, const std::vector<uint8_t>& body) {
+    rogue.send(zmq::buffer(header), zmq::send_flags::sndmore);
+    rogue.send(zmq::buffer(body), zmq::send_flags::none);
+  };
+  auto corrupt = payload;
+  corrupt[10] ^= 1;
+  send(good, corrupt);                                        // checksum
+  send(std::vector<uint8_t>(good.begin(), good.begin() + 20), payload);  // truncated header
+  auto version = good;
+  version[4] = 9;
+  send(version, payload);                                     // wrong version (and checksum)
+  auto oversized = EncodeFrameHeader(FrameType::kData, 0, 5, payload.data(), payload.size());
+  send(oversized, std::vector<uint8_t>(32, 7));              // length disagrees with the payload
+  rogue.send(zmq::buffer(std::string("garbage")), zmq::send_flags::none);  // one part only
+  auto foreign = EncodeFrameHeader(FrameType::kData, 9, 5, payload.data(), payload.size());
+  send(foreign, payload);                                     // no such rank
+  // The real peer's message still arrives, and only it.
+  ASSERT_TRUE(ts[0]->Send(1, 5, payload.data(), payload.size()).ok());
+  std::vector<uint8_t> got(64);
+  ASSERT_TRUE(ts[1]->Recv(0, 5, got.data(), got.size(), 5.0).ok());
+  EXPECT_EQ(got, payload);
+  for (int i = 0; i < 100 && ts[1]->frames_rejected() < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ts[1]->frames_rejected(), 6);
+  EXPECT_FALSE(ts[1]->Recv(0, 5, got.data(), got.size(), 0.2).ok());  // nothing else was queued
+  rogue.close();
+}
+
+TEST(ZmqTransportTest, CurveWithTheWrongKeyCannotJoin) {
+  const int port = Port();
+  auto a = Options(0, 2, port), b = Options(1, 2, port);
+  a.curve = b.curve = true;
+  a.keys = *GenerateCurveKeys();
+  b.keys = *GenerateCurveKeys();
+  a.connect_timeout_s = b.connect_timeout_s = 1.5;
+  auto ts = ConnectAll({a, b});
+  EXPECT_EQ(ts[0], nullptr);
+  EXPECT_EQ(ts[1], nullptr);
+  // Plain TCP cannot talk to a CURVE rank either.
+  b.curve = false;
+  b.rank = 1;
+  ts = ConnectAll({a, b});
+  EXPECT_EQ(ts[0], nullptr);
+  EXPECT_EQ(ts[1], nullptr);
+}
+
+TEST(ZmqTransportTest, RendezvousTimesOutNamingWhatIsMissing) {
+  auto o = Options(0, 3, Port());
+  o.connect_timeout_s = 0.3;
+  auto t = ZmqTransport::Connect(o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), core::StatusCode::kTimeout);
+  EXPECT_NE(t.status().message().find("2 of 3 ranks did not register"), std::string::npos) << t.status().message();
+  auto bad = Options(1, 2, Port());
+  bad.master = "127.0.0.1";
+  EXPECT_EQ(ZmqTransport::Connect(bad).status().code(), core::StatusCode::kInvalidArgument);
+}
+
+TEST(ZmqTransportTest, KeyFilesRoundTripAndAreChecked) {
+  const auto dir = std::filesystem::temp_directory_path() / ("narrows-keys-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "cluster.key").string();
+  ASSERT_TRUE(WriteNewKeyFile(path).ok());
+  EXPECT_FALSE(WriteNewKeyFile(path).ok());  // never overwrites
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::group_read, std::filesystem::perms::none);
+  auto keys = ReadKeyFile(path);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(keys->public_key.size(), 40u);
+  {
+    std::ofstream(dir / "mixed.key") << "public-key = \"" << GenerateCurveKeys()->public_key << "\"\nsecret-key = \""
+                                     << keys->secret_key << "\"\n";
+  }
+  EXPECT_NE(ReadKeyFile((dir / "mixed.key").string()).status().message().find("does not belong"), std::string::npos);
+  { std::ofstream(dir / "short.key") << "public-key = \"abc\"\n"; }
+  EXPECT_NE(ReadKeyFile((dir / "short.key").string()).status().message().find("short.key:1"), std::string::npos);
+  EXPECT_EQ(ReadKeyFile((dir / "none.key").string()).status().code(), core::StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+// A peer killed with SIGKILL is declared dead within the timeout; a new process with its rank
+// rejoins, and what the dead one had sent is not delivered to anyone.
+TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
+  const int port = Port();
+  auto opts = Options(0, 2, port);
+  std::unique_ptr<ZmqTransport> t0;
+  std::thread connect([&] { t0 = std::move(*ZmqTransport::Connect(opts)); });
+  const pid_t first = Fork([&] {
+    auto t = ZmqTransport::Connect(Options(1, 2, port));
+    if (!t.ok()) ::_exit(3);
+    int32_t v = 1;
+    (void)(*t)->Send(0, 1, &v, 4);
+    (void)(*t)->Send(0, 2, &v, 4);  // never read by rank 0: dies with this incarnation
+    ::sleep(1);
+    ::raise(SIGKILL);
+  });
+  connect.join();
+  ASSERT_NE(t0, nullptr);
+  int32_t v = 0;
+  ASSERT_TRUE(t0->Recv(1, 1, &v, 4, 5.0).ok());
+  EXPECT_EQ(v, 1);
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const auto killed = std::chrono::steady_clock::now();
+  const core::Status s = t0->Recv(1, 3, &v, 4, 10.0);
+  const double detect_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_EQ(s.code(), core::StatusCode::kPeerUnavailable) << s.ToString();
+  EXPECT_LT(detect_s, 2.0);
+  EXPECT_EQ(t0->Members(), std::vector<int>{0});
+  EXPECT_EQ(t0->Send(1, 1, &v, 4).code(), core::StatusCode::kPeerUnavailable);
+
+  const pid_t second = Fork([&] {
+    auto t = ZmqTransport::Connect(Options(1, 2, port));
+    if (!t.ok()) ::_exit(3);
+    int32_t w = 0;
+    if (!(*t)->Recv(0, 4, &w, 4, 10.0).ok() || w != 42) ::_exit(4);
+    w = 43;
+    if (!(*t)->Send(0, 4, &w, 4).ok()) ::_exit(5);
+    int32_t done = 0;
+    (void)(*t)->Recv(0, 5, &done, 4, 10.0);
+    ::_exit(0);
+  });
+  for (int i = 0; i < 200 && t0->Members().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_EQ(t0->Members(), (std::vector<int>{0, 1}));
+  v = 42;
+  ASSERT_TRUE(t0->Send(1, 4, &v, 4).ok());
+  ASSERT_TRUE(t0->Recv(1, 4, &v, 4, 10.0).ok());
+  EXPECT_EQ(v, 43);
+  EXPECT_EQ(t0->Recv(1, 2, &v, 4, 0.2).code(), core::StatusCode::kTimeout);  // the dead incarnation's is gone
+  ASSERT_TRUE(t0->Send(1, 5, &v, 4).ok());
+  ::waitpid(second, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace narrows::deploy
