@@ -679,6 +679,19 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     sc.compute.device_flops = c.Double("device_flops", 1e12, 1e6, 1e18);
     c.Finish();
   }
+  {
+    Section d = top.Sub("deploy");
+    DeploySpec& dep = sc.deploy;
+    dep.security = d.Enum<std::string>("security", "curve", {{"curve", "curve"}, {"plain", "plain"}});
+    dep.key_file = d.String("key_file", "");
+    dep.heartbeat_s = d.Double("heartbeat_s", 0.5, 0.001, 3600, true);
+    dep.timeout_s = d.Double("timeout_s", 5.0, 0.001, 86400, true);
+    dep.on_failure = d.Enum<std::string>("on_failure", "continue", {{"continue", "continue"}, {"stop", "stop"}});
+    dep.collective_timeout_s = d.Double("collective_timeout_s", 600.0, 0.001, 1e7, true);
+    dep.checkpoint_every = d.Int("checkpoint_every", 0, 0);
+    if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");
+    d.Finish();
+  }
   top.Items("faults", [&](Section& item, const YAML::Node& node, size_t) {
     FaultSpec f;
     f.kind = item.Enum<FaultKind>("type", FaultKind::kLeave,

@@ -133,6 +133,17 @@ enum class OuterOptimizer { kSgd, kNesterov, kAdam };
 enum class CollectiveKind { kRing, kStar, kHierarchical };
 
 // One entry of `compare:`.
+// A deployment over a real network (`narrows worker`, `narrows launch`); the emulator ignores it.
+struct DeploySpec {
+  std::string security = "curve";      // curve: ZeroMQ CURVE, authenticated and encrypted; plain: TCP
+  std::string key_file;                // curve: the cluster key pair (narrows keygen)
+  double heartbeat_s = 0.5;
+  double timeout_s = 5.0;              // a peer silent this long is declared dead
+  std::string on_failure = "continue";  // ddp when a worker dies: continue with the survivors, or stop
+  double collective_timeout_s = 600.0;  // a collective that makes no progress this long fails
+  int64_t checkpoint_every = 0;        // diloco: outer steps between checkpoints of the global state
+};
+
 struct AlgorithmSpec {
   std::string name;
   AlgorithmKind kind = AlgorithmKind::kDdp;
@@ -163,6 +174,7 @@ struct Scenario {
   NetworkSpec network;
   ComputeSpec compute;
   std::vector<FaultSpec> faults;
+  DeploySpec deploy;
   std::vector<AlgorithmSpec> compare;  // empty: `narrows run` runs ddp alone
   double target_loss = 0.0;            // > 0: report the virtual time to reach it
   // The fully resolved scenario (every key, defaults included) as YAML text, for run folders.

@@ -1,6 +1,7 @@
 #include "trainer/experiment.h"
 
 #include <nlohmann/json.hpp>
+#include <signal.h>
 
 #include <chrono>
 #include <cmath>
@@ -8,9 +9,12 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 
 #include "core/collectives.h"
+#include "core/group_guard.h"
 #include "core/run_writer.h"
+#include "trainer/checkpoint.h"
 #include "trainer/fault_plan.h"
 #include "trainer/replica.h"
 
@@ -51,6 +55,7 @@ void FromHost(const float* in, torch::Tensor& t) {
 struct Experiment::Impl {
   core::Scenario sc;
   core::AlgorithmSpec algo;
+  ExperimentOptions opt;
   std::shared_ptr<const Dataset> data;
   core::ModelSpec model;
   torch::Device device{torch::kCPU};
@@ -64,6 +69,7 @@ struct Experiment::Impl {
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
   std::vector<core::TransportStats> final_stats;
   std::vector<double> final_clock, compute_total;
+  std::vector<bool> ran;  // ranks whose final state is known here (run here or merged)
   double host_compute_s = 0.0;
   int64_t outer_syncs = 0, tokens = 0;
   std::unique_ptr<Replica> evaluator;
@@ -73,7 +79,8 @@ struct Experiment::Impl {
   Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
       : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count),
         num_workers(s.workers.count), final_stats(static_cast<size_t>(num_workers)),
-        final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)) {
+        final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)),
+        ran(static_cast<size_t>(num_workers), false) {
     model.vocab_size = data->vocab_size;
   }
 
@@ -98,6 +105,58 @@ struct Experiment::Impl {
     }
     return evaluator->Evaluate(data->val_batches);
   }
+  // The records of this process as JSON (ExportPart), and merging another process's (MergePart).
+  Json Export() {
+    std::lock_guard<std::mutex> lock(mu);
+    Json recs = Json::array(), ranks = Json::array(), ev = Json::array();
+    for (const auto& r : records) {
+      recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
+    }
+    for (const auto& [step, e] : evals) ev.push_back({step, e.first, e.second});
+    for (int w = 0; w < num_workers; ++w) {
+      if (!ran[static_cast<size_t>(w)]) continue;
+      const auto& st = final_stats[static_cast<size_t>(w)];
+      ranks.push_back({{"rank", w}, {"clock", final_clock[static_cast<size_t>(w)]},
+                       {"compute", compute_total[static_cast<size_t>(w)]},
+                       {"stats", {st.bytes_sent, st.bytes_received, st.messages_sent, st.messages_received}}});
+    }
+    Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"ranks", ranks},
+                {"host_compute_s", host_compute_s}, {"outer_syncs", outer_syncs}, {"tokens", tokens}};
+    if (!error.ok()) out["error"] = {{"code", static_cast<int>(error.code())}, {"message", error.message()}};
+    return out;
+  }
+  core::Status Merge(const Json& part) {
+    try {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& r : part.at("records")) {
+        records.push_back({r.at(0).get<int>(), r.at(1).get<int64_t>(), r.at(2).get<double>(), r.at(3).get<double>(),
+                           r.at(4).get<double>(), r.at(5).get<double>(), r.at(6).get<double>(),
+                           r.at(7).get<int64_t>(), r.at(8).get<int64_t>()});
+      }
+      for (const auto& e : part.at("events")) events.push_back(e);
+      for (const auto& e : part.at("evals")) evals[e.at(0).get<int64_t>()] = {e.at(1).get<double>(), e.at(2).get<double>()};
+      for (const auto& r : part.at("ranks")) {
+        const int w = r.at("rank");
+        if (w < 0 || w >= num_workers) return core::Status::InvalidArgument("part names worker " + std::to_string(w));
+        const auto i = static_cast<size_t>(w);
+        final_clock[i] = r.at("clock");
+        compute_total[i] = r.at("compute");
+        const auto& st = r.at("stats");
+        final_stats[i] = {st.at(0).get<int64_t>(), st.at(1).get<int64_t>(), st.at(2).get<int64_t>(), st.at(3).get<int64_t>()};
+        ran[i] = true;
+      }
+      host_compute_s += part.at("host_compute_s").get<double>();
+      outer_syncs += part.at("outer_syncs").get<int64_t>();
+      tokens += part.at("tokens").get<int64_t>();
+      if (part.contains("error") && error.ok()) {
+        error = core::Status(static_cast<core::StatusCode>(part["error"].at("code").get<int>()),
+                             part["error"].at("message").get<std::string>());
+      }
+    } catch (const std::exception& e) {
+      return core::Status::InvalidArgument(std::string("malformed experiment part: ") + e.what());
+    }
+    return core::Status::Ok();
+  }
   bool EvalDue(int64_t from_step, int64_t to_step) const {
     if (to_step == sc.train.steps) return true;
     return sc.eval.every > 0 && to_step / sc.eval.every > from_step / sc.eval.every;
@@ -121,6 +180,17 @@ struct WorkerContext {
   double speed;
   double compute_s = 0.0, comm_s = 0.0, idle_s = 0.0;
   std::vector<float> buffer;
+  // A resumed worker continues its predecessor's clock and byte counts.
+  double time_offset = 0.0;
+  int64_t sent_before = 0, received_before = 0;
+
+  double Now() { return t.clock().Now() + time_offset; }
+  core::TransportStats Stats() const {
+    core::TransportStats s = t.stats();
+    s.bytes_sent += sent_before;
+    s.bytes_received += received_before;
+    return s;
+  }
 
   WorkerContext(Experiment::Impl& impl, int r, core::Transport& transport)
       : x(impl),
@@ -153,14 +223,14 @@ struct WorkerContext {
   }
   // A collective, with its virtual duration counted as communication (or idle, for joiners).
   core::Status Timed(bool as_idle, const std::function<core::Status()>& fn) {
-    const double before = t.clock().Now();
+    const double before = Now();
     core::Status s = fn();
-    (as_idle ? idle_s : comm_s) += t.clock().Now() - before;
+    (as_idle ? idle_s : comm_s) += Now() - before;
     return s;
   }
   void Record(int64_t step, double loss) {
-    const auto stats = t.stats();
-    const double now = t.clock().Now();
+    const auto stats = Stats();
+    const double now = Now();
     bool advanced = false;
     {
       std::lock_guard<std::mutex> lock(x.mu);
@@ -174,10 +244,66 @@ struct WorkerContext {
   }
   void Done() {
     std::lock_guard<std::mutex> lock(x.mu);
-    x.final_stats[static_cast<size_t>(rank)] = t.stats();
-    x.final_clock[static_cast<size_t>(rank)] = t.clock().Now();
+    x.final_stats[static_cast<size_t>(rank)] = Stats();
+    x.final_clock[static_cast<size_t>(rank)] = Now();
     x.compute_total[static_cast<size_t>(rank)] = compute_s;
+    x.ran[static_cast<size_t>(rank)] = true;
   }
+  // --- live membership (a deployment) ---
+  bool live() const { return x.opt.membership == Membership::kLive; }
+  int64_t failures = 0;  // collectives that failed so far: part of every live tag
+  // Live tags carry the step and the failure count, so that a repeated collective never reads a
+  // message left over from the attempt that failed, nor one of another step.
+  int Tag(int base, int64_t step) const {
+    if (!live()) return base;
+    return 1'000'000 + static_cast<int>(((step % 1000) * 8 + failures % 8) * 4096) + base % 4096;
+  }
+  // Live: a crash fault at `step` is a real one.
+  void MaybeCrash(int64_t step) const {
+    if (live() && x.plan.CrashesAt(rank, step)) ::raise(SIGKILL);
+  }
+  // After a collective over `group` failed with `why`: the members declared dead are dropped and
+  // the crash recorded; an error if this worker itself was dropped or may not continue.
+  core::Status DropDead(std::vector<int>* group, int64_t step, bool may_continue, const core::Status& why) {
+    ++failures;
+    const std::vector<int> dead = core::GroupGuard::Missing(*group, t.Members());
+    if (dead.empty() || std::find(dead.begin(), dead.end(), rank) != dead.end()) return why;
+    std::string names;
+    for (int d : dead) names += (names.empty() ? "" : ", ") + std::to_string(d);
+    if (!may_continue) {
+      return core::Status::Aborted("worker " + names + " died at step " + std::to_string(step) +
+                                   "; stopping (deploy.on_failure: stop)");
+    }
+    std::vector<int> survivors;
+    std::set_difference(group->begin(), group->end(), dead.begin(), dead.end(), std::back_inserter(survivors));
+    *group = survivors;
+    if (rank == group->front()) {
+      for (int d : dead) {
+        x.Event({{"type", "crash"}, {"step", step}, {"time", Now()}, {"worker", d},
+                 {"detected", "heartbeat"}, {"survivors", *group}});
+      }
+    }
+    return core::Status::Ok();
+  }
+  // All-reduce of the first `count` floats of `buffer` over `group`, `fill` writing this worker's
+  // contribution first. Live: guarded, and repeated among the survivors when members die.
+  core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
+                      bool may_continue) {
+    while (true) {
+      fill();
+      core::Status s;
+      if (live()) {
+        core::GroupGuard guard(t, *group, x.sc.deploy.collective_timeout_s);
+        s = Timed(false, [&] { return core::AllReduceSum(guard, buffer.data(), count, Options(*group, Tag(kTagReduce, step))); });
+      } else {
+        s = Timed(false, [&] { return core::AllReduceSum(t, buffer.data(), count, Options(*group, kTagReduce)); });
+      }
+      if (s.ok() || !live() || s.code() != core::StatusCode::kPeerUnavailable) return s;
+      NARROWS_RETURN_IF_ERROR(DropDead(group, step, may_continue, s));
+    }
+  }
+  static constexpr int kTagReduce = 100;
+
   core::CollectiveOptions Options(std::vector<int> group, int tag) const {
     core::CollectiveOptions o;
     o.group = std::move(group);
@@ -193,12 +319,13 @@ struct WorkerContext {
 
 namespace {
 
-constexpr int kTagReduce = 100;
+constexpr int kTagReduce = WorkerContext::kTagReduce;
 constexpr int kTagJoin = 200;
+constexpr int kTagWelcome = 300;
 
 // Sends `tensors` (flat, same device) from root to the joiners; everyone in {root} + joiners calls it.
 core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& joiners,
-                           std::vector<torch::Tensor*> tensors, int64_t* counter) {
+                           std::vector<torch::Tensor*> tensors, int64_t* counter, int tag = kTagJoin) {
   int64_t total = 1;
   for (auto* t : tensors) total += t->numel();
   std::vector<float> buf(static_cast<size_t>(total));
@@ -217,7 +344,7 @@ core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& j
   core::CollectiveOptions o;
   o.group = group;
   o.root = root;
-  o.tag = kTagJoin;
+  o.tag = tag;
   NARROWS_RETURN_IF_ERROR(w.Timed(!is_root, [&] {
     return core::Broadcast(w.t, buf.data(), buf.size() * sizeof(float), o);
   }));
@@ -273,8 +400,11 @@ class OverlappedGradients {
 
   // Forward and backward of one step with the bucket all-reduces started during backward; then
   // waits for them and leaves the averaged gradients in the model's flat_grads(). Returns the mean loss.
-  core::Result<double> Step(const TokenBatch& batch, const std::vector<int>& group) {
+  core::Result<double> Step(const TokenBatch& batch, const std::vector<int>& group, int64_t step) {
     group_ = group;
+    step_ = step;
+    guard_.reset();
+    if (w_.live()) guard_ = std::make_unique<core::GroupGuard>(w_.t, group, w_.x.sc.deploy.collective_timeout_s);
     ready_numel_ = 0;
     for (auto& b : buckets_) b.pending = static_cast<int>(b.slices.size());
     active_ = true;
@@ -306,6 +436,8 @@ class OverlappedGradients {
     }
     return static_cast<double>(buckets_[0].host[static_cast<size_t>(buckets_[0].numel)]) * inv;
   }
+  // This worker's loss of the last Step (before averaging).
+  double local_loss() const { return loss_; }
 
  private:
   struct Bucket {
@@ -344,9 +476,10 @@ class OverlappedGradients {
     ToHost(grad.reshape({-1}), b.host.data() + place_[i].second);
     if (--b.pending > 0) return;
     if (&b == &buckets_[0]) b.host[static_cast<size_t>(b.numel)] = static_cast<float>(loss_);
-    const int tag = kTagBuckets + 3 * place_[i].first;
+    const int tag = w_.Tag(kTagBuckets + 3 * place_[i].first, step_);
     const int64_t count = b.numel + (&b == &buckets_[0] ? 1 : 0);
-    b.work = core::AllReduceSumAsync(w_.t, b.host.data(), count, w_.Options(group_, tag));
+    core::Transport& via = guard_ ? static_cast<core::Transport&>(*guard_) : w_.t;
+    b.work = core::AllReduceSumAsync(via, b.host.data(), count, w_.Options(group_, tag));
   }
 
   static constexpr int kTagBuckets = 1000;  // bucket b uses tags 1000 + 3b .. 1002 + 3b
@@ -354,6 +487,8 @@ class OverlappedGradients {
   std::vector<Bucket> buckets_;
   std::vector<std::pair<int, int64_t>> place_;  // per slice: bucket, offset in its host buffer
   std::vector<int> group_;
+  int64_t step_ = 0;
+  std::unique_ptr<core::GroupGuard> guard_;  // live membership: the buckets' collectives go through it
   int64_t total_numel_ = 0, ready_numel_ = 0;
   bool active_ = false;
   SteadyClock::time_point mark_;
@@ -367,13 +502,17 @@ core::Status RunDdp(WorkerContext& w) {
   std::unique_ptr<OverlappedGradients> overlapped;
   if (x.algo.overlap && x.sc.train.grad_accum == 1) {
     overlapped = std::make_unique<OverlappedGradients>(w, x.algo.bucket_mb);
-  } else {
-    w.buffer.resize(static_cast<size_t>(n_params + 1));  // one all-reduce of all gradients + the loss
   }
+  w.buffer.resize(static_cast<size_t>(n_params + 1));  // all gradients + the loss, for one all-reduce
+  const bool may_continue = x.sc.deploy.on_failure != "stop";
+  std::vector<int> group = w.live() ? w.t.Members() : std::vector<int>{};
   for (int64_t step = 0; step < x.sc.train.steps; ++step) {
-    if (!x.plan.Alive(w.rank, step)) continue;
-    const std::vector<int> group = x.plan.AliveSet(step);
-    if (step > 0) {
+    w.MaybeCrash(step);
+    if (!w.live()) {
+      if (!x.plan.Alive(w.rank, step)) continue;
+      group = x.plan.AliveSet(step);
+    }
+    if (step > 0 && !w.live()) {
       std::vector<int> joiners, stayed;
       for (int r : group) (x.plan.Alive(r, step - 1) ? stayed : joiners).push_back(r);
       const bool involved = std::find(joiners.begin(), joiners.end(), w.rank) != joiners.end() ||
@@ -385,23 +524,34 @@ core::Status RunDdp(WorkerContext& w) {
             {&rep.model().flat_params(), &rep.optimizer().exp_avg(), &rep.optimizer().exp_avg_sq()}, &adam_steps));
         rep.optimizer().set_steps_taken(adam_steps);
         if (stayed.front() == w.rank) {
-          x.Event({{"type", "join"}, {"step", step}, {"time", w.t.clock().Now()}, {"workers", joiners}});
+          x.Event({{"type", "join"}, {"step", step}, {"time", w.Now()}, {"workers", joiners}});
         }
       }
     }
     const TokenBatch batch = w.sampler.Next(x.sc.train.batch_size);
+    double local_loss = 0.0;
+    bool reduced = false;  // flat_grads() holds the group's mean gradient
     double mean_loss = 0.0;
     if (overlapped) {
-      auto loss = overlapped->Step(batch, group);
-      if (!loss.ok()) return loss.status();
-      mean_loss = *loss;
+      auto loss = overlapped->Step(batch, group, step);
+      if (loss.ok()) {
+        mean_loss = *loss;
+        reduced = true;
+      } else if (w.live() && loss.status().code() == core::StatusCode::kPeerUnavailable) {
+        // A member died during backward: the survivors reduce the step's gradients once more, whole.
+        NARROWS_RETURN_IF_ERROR(w.DropDead(&group, step, may_continue, loss.status()));
+        local_loss = overlapped->local_loss();
+      } else {
+        return loss.status();
+      }
     } else {
-      const double loss = w.Compute(w.StepFlops(), [&] { return rep.ComputeGradients(batch); });
-      ToHost(rep.model().flat_grads(), w.buffer.data());
-      w.buffer[static_cast<size_t>(n_params)] = static_cast<float>(loss);
-      NARROWS_RETURN_IF_ERROR(w.Timed(false, [&] {
-        return core::AllReduceSum(w.t, w.buffer.data(), n_params + 1, w.Options(group, kTagReduce));
-      }));
+      local_loss = w.Compute(w.StepFlops(), [&] { return rep.ComputeGradients(batch); });
+    }
+    if (!reduced) {
+      NARROWS_RETURN_IF_ERROR(w.Reduce(&group, n_params + 1, step, [&] {
+        ToHost(rep.model().flat_grads(), w.buffer.data());
+        w.buffer[static_cast<size_t>(n_params)] = static_cast<float>(local_loss);
+      }, may_continue));
       const float inv = 1.0f / static_cast<float>(group.size());
       for (auto& v : w.buffer) v *= inv;
       FromHost(w.buffer.data(), rep.model().flat_grads());
@@ -413,7 +563,7 @@ core::Status RunDdp(WorkerContext& w) {
     if (group.front() == w.rank && x.EvalDue(step, step + 1)) {
       const double val = x.Evaluate(rep.model().flat_params());
       std::lock_guard<std::mutex> lock(x.mu);
-      x.evals[step + 1] = {w.t.clock().Now(), val};
+      x.evals[step + 1] = {w.Now(), val};
     }
   }
   return core::Status::Ok();
@@ -455,19 +605,128 @@ void OuterStep(const core::AlgorithmSpec& a, torch::Tensor& global, const torch:
   }
 }
 
+core::Status SaveCheckpoint(WorkerContext& w, int64_t step, const std::vector<int>& group,
+                            const std::vector<torch::Tensor*>& global_state, int64_t outer_steps,
+                            const std::mt19937_64& drop_rng) {
+  WorkerCheckpoint c;
+  c.rank = w.rank;
+  c.step = step;
+  c.outer_steps = outer_steps;
+  c.adam_steps = w.replica.optimizer().steps_taken();
+  c.failures = w.failures;
+  c.group = group;
+  c.clock_s = w.Now();
+  c.compute_s = w.compute_s;
+  c.comm_s = w.comm_s;
+  c.idle_s = w.idle_s;
+  const auto stats = w.Stats();
+  c.bytes_sent = stats.bytes_sent;
+  c.bytes_received = stats.bytes_received;
+  std::ostringstream rng;
+  rng << drop_rng;
+  c.drop_rng = rng.str();
+  c.part = w.x.Export().dump();
+  const char* names[] = {"global", "outer_momentum", "outer_adam_m", "outer_adam_v"};
+  for (size_t i = 0; i < global_state.size(); ++i) c.tensors.emplace_back(names[i], *global_state[i]);
+  c.tensors.emplace_back("params", w.replica.model().flat_params());
+  c.tensors.emplace_back("exp_avg", w.replica.optimizer().exp_avg());
+  c.tensors.emplace_back("exp_avg_sq", w.replica.optimizer().exp_avg_sq());
+  char folder[32];
+  std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(step));
+  const std::string dir = w.x.opt.checkpoint_dir + folder;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+  NARROWS_RETURN_IF_ERROR(WriteCheckpoint(CheckpointPath(dir, w.rank), c));
+  if (w.rank == group.front()) {
+    w.x.Event({{"type", "checkpoint"}, {"step", step}, {"time", w.Now()}, {"dir", dir}});
+  }
+  return core::Status::Ok();
+}
+
+core::Status RestoreCheckpoint(WorkerContext& w, const WorkerCheckpoint& c,
+                               const std::vector<torch::Tensor*>& global_state, int64_t* outer_steps,
+                               std::mt19937_64* drop_rng) {
+  std::vector<torch::Tensor*> into = global_state;
+  into.push_back(&w.replica.model().flat_params());
+  into.push_back(&w.replica.optimizer().exp_avg());
+  into.push_back(&w.replica.optimizer().exp_avg_sq());
+  if (c.rank != w.rank || c.tensors.size() != into.size()) {
+    return core::Status::InvalidArgument("checkpoint of worker " + std::to_string(c.rank) + " with " +
+                                         std::to_string(c.tensors.size()) + " tensors does not fit worker " +
+                                         std::to_string(w.rank));
+  }
+  for (size_t i = 0; i < into.size(); ++i) {
+    if (c.tensors[i].second.numel() != into[i]->numel()) {
+      return core::Status::InvalidArgument("checkpoint tensor " + c.tensors[i].first + " has " +
+                                           std::to_string(c.tensors[i].second.numel()) + " values, the model " +
+                                           std::to_string(into[i]->numel()) + " (another model?)");
+    }
+    torch::NoGradGuard no_grad;
+    into[i]->copy_(c.tensors[i].second.to(into[i]->device()));
+  }
+  *outer_steps = c.outer_steps;
+  w.replica.optimizer().set_steps_taken(c.adam_steps);
+  w.failures = c.failures;
+  w.time_offset = c.clock_s;
+  w.compute_s = c.compute_s;
+  w.comm_s = c.comm_s;
+  w.idle_s = c.idle_s;
+  w.sent_before = c.bytes_sent;
+  w.received_before = c.bytes_received;
+  std::istringstream rng(c.drop_rng);
+  rng >> *drop_rng;
+  try {
+    return w.x.Merge(Json::parse(c.part));
+  } catch (const std::exception& e) {
+    return core::Status::InvalidArgument(std::string("checkpoint records: ") + e.what());
+  }
+}
+
+// Live: the state a joining worker receives before the outer step it joins at.
+struct Welcome {
+  int64_t step = 0;
+  std::vector<int> group, joiners;
+};
+
+// Live: a restarted worker waits for the leader of the next outer step to welcome it.
+core::Result<std::pair<int, Welcome>> AwaitWelcome(WorkerContext& w) {
+  const int n = w.x.num_workers;
+  std::vector<int64_t> msg(static_cast<size_t>(2 + n));
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+         w.x.sc.deploy.collective_timeout_s) {
+    for (int r : w.t.Members()) {
+      if (r == w.rank || !w.t.Recv(r, kTagWelcome, msg.data(), msg.size() * 8, 0.05).ok()) continue;
+      Welcome wel;
+      wel.step = msg[0];
+      w.failures = msg[1];
+      for (int q = 0; q < n; ++q) {
+        if (msg[static_cast<size_t>(2 + q)] >= 1) wel.group.push_back(q);
+        if (msg[static_cast<size_t>(2 + q)] == 2) wel.joiners.push_back(q);
+      }
+      return std::make_pair(r, wel);
+    }
+  }
+  return core::Status::Timeout("no live worker welcomed this one within deploy.collective_timeout_s");
+}
+
 core::Status RunDiloco(WorkerContext& w) {
   auto& x = w.x;
   auto& rep = w.replica;
   const int64_t n_params = rep.model().num_params();
   const int64_t H = x.algo.inner_steps, S = x.sc.train.steps;
+  const int n = x.num_workers;
   torch::Tensor global = rep.model().flat_params().detach().clone();
   OuterOptimizerState outer{torch::zeros_like(global), torch::zeros_like(global), torch::zeros_like(global), 0};
   std::mt19937_64 drop_rng(x.sc.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(w.rank) + 1);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  w.buffer.resize(static_cast<size_t>(n_params + 1));
+  // The outer gradient, the contributor count, and one join vote per worker (live membership:
+  // summed, the votes tell every member the same joiners).
+  const int64_t count = n_params + 1 + n;
+  w.buffer.resize(static_cast<size_t>(count));
+  std::vector<torch::Tensor*> global_state = {&global, &outer.momentum, &outer.adam_m, &outer.adam_v};
   auto members_of = [&](int64_t rs, int64_t re) {
     std::vector<int> m;
-    for (int r = 0; r < x.num_workers; ++r) {
+    for (int r = 0; r < n; ++r) {
       if (x.plan.Alive(r, rs) && x.plan.Alive(r, re - 1)) m.push_back(r);
     }
     return m;
@@ -478,11 +737,56 @@ core::Status RunDiloco(WorkerContext& w) {
   // sign steps, and a stale one's moments belong to other parameters).
   bool lost_state = !x.plan.Alive(w.rank, 0);
   int64_t rewarm_from = -1;
-  for (int64_t rs = 0; rs < S; rs += H) {
+  int64_t first = 0;
+  std::vector<int> group = w.live() ? w.t.Members() : std::vector<int>{};  // live: this outer step's members
+  std::vector<int> pending;                                              // live: joiners for the next
+  auto become_global = [&](bool reset_inner, int64_t at_step) {
+    torch::NoGradGuard no_grad;
+    rep.model().flat_params().copy_(global);
+    if (reset_inner) rep.optimizer().Reset();
+    lost_state = false;
+    rewarm_from = at_step;
+    for (int64_t s = 0; s < at_step; ++s) w.sampler.Next(x.sc.train.batch_size);  // this worker's data order
+  };
+  if (w.live() && !x.opt.resume_from.empty()) {
+    auto c = ReadCheckpoint(CheckpointPath(x.opt.resume_from, w.rank));
+    if (!c.ok()) return c.status();
+    NARROWS_RETURN_IF_ERROR(RestoreCheckpoint(w, *c, global_state, &outer.steps, &drop_rng));
+    first = c->step;
+    group = c->group;
+    for (int64_t s = 0; s < first; ++s) w.sampler.Next(x.sc.train.batch_size);
+  } else if (w.live() && x.opt.rejoin) {
+    auto welcome = AwaitWelcome(w);
+    if (!welcome.ok()) return welcome.status();
+    const auto& [root, wel] = *welcome;
+    NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, root, wel.joiners, global_state, &outer.steps, w.Tag(kTagJoin, wel.step)));
+    become_global(true, wel.step);
+    first = wel.step;
+    group = wel.group;
+  }
+  for (int64_t rs = first; rs < S; rs += H) {
     const int64_t re = std::min(S, rs + H);
-    const std::vector<int> members = members_of(rs, re);
+    std::vector<int> members = w.live() ? group : members_of(rs, re);
+    if (w.live() && !pending.empty()) {
+      // The leader welcomes the joiners the last outer step's votes named and sends them the global state.
+      std::vector<int> joined = group;
+      joined.insert(joined.end(), pending.begin(), pending.end());
+      std::sort(joined.begin(), joined.end());
+      if (w.rank == group.front()) {
+        std::vector<int64_t> msg(static_cast<size_t>(2 + n), 0);
+        msg[0] = rs;
+        msg[1] = w.failures;
+        for (int r : group) msg[static_cast<size_t>(2 + r)] = 1;
+        for (int r : pending) msg[static_cast<size_t>(2 + r)] = 2;
+        for (int r : pending) NARROWS_RETURN_IF_ERROR(w.t.Send(r, kTagWelcome, msg.data(), msg.size() * 8));
+        NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, w.rank, pending, global_state, &outer.steps, w.Tag(kTagJoin, rs)));
+        x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", pending}});
+      }
+      group = members = joined;
+      pending.clear();
+    }
     // Workers alive now that were not in the last round receive the global state from its lowest member.
-    if (rs > 0 && !previous_members.empty()) {
+    if (!w.live() && rs > 0 && !previous_members.empty()) {
       std::vector<int> joiners;
       for (int r : x.plan.AliveSet(rs)) {
         if (std::find(previous_members.begin(), previous_members.end(), r) == previous_members.end()) {
@@ -492,9 +796,7 @@ core::Status RunDiloco(WorkerContext& w) {
       const int root = previous_members.front();
       const bool joining = std::find(joiners.begin(), joiners.end(), w.rank) != joiners.end();
       if (!joiners.empty() && (joining || w.rank == root)) {
-        NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, root, joiners,
-                                              {&global, &outer.momentum, &outer.adam_m, &outer.adam_v},
-                                              &outer.steps));
+        NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, root, joiners, global_state, &outer.steps));
         if (joining) {
           torch::NoGradGuard no_grad;
           rep.model().flat_params().copy_(global);
@@ -502,21 +804,22 @@ core::Status RunDiloco(WorkerContext& w) {
           lost_state = false;
           rewarm_from = rs;
         } else {
-          x.Event({{"type", "join"}, {"step", rs}, {"time", w.t.clock().Now()}, {"workers", joiners}});
+          x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", joiners}});
         }
       }
     }
-    for (int64_t step = rs; step < re; ++step) {
+    for (int64_t step = rs; step < re && !w.live(); ++step) {
       if (step > 0 && x.plan.Alive(w.rank, step - 1) && !x.plan.Alive(w.rank, step)) {
         const bool crash = x.plan.CrashesAt(w.rank, step);
         lost_state = lost_state || crash;
-        x.Event({{"type", crash ? "crash" : "leave"}, {"step", step}, {"time", w.t.clock().Now()},
+        x.Event({{"type", crash ? "crash" : "leave"}, {"step", step}, {"time", w.Now()},
                  {"worker", w.rank}});
       }
     }
-    if (x.plan.Alive(w.rank, rs)) {
+    if (w.live() || x.plan.Alive(w.rank, rs)) {
       for (int64_t step = rs; step < re; ++step) {
-        if (!x.plan.Alive(w.rank, step)) break;
+        w.MaybeCrash(step);
+        if (!w.live() && !x.plan.Alive(w.rank, step)) break;
         const TokenBatch batch = w.sampler.Next(x.sc.train.batch_size);
         double lr = LearningRate(x.sc.train, step);
         if (rewarm_from >= 0 && x.sc.train.warmup_steps > 0) {
@@ -531,18 +834,32 @@ core::Status RunDiloco(WorkerContext& w) {
     if (member) {
       const double last_loss = w.buffer[static_cast<size_t>(n_params)];
       const bool keep = !(x.algo.drop_probability > 0 && uniform(drop_rng) < x.algo.drop_probability);
-      {
-        torch::NoGradGuard no_grad;
-        ToHost(global - rep.model().flat_params(), w.buffer.data());  // pseudo-gradient
+      std::vector<int>& reduce_group = w.live() ? group : members;
+      NARROWS_RETURN_IF_ERROR(w.Reduce(&reduce_group, count, re, [&] {
+        {
+          torch::NoGradGuard no_grad;
+          ToHost(global - rep.model().flat_params(), w.buffer.data());  // pseudo-gradient
+        }
+        if (!keep) std::fill(w.buffer.begin(), w.buffer.end(), 0.0f);
+        w.buffer[static_cast<size_t>(n_params)] = keep ? 1.0f : 0.0f;
+        std::fill(w.buffer.begin() + n_params + 1, w.buffer.end(), 0.0f);
+        if (w.live()) {
+          for (int r : w.t.Members()) {
+            if (!std::binary_search(group.begin(), group.end(), r)) w.buffer[static_cast<size_t>(n_params + 1 + r)] = 1.0f;
+          }
+        }
+      }, true));
+      if (w.live()) {
+        members = group;  // the survivors
+        for (int r = 0; r < n; ++r) {
+          if (w.buffer[static_cast<size_t>(n_params + 1 + r)] > 0 && !std::binary_search(group.begin(), group.end(), r)) {
+            pending.push_back(r);
+          }
+        }
       }
-      if (!keep) std::fill(w.buffer.begin(), w.buffer.end(), 0.0f);
-      w.buffer[static_cast<size_t>(n_params)] = keep ? 1.0f : 0.0f;
-      NARROWS_RETURN_IF_ERROR(w.Timed(false, [&] {
-        return core::AllReduceSum(w.t, w.buffer.data(), n_params + 1, w.Options(members, kTagReduce));
-      }));
       const float contributors = w.buffer[static_cast<size_t>(n_params)];
       if (contributors > 0) {
-        for (auto& v : w.buffer) v /= contributors;
+        for (int64_t i = 0; i < n_params; ++i) w.buffer[static_cast<size_t>(i)] /= contributors;
         torch::Tensor delta = torch::empty_like(global);
         FromHost(w.buffer.data(), delta);
         OuterStep(x.algo, global, delta, outer);
@@ -557,15 +874,19 @@ core::Status RunDiloco(WorkerContext& w) {
           std::lock_guard<std::mutex> lock(x.mu);
           ++x.outer_syncs;
         }
-        x.Event({{"type", "outer_sync"}, {"step", re}, {"time", w.t.clock().Now()}, {"participants", members},
+        x.Event({{"type", "outer_sync"}, {"step", re}, {"time", w.Now()}, {"participants", members},
                  {"contributors", static_cast<int>(contributors)}});
         if (x.EvalDue(rs, re)) {
           const double val = x.Evaluate(global);
           std::lock_guard<std::mutex> lock(x.mu);
-          x.evals[re] = {w.t.clock().Now(), val};
+          x.evals[re] = {w.Now(), val};
         }
       }
       if (!keep) x.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w.rank}});
+      const int64_t every = x.sc.deploy.checkpoint_every;
+      if (w.live() && every > 0 && !x.opt.checkpoint_dir.empty() && ((re - 1) / H + 1) % every == 0 && re < S) {
+        NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, re, group, global_state, outer.steps, drop_rng));
+      }
     }
     if (!members.empty()) previous_members = members;
   }
@@ -579,11 +900,13 @@ Experiment::~Experiment() = default;
 
 core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenario& scenario,
                                                              const core::AlgorithmSpec& algorithm,
-                                                             std::shared_ptr<const Dataset> data) {
+                                                             std::shared_ptr<const Dataset> data,
+                                                             const ExperimentOptions& options) {
   auto device = ResolveDevice(scenario.device);
   if (!device.ok()) return device.status();
   auto impl = std::make_unique<Impl>(scenario, algorithm, std::move(data));
   impl->device = *device;
+  impl->opt = options;
   if (impl->plan.AliveSet(0).empty()) {
     return core::Status::InvalidArgument("faults: no worker is alive at step 0");
   }
@@ -599,6 +922,16 @@ void Experiment::RunWorker(int rank, core::Transport& transport) {
   const core::Status s = x.algo.kind == core::AlgorithmKind::kDdp ? RunDdp(w) : RunDiloco(w);
   if (!s.ok()) x.Fail(s, rank);
   w.Done();
+}
+
+std::string Experiment::ExportPart() const { return impl_->Export().dump(); }
+
+core::Status Experiment::MergePart(const std::string& part) {
+  try {
+    return impl_->Merge(Json::parse(part));
+  } catch (const std::exception& e) {
+    return core::Status::InvalidArgument(std::string("experiment part is not JSON: ") + e.what());
+  }
 }
 
 core::Result<EntryResult> Experiment::Finish(const std::string& dir) {

@@ -4,7 +4,8 @@
 // The same worker code runs under the emulator (one actor per worker, virtual time) and over a real
 // network (one process per worker). RunWorker is called once per rank, concurrently or in turn;
 // Finish is called once after all RunWorker calls returned and writes the entry's metrics.jsonl and
-// events.jsonl. Membership follows the scenario's faults (trainer/fault_plan.h). Torch-free header.
+// events.jsonl. Across processes, each process exports what its workers recorded (ExportPart) and
+// one process merges the parts (MergePart) before Finish. Torch-free header.
 #pragma once
 
 #include <functional>
@@ -29,11 +30,30 @@ struct EntryResult {
   double host_compute_s = 0.0;       // host seconds spent in replica compute (measured mode)
 };
 
+enum class Membership {
+  // From the scenario's faults, known in advance to every worker (the emulator).
+  kScripted,
+  // From the transport's heartbeats (a deployment): collectives run through a core::GroupGuard;
+  // when a worker dies the survivors drop it and repeat the collective (DDP stops instead if
+  // deploy.on_failure is stop); a restarted DiLoCo worker joins at the next outer step with the
+  // global state of a live peer. Crash faults become real SIGKILLs of the worker's process; leave,
+  // join and link_down faults are the emulator's only.
+  kLive,
+};
+
+struct ExperimentOptions {
+  Membership membership = Membership::kScripted;
+  bool rejoin = false;         // live: this process restarts a rank of a run in progress
+  std::string checkpoint_dir;  // live DiLoCo with deploy.checkpoint_every: where checkpoints go
+  std::string resume_from;     // live DiLoCo: a checkpoint folder (…/step-N) to continue from
+};
+
 class Experiment {
  public:
   static core::Result<std::unique_ptr<Experiment>> Create(const core::Scenario& scenario,
                                                           const core::AlgorithmSpec& algorithm,
-                                                          std::shared_ptr<const Dataset> data);
+                                                          std::shared_ptr<const Dataset> data,
+                                                          const ExperimentOptions& options = {});
   ~Experiment();
 
   // Called as training advances: the furthest step any worker finished, its virtual time and loss.
@@ -43,6 +63,9 @@ class Experiment {
 
   // The whole training of worker `rank`. Errors are kept for Finish.
   void RunWorker(int rank, core::Transport& transport);
+  // What the workers run by this process recorded (JSON), and merging another process's.
+  std::string ExportPart() const;
+  core::Status MergePart(const std::string& part);
   // Aggregates the workers' records into `dir`/metrics.jsonl and events.jsonl.
   core::Result<EntryResult> Finish(const std::string& dir);
 

@@ -106,10 +106,13 @@ TEST_F(DistributedTest, BytesSentEqualTheAnalyticCountOfTheCollective) {
   model.vocab_size = 256;
   torch::manual_seed(0);
   const int64_t count = Gpt(model, torch::kCPU).num_params() + 1;  // + the loss / contributor count
-  double per_worker = 0.0;
-  for (int p = 0; p < 4; ++p) per_worker += core::RingAllReduceBytesPerRank(count, 4, p) / 4.0;
-  EXPECT_DOUBLE_EQ(Run(sc, 0).bytes_sent_per_worker, per_worker * 12);  // every step
-  EXPECT_DOUBLE_EQ(Run(sc, 1).bytes_sent_per_worker, per_worker * 3);   // every 4th step
+  double per_worker = 0.0, per_worker_diloco = 0.0;
+  for (int p = 0; p < 4; ++p) {
+    per_worker += core::RingAllReduceBytesPerRank(count, 4, p) / 4.0;
+    per_worker_diloco += core::RingAllReduceBytesPerRank(count + 4, 4, p) / 4.0;  // + a join vote per worker
+  }
+  EXPECT_DOUBLE_EQ(Run(sc, 0).bytes_sent_per_worker, per_worker * 12);        // every step
+  EXPECT_DOUBLE_EQ(Run(sc, 1).bytes_sent_per_worker, per_worker_diloco * 3);  // every 4th step
   // Buckets split the same bytes differently among ring chunks: equal to within a few bytes each.
   EXPECT_NEAR(Run(sc, 2).bytes_sent_per_worker, per_worker * 12, 12 * 4 * 4 * 8.0);
 }

@@ -1,0 +1,42 @@
+#include "core/group_guard.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+namespace narrows::core {
+
+GroupGuard::GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, double poll_s)
+    : inner_(inner), group_(std::move(group)), timeout_s_(timeout_s), poll_s_(poll_s) {}
+
+std::vector<int> GroupGuard::Missing(const std::vector<int>& group, const std::vector<int>& members) {
+  std::vector<int> out;
+  std::set_difference(group.begin(), group.end(), members.begin(), members.end(), std::back_inserter(out));
+  return out;
+}
+
+Status GroupGuard::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
+  const double limit = std::min(timeout_s, timeout_s_);
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited >= limit) {
+      return Status::Timeout("no message from rank " + std::to_string(src) + " within " + std::to_string(limit) + " s");
+    }
+    Status s = inner_.Recv(src, tag, data, bytes, std::min(poll_s_, limit - waited));
+    if (s.code() != StatusCode::kTimeout) return s;
+    const auto missing = Missing(group_, inner_.Members());
+    if (!missing.empty()) {
+      return Status::PeerUnavailable("rank " + std::to_string(missing.front()) + " left the group");
+    }
+  }
+}
+
+std::unique_ptr<Work> GroupGuard::Start(AsyncOp op) {
+  return inner_.Start([group = group_, timeout = timeout_s_, poll = poll_s_, op = std::move(op)](Transport& child) {
+    GroupGuard guarded(child, group, timeout, poll);
+    return op(guarded);
+  });
+}
+
+}  // namespace narrows::core

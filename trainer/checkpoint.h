@@ -1,0 +1,41 @@
+// Checkpoints of a DiLoCo worker at an outer step: the global parameters and outer optimiser
+// state, the worker's own parameters and inner AdamW moments, the counters that make a resumed
+// run continue exactly as an uninterrupted one, and the records so far (an Experiment part).
+//
+// One file per worker (`rank-R.ckpt` in a `step-N` folder), so that machines without a shared file
+// system each keep their own. File: magic "NRWC", version, a JSON header (counters, tensor names
+// and sizes, the records), the tensors as raw float32, and a CRC-32 of everything before it.
+// Written atomically (temporary file, fsync, rename); a reader rejects a truncated, foreign or
+// corrupt file with a message that names it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "trainer/torch_pch.h"
+
+namespace narrows::trainer {
+
+struct WorkerCheckpoint {
+  int rank = 0;
+  int64_t step = 0;           // inner steps done: the run continues at this step
+  int64_t outer_steps = 0;    // the outer optimiser's step count
+  int64_t adam_steps = 0;     // the inner optimiser's step count
+  int64_t failures = 0;       // collectives failed so far (part of live tags)
+  std::vector<int> group;     // the members at this outer step
+  double clock_s = 0.0;       // the worker's clock
+  double compute_s = 0.0, comm_s = 0.0, idle_s = 0.0;
+  int64_t bytes_sent = 0, bytes_received = 0;
+  std::string drop_rng;       // the dropped-gradient generator's state
+  std::string part;           // Experiment::ExportPart of this worker so far
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;  // flat float32, on any device
+};
+
+// `dir`/rank-R.ckpt for worker R.
+std::string CheckpointPath(const std::string& dir, int rank);
+core::Status WriteCheckpoint(const std::string& path, const WorkerCheckpoint& c);
+core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path);
+
+}  // namespace narrows::trainer
