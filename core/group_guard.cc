@@ -6,12 +6,19 @@
 
 namespace narrows::core {
 
-GroupGuard::GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, double poll_s)
-    : inner_(inner), group_(std::move(group)), timeout_s_(timeout_s), poll_s_(poll_s) {}
+GroupGuard::GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, std::vector<int64_t> generations,
+                       double poll_s)
+    : inner_(inner), group_(std::move(group)), timeout_s_(timeout_s), generations_(std::move(generations)),
+      poll_s_(poll_s) {}
 
-std::vector<int> GroupGuard::Missing(const std::vector<int>& group, const std::vector<int>& members) {
+std::vector<int> GroupGuard::Lost(Transport& t, const std::vector<int>& group, const std::vector<int64_t>& generations) {
+  const std::vector<int> members = t.Members();
   std::vector<int> out;
-  std::set_difference(group.begin(), group.end(), members.begin(), members.end(), std::back_inserter(out));
+  for (int r : group) {
+    const bool gone = !std::binary_search(members.begin(), members.end(), r);
+    const int64_t expected = static_cast<size_t>(r) < generations.size() ? generations[static_cast<size_t>(r)] : 0;
+    if (gone || t.Generation(r) != expected) out.push_back(r);
+  }
   return out;
 }
 
@@ -25,16 +32,17 @@ Status GroupGuard::Recv(int src, int tag, void* data, size_t bytes, double timeo
     }
     Status s = inner_.Recv(src, tag, data, bytes, std::min(poll_s_, limit - waited));
     if (s.code() != StatusCode::kTimeout) return s;
-    const auto missing = Missing(group_, inner_.Members());
-    if (!missing.empty()) {
-      return Status::PeerUnavailable("rank " + std::to_string(missing.front()) + " left the group");
+    const auto lost = Lost(inner_, group_, generations_);
+    if (!lost.empty()) {
+      return Status::PeerUnavailable("rank " + std::to_string(lost.front()) + " left the group");
     }
   }
 }
 
 std::unique_ptr<Work> GroupGuard::Start(AsyncOp op) {
-  return inner_.Start([group = group_, timeout = timeout_s_, poll = poll_s_, op = std::move(op)](Transport& child) {
-    GroupGuard guarded(child, group, timeout, poll);
+  return inner_.Start([group = group_, timeout = timeout_s_, gens = generations_, poll = poll_s_,
+                       op = std::move(op)](Transport& child) {
+    GroupGuard guarded(child, group, timeout, gens, poll);
     return op(guarded);
   });
 }

@@ -2,8 +2,9 @@
 //
 // On a ring, only the neighbour of a dead rank hears of it from its own Recv; the others wait on
 // live neighbours that are themselves stuck, forever. Through a GroupGuard a Recv gives up with
-// PeerUnavailable as soon as any member of the group has left the transport's Members(), and with
-// Timeout when no message came for `timeout_s`. Sends, clock and stats pass through; operations
+// PeerUnavailable as soon as any member of the group has left the transport's Members() or was
+// replaced by a restarted process (its Generation differs from `generations`), and with Timeout
+// when no message came for `timeout_s`. Sends, clock and stats pass through; operations
 // started with Start are guarded the same way. Used by workers over a real network.
 #pragma once
 
@@ -15,24 +16,29 @@ namespace narrows::core {
 
 class GroupGuard : public Transport {
  public:
-  GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, double poll_s = 0.1);
+  // `generations[r]`: the generation member r had when it joined the group (empty: all 0).
+  GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, std::vector<int64_t> generations = {},
+             double poll_s = 0.1);
 
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   Status Send(int dst, int tag, const void* data, size_t bytes) override { return inner_.Send(dst, tag, data, bytes); }
   Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) override;
   std::vector<int> Members() override { return inner_.Members(); }
+  int64_t Generation(int rank) override { return inner_.Generation(rank); }
   Clock& clock() override { return inner_.clock(); }
   TransportStats stats() const override { return inner_.stats(); }
   std::unique_ptr<Work> Start(AsyncOp op) override;
 
-  // The members of `group` missing from `members` (both ascending).
-  static std::vector<int> Missing(const std::vector<int>& group, const std::vector<int>& members);
+  // The members of `group` (ascending) that left `t` or were replaced since `generations`.
+  static std::vector<int> Lost(Transport& t, const std::vector<int>& group, const std::vector<int64_t>& generations);
 
  private:
   Transport& inner_;
   std::vector<int> group_;
-  double timeout_s_, poll_s_;
+  double timeout_s_;
+  std::vector<int64_t> generations_;
+  double poll_s_;
 };
 
 }  // namespace narrows::core

@@ -58,6 +58,10 @@ class Transport {
   virtual Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) = 0;
   // Ranks currently alive, ascending.
   virtual std::vector<int> Members() = 0;
+  // How many times `rank`'s process has been replaced by a new one (a restart that rejoined). A
+  // collective is only valid while no member's generation changes. Transports whose ranks cannot
+  // restart (loopback, the emulator) keep 0.
+  virtual int64_t Generation(int /*rank*/) { return 0; }
   virtual Clock& clock() = 0;
   // Bytes and messages of this rank, all of its endpoints together.
   virtual TransportStats stats() const = 0;

@@ -130,6 +130,7 @@ struct ZmqTransport::Node {
   struct Peer {
     std::string data_ep, control_ep;
     uint64_t incarnation = 0;
+    int64_t generation = 0;  // new incarnations seen
     std::unique_ptr<zmq::socket_t> data, control;  // PUSH, guarded by send_mu
     std::mutex send_mu;
     PeerState state = PeerState::kAlive;
@@ -329,6 +330,7 @@ struct ZmqTransport::Node {
         for (auto it = mailbox.begin(); it != mailbox.end();) {
           it = it->first.first == src ? mailbox.erase(it) : std::next(it);
         }
+        ++p.generation;
         Log(Rank(src) + " rejoined (new process)");
       }
       ConnectPeer(src, body["data"], body["control"], inc);
@@ -686,6 +688,12 @@ std::vector<int> ZmqTransport::Members() {
     }
   }
   return out;
+}
+
+int64_t ZmqTransport::Generation(int r) {
+  if (r < 0 || r >= world_size() || r == rank()) return 0;
+  std::lock_guard<std::mutex> lock(node_->mu);
+  return node_->peers[static_cast<size_t>(r)]->generation;
 }
 
 core::Clock& ZmqTransport::clock() { return *clock_; }

@@ -76,6 +76,7 @@ class ZmqTransport : public core::Transport {
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = core::kForever) override;
   std::vector<int> Members() override;
+  int64_t Generation(int rank) override;
   core::Clock& clock() override;
   core::TransportStats stats() const override;
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override;

@@ -8,6 +8,8 @@
 #include <iostream>
 
 #include "core/scenario.h"
+#include "deploy/zmq_transport.h"
+#include "tools/deploy_command.h"
 #include "tools/run_command.h"
 #include "trainer/train.h"
 
@@ -64,6 +66,35 @@ int main(int argc, char** argv) {
   add_scenario_args(run);
   run->add_flag("-q,--quiet", quiet, "no progress lines");
 
+  narrows::tools::WorkerOptions worker_options;
+  CLI::App* worker = app.add_subcommand(
+      "worker", "run one rank of the scenario over ZeroMQ (rank, world and rendezvous from flags or from "
+                "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE)");
+  add_scenario_args(worker);
+  worker->add_option("--rank", worker_options.rank, "this worker's rank")->check(CLI::NonNegativeNumber);
+  worker->add_option("--world", worker_options.world, "number of workers")->check(CLI::PositiveNumber);
+  worker->add_option("--master", worker_options.master, "rank 0's rendezvous address")->type_name("HOST:PORT");
+  worker->add_option("--bind", worker_options.bind_host, "interface for this worker's sockets (default: all)");
+  worker->add_option("--advertise", worker_options.advertise, "host the other workers reach this one at");
+  worker->add_option("--key", worker_options.key_file, "CURVE key file (overrides deploy.key_file)");
+  worker->add_option("--entry", worker_options.entry, "run only this entry of compare:");
+  worker->add_flag("--rejoin", worker_options.rejoin, "restart this rank in a run in progress (with --entry)");
+  worker->add_option("--resume", worker_options.resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
+  worker->add_option("--connect-timeout", worker_options.connect_timeout_s, "seconds to wait for every worker");
+  worker->add_flag("-q,--quiet", quiet, "no progress line");
+
+  narrows::tools::LaunchOptions launch_options;
+  CLI::App* launch = app.add_subcommand("launch", "start the scenario's workers as processes and collect the results");
+  add_scenario_args(launch);
+  launch->add_option("--local", launch_options.local, "workers to start on this machine")->required()->check(CLI::PositiveNumber);
+  launch->add_option("--entry", launch_options.entry, "run only this entry of compare:");
+  launch->add_option("--resume", launch_options.resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
+  launch->add_flag("-q,--quiet", quiet, "no progress line");
+
+  std::string key_file;
+  CLI::App* keygen = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
+  keygen->add_option("file", key_file, "where to write it (must not exist)")->required();
+
   CLI::App* validate = app.add_subcommand("validate", "check a scenario file without running it");
   add_scenario_args(validate);
   validate->add_flag("--print", print_resolved, "print the resolved scenario (defaults included)");
@@ -81,6 +112,13 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
 
+  if (*keygen) {
+    const Status s = narrows::deploy::WriteNewKeyFile(key_file);
+    if (!s.ok()) return Fail(s);
+    std::printf("wrote %s: give it to every worker of the run (deploy.key_file or --key); keep it secret\n",
+                key_file.c_str());
+    return 0;
+  }
   auto scenario = Load(scenario_file, sets);
   if (!scenario.ok()) return Fail(scenario.status());
 
@@ -96,6 +134,18 @@ int main(int argc, char** argv) {
     narrows::tools::RunOptions options;
     options.progress = quiet ? nullptr : stderr;
     const Status s = narrows::tools::RunScenario(*scenario, options);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (*worker) {
+    worker_options.progress = quiet ? nullptr : stderr;
+    const Status s = narrows::tools::RunWorkerProcess(*scenario, worker_options);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (*launch) {
+    launch_options.scenario_file = scenario_file;
+    launch_options.sets = sets;
+    launch_options.quiet = quiet;
+    const Status s = narrows::tools::LaunchLocal(*scenario, launch_options);
     return s.ok() ? 0 : Fail(s);
   }
   if (*train) {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <fstream>
 
 #include "core/progress.h"
 #include "core/run_writer.h"
@@ -27,15 +28,92 @@ std::string Bytes(double b) {
 
 }  // namespace
 
-core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
-  auto data = trainer::LoadDataset(sc, options.data_root);
-  if (!data.ok()) return data.status();
+std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
   std::vector<core::AlgorithmSpec> entries = sc.compare;
   if (entries.empty()) {
     core::AlgorithmSpec ddp;
     ddp.name = "ddp";
     entries.push_back(ddp);
   }
+  return entries;
+}
+
+nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
+  nlohmann::json j = {{"name", r.name},
+                      {"algorithm", r.algorithm},
+                      {"workers", r.workers},
+                      {"final_val_loss", r.final_val_loss},
+                      {"time_s", r.virtual_time_s},
+                      {"virtual_time_s", r.virtual_time_s},
+                      {"bytes_sent_per_worker", r.bytes_sent_per_worker},
+                      {"outer_syncs", r.outer_syncs},
+                      {"steps", r.steps},
+                      {"tokens", r.tokens},
+                      {"compute_utilization", r.compute_utilization},
+                      {"host_time_s", host_s},
+                      {"host_compute_s", r.host_compute_s}};
+  j["time_to_target_s"] = r.time_to_target_s >= 0 ? nlohmann::json(r.time_to_target_s) : nlohmann::json();
+  return j;
+}
+
+core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, const nlohmann::json& results,
+                          const std::string& clock, bool keep_others) {
+  nlohmann::json merged = nlohmann::json::array();
+  std::ifstream in(run_dir + "/summary.json");
+  if (keep_others && in) {
+    try {
+      const auto old = nlohmann::json::parse(in);
+      for (const auto& e : old.at("results")) {
+        bool repeated = false;
+        for (const auto& n : results) repeated = repeated || n.at("name") == e.at("name");
+        if (!repeated) merged.push_back(e);
+      }
+    } catch (const std::exception&) {
+      // An unreadable earlier summary is replaced.
+    }
+  }
+  for (const auto& r : results) {
+    nlohmann::json e = r;
+    if (clock == "wall") {
+      e["wall_time_s"] = e["virtual_time_s"];
+      e.erase("virtual_time_s");
+    }
+    merged.push_back(e);
+  }
+  const nlohmann::json summary = {{"scenario", sc.name}, {"clock", clock}, {"results", merged}};
+  return core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n");
+}
+
+void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryResult>& done, const std::string& clock) {
+  std::printf("%-16s %10s %12s %12s %14s %8s %9s\n", "entry", "val loss", "time (s)",
+              sc.target_loss > 0 ? "to target" : "", "sent/worker", "syncs", "compute");
+  for (const auto& r : done) {
+    char target[32] = "";
+    if (sc.target_loss > 0) {
+      if (r.time_to_target_s >= 0) {
+        std::snprintf(target, sizeof target, "%.1f", r.time_to_target_s);
+      } else {
+        std::snprintf(target, sizeof target, "never");
+      }
+    }
+    std::printf("%-16s %10.4f %12.1f %12s %14s %8lld %8.0f%%\n", r.name.c_str(), r.final_val_loss,
+                r.virtual_time_s, target, Bytes(r.bytes_sent_per_worker).c_str(),
+                static_cast<long long>(r.outer_syncs), 100.0 * r.compute_utilization);
+  }
+  if (done.size() >= 2) {
+    std::printf("%s wall-clock time relative to %s:", clock == "wall" ? "measured" : "virtual",
+                done.front().name.c_str());
+    for (size_t i = 1; i < done.size(); ++i) {
+      std::printf(" %s %.2fx faster", done[i].name.c_str(), done.front().virtual_time_s / done[i].virtual_time_s);
+    }
+    std::printf("\n");
+  }
+}
+
+core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
+  auto data = trainer::LoadDataset(sc, options.data_root);
+  if (!data.ok()) return data.status();
+  const std::vector<core::AlgorithmSpec> entries = Entries(sc);
   std::vector<std::unique_ptr<trainer::Experiment>> experiments;
   for (const auto& entry : entries) {
     auto e = trainer::Experiment::Create(sc, entry, *data);
@@ -69,48 +147,12 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
     std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s virtual | %.1f s on this host", r->final_val_loss,
                   r->virtual_time_s, host_s);
     progress.Finish(detail);
-    nlohmann::json j = {{"name", r->name},
-                        {"algorithm", r->algorithm},
-                        {"workers", r->workers},
-                        {"final_val_loss", r->final_val_loss},
-                        {"virtual_time_s", r->virtual_time_s},
-                        {"bytes_sent_per_worker", r->bytes_sent_per_worker},
-                        {"outer_syncs", r->outer_syncs},
-                        {"steps", r->steps},
-                        {"tokens", r->tokens},
-                        {"compute_utilization", r->compute_utilization},
-                        {"host_time_s", host_s},
-                        {"host_compute_s", r->host_compute_s}};
-    j["time_to_target_s"] = r->time_to_target_s >= 0 ? nlohmann::json(r->time_to_target_s) : nlohmann::json();
-    results.push_back(j);
+    results.push_back(EntryJson(*r, host_s));
     done.push_back(*r);
     // Rewritten after every entry, so a long comparison keeps what it finished.
-    const nlohmann::json summary = {{"scenario", sc.name}, {"results", results}};
-    NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
+    NARROWS_RETURN_IF_ERROR(WriteSummary(sc, run_dir, results, "virtual", false));
   }
-
-  std::printf("%-16s %10s %12s %12s %14s %8s %9s\n", "entry", "val loss", "time (s)",
-              sc.target_loss > 0 ? "to target" : "", "sent/worker", "syncs", "compute");
-  for (const auto& r : done) {
-    char target[32] = "";
-    if (sc.target_loss > 0) {
-      if (r.time_to_target_s >= 0) {
-        std::snprintf(target, sizeof target, "%.1f", r.time_to_target_s);
-      } else {
-        std::snprintf(target, sizeof target, "never");
-      }
-    }
-    std::printf("%-16s %10.4f %12.1f %12s %14s %8lld %8.0f%%\n", r.name.c_str(), r.final_val_loss,
-                r.virtual_time_s, target, Bytes(r.bytes_sent_per_worker).c_str(),
-                static_cast<long long>(r.outer_syncs), 100.0 * r.compute_utilization);
-  }
-  if (done.size() >= 2) {
-    std::printf("virtual wall-clock time relative to %s:", done.front().name.c_str());
-    for (size_t i = 1; i < done.size(); ++i) {
-      std::printf(" %s %.2fx faster", done[i].name.c_str(), done.front().virtual_time_s / done[i].virtual_time_s);
-    }
-    std::printf("\n");
-  }
+  PrintComparison(sc, done, "virtual");
   std::printf("results: %s/summary.json\n", run_dir.c_str());
   return core::Status::Ok();
 }

@@ -5,8 +5,13 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
 #include "core/scenario.h"
 #include "core/status.h"
+#include "trainer/experiment.h"
 
 namespace narrows::tools {
 
@@ -16,5 +21,16 @@ struct RunOptions {
 };
 
 core::Status RunScenario(const core::Scenario& scenario, const RunOptions& options);
+
+// The entries `narrows run` and `narrows launch` compare: the scenario's compare: list, or DDP alone.
+std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc);
+// One entry of summary.json's results.
+nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s);
+// Writes `run_dir`/summary.json with `results`; with `keep_others`, also the entries of an earlier
+// summary that this run did not repeat (a resumed or single-entry run adds to what is there).
+core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, const nlohmann::json& results,
+                          const std::string& clock, bool keep_others);
+// The comparison table on stdout; `clock` is "virtual" or "wall".
+void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryResult>& done, const std::string& clock);
 
 }  // namespace narrows::tools

@@ -184,11 +184,16 @@ struct WorkerContext {
   double time_offset = 0.0;
   int64_t sent_before = 0, received_before = 0;
 
+  // The transport's counts when this worker started (a transport may serve several entries).
+  const core::TransportStats start_stats = t.stats();
+
   double Now() { return t.clock().Now() + time_offset; }
   core::TransportStats Stats() const {
     core::TransportStats s = t.stats();
-    s.bytes_sent += sent_before;
-    s.bytes_received += received_before;
+    s.bytes_sent += sent_before - start_stats.bytes_sent;
+    s.bytes_received += received_before - start_stats.bytes_received;
+    s.messages_sent -= start_stats.messages_sent;
+    s.messages_received -= start_stats.messages_received;
     return s;
   }
 
@@ -252,6 +257,12 @@ struct WorkerContext {
   // --- live membership (a deployment) ---
   bool live() const { return x.opt.membership == Membership::kLive; }
   int64_t failures = 0;  // collectives that failed so far: part of every live tag
+  // The generation of each worker's process when it became a member (a restart is a new member).
+  std::vector<int64_t> generations = [this] {
+    std::vector<int64_t> g(static_cast<size_t>(x.num_workers));
+    for (int r = 0; r < x.num_workers; ++r) g[static_cast<size_t>(r)] = t.Generation(r);
+    return g;
+  }();
   // Live tags carry the step and the failure count, so that a repeated collective never reads a
   // message left over from the attempt that failed, nor one of another step.
   int Tag(int base, int64_t step) const {
@@ -260,13 +271,13 @@ struct WorkerContext {
   }
   // Live: a crash fault at `step` is a real one.
   void MaybeCrash(int64_t step) const {
-    if (live() && x.plan.CrashesAt(rank, step)) ::raise(SIGKILL);
+    if (live() && !x.opt.rejoin && x.plan.CrashesAt(rank, step)) ::raise(SIGKILL);  // a restart does not crash again
   }
   // After a collective over `group` failed with `why`: the members declared dead are dropped and
   // the crash recorded; an error if this worker itself was dropped or may not continue.
   core::Status DropDead(std::vector<int>* group, int64_t step, bool may_continue, const core::Status& why) {
     ++failures;
-    const std::vector<int> dead = core::GroupGuard::Missing(*group, t.Members());
+    const std::vector<int> dead = core::GroupGuard::Lost(t, *group, generations);
     if (dead.empty() || std::find(dead.begin(), dead.end(), rank) != dead.end()) return why;
     std::string names;
     for (int d : dead) names += (names.empty() ? "" : ", ") + std::to_string(d);
@@ -293,7 +304,7 @@ struct WorkerContext {
       fill();
       core::Status s;
       if (live()) {
-        core::GroupGuard guard(t, *group, x.sc.deploy.collective_timeout_s);
+        core::GroupGuard guard(t, *group, x.sc.deploy.collective_timeout_s, generations);
         s = Timed(false, [&] { return core::AllReduceSum(guard, buffer.data(), count, Options(*group, Tag(kTagReduce, step))); });
       } else {
         s = Timed(false, [&] { return core::AllReduceSum(t, buffer.data(), count, Options(*group, kTagReduce)); });
@@ -404,7 +415,9 @@ class OverlappedGradients {
     group_ = group;
     step_ = step;
     guard_.reset();
-    if (w_.live()) guard_ = std::make_unique<core::GroupGuard>(w_.t, group, w_.x.sc.deploy.collective_timeout_s);
+    if (w_.live()) {
+      guard_ = std::make_unique<core::GroupGuard>(w_.t, group, w_.x.sc.deploy.collective_timeout_s, w_.generations);
+    }
     ready_numel_ = 0;
     for (auto& b : buckets_) b.pending = static_cast<int>(b.slices.size());
     active_ = true;
@@ -782,6 +795,7 @@ core::Status RunDiloco(WorkerContext& w) {
         NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, w.rank, pending, global_state, &outer.steps, w.Tag(kTagJoin, rs)));
         x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", pending}});
       }
+      for (int r : pending) w.generations[static_cast<size_t>(r)] = w.t.Generation(r);
       group = members = joined;
       pending.clear();
     }
@@ -920,8 +934,19 @@ void Experiment::RunWorker(int rank, core::Transport& transport) {
   ConfigureThreads(x.sc.threads);
   WorkerContext w(x, rank, transport);
   const core::Status s = x.algo.kind == core::AlgorithmKind::kDdp ? RunDdp(w) : RunDiloco(w);
-  if (!s.ok()) x.Fail(s, rank);
+  const bool dropped = s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout;
+  if (w.live() && dropped) {
+    // Live: a worker the others dropped (or that lost them) ends; the run goes on without it.
+    x.Event({{"type", "dropped"}, {"time", w.Now()}, {"worker", rank}, {"reason", s.message()}});
+  } else if (!s.ok()) {
+    x.Fail(s, rank);
+  }
   w.Done();
+}
+
+core::Status Experiment::status() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->error;
 }
 
 std::string Experiment::ExportPart() const { return impl_->Export().dump(); }
@@ -936,7 +961,6 @@ core::Status Experiment::MergePart(const std::string& part) {
 
 core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   Impl& x = *impl_;
-  if (!x.error.ok()) return x.error;
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   EntryResult r;
   r.name = x.algo.name;
@@ -962,6 +986,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   }
 
   // One metrics line per logged step: the slowest worker's time, mean loss and bytes, per-worker times.
+  const char* time_key = x.opt.membership == Membership::kLive ? "wall_time_s" : "virtual_time_s";
   std::map<int64_t, std::vector<const StepRecord*>> by_step;
   for (const auto& rec : x.records) by_step[rec.step].push_back(&rec);
   core::JsonlWriter metrics;
@@ -983,7 +1008,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
     }
     const auto eval = x.evals.find(step + 1);
     if (eval == x.evals.end() && (step + 1) % x.sc.output.log_every != 0 && step + 1 != r.steps) continue;
-    Json line = {{"step", step + 1},        {"virtual_time_s", time}, {"train_loss", loss},
+    Json line = {{"step", step + 1},        {time_key, time},         {"train_loss", loss},
                  {"tokens", tokens},        {"bytes_sent", sent},     {"bytes_received", received},
                  {"workers_active", recs.size()}, {"workers", per_worker}};
     if (eval != x.evals.end()) {
@@ -998,6 +1023,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
     return a.value("step", 0) < b.value("step", 0);
   });
   for (const auto& e : x.events) NARROWS_RETURN_IF_ERROR(events.Append(e.dump()));
+  if (!x.error.ok()) return x.error;  // after writing what the workers recorded before it
   return r;
 }
 

@@ -63,6 +63,8 @@ class Experiment {
 
   // The whole training of worker `rank`. Errors are kept for Finish.
   void RunWorker(int rank, core::Transport& transport);
+  // The first error of a worker run (or merged) here; OK if none.
+  core::Status status() const;
   // What the workers run by this process recorded (JSON), and merging another process's.
   std::string ExportPart() const;
   core::Status MergePart(const std::string& part);

@@ -1,0 +1,195 @@
+# The deployment end to end: workers as processes over ZeroMQ on loopback.
+#  - the same scenario and seed give the same losses and bytes over ZeroMQ as in the emulator;
+#  - a DiLoCo worker killed with SIGKILL is detected and the survivors finish; DDP stops if told to;
+#  - a restarted worker rejoins at the next outer step;
+#  - a run resumed from a checkpoint continues exactly as the uninterrupted run;
+#  - rank and world come from torchrun's, Slurm's and Open MPI's variables, with clear errors.
+# Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+# Real text for a corpus: the project's own documentation.
+file(GLOB docs ${SRC}/docs/*.md)
+set(corpus "")
+foreach(f ${SRC}/README.md ${docs})
+  file(READ ${f} text)
+  string(APPEND corpus "${text}")
+endforeach()
+file(WRITE ${WORK}/corpus.txt "${corpus}")
+
+string(CONCAT common "seed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+           "train: {steps: 24, batch_size: 4, warmup_steps: 4}\neval: {every: 8, batches: 2, batch_size: 4}\n"
+           "compute: {mode: modelled, device_flops: 1e9}\n")
+
+function(run_ok name)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK}
+                  TIMEOUT 300)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  set(out "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+function(expect_in name text haystack)
+  string(FIND "${haystack}" "${text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${name}: lacks '${text}' in:\n${haystack}")
+  endif()
+endfunction()
+
+# Lines of metrics.jsonl `a` and `b` from step `from` on must agree on train_loss, val_loss, bytes_sent.
+function(expect_same_metrics name a b from)
+  file(STRINGS ${a} la)
+  file(STRINGS ${b} lb)
+  list(LENGTH la na)
+  list(LENGTH lb nb)
+  if(NOT na EQUAL nb OR na EQUAL 0)
+    message(FATAL_ERROR "${name}: ${na} lines in ${a}, ${nb} in ${b}")
+  endif()
+  math(EXPR last "${na} - 1")
+  set(compared 0)
+  foreach(i RANGE ${last})
+    list(GET la ${i} x)
+    list(GET lb ${i} y)
+    string(JSON step GET "${x}" step)
+    if(step LESS ${from})
+      continue()
+    endif()
+    foreach(key train_loss bytes_sent)
+      string(JSON vx GET "${x}" ${key})
+      string(JSON vy GET "${y}" ${key})
+      if(NOT vx STREQUAL vy)
+        message(FATAL_ERROR "${name}: step ${step}: ${key} ${vx} != ${vy}")
+      endif()
+    endforeach()
+    string(JSON vx ERROR_VARIABLE no_x GET "${x}" val_loss)
+    string(JSON vy ERROR_VARIABLE no_y GET "${y}" val_loss)
+    if(NOT "${vx}${no_x}" STREQUAL "${vy}${no_y}")
+      message(FATAL_ERROR "${name}: step ${step}: val_loss ${vx} != ${vy}")
+    endif()
+    math(EXPR compared "${compared} + 1")
+  endforeach()
+  if(compared EQUAL 0)
+    message(FATAL_ERROR "${name}: no lines compared")
+  endif()
+endfunction()
+
+# 1. ZeroMQ (CURVE, with a key the launcher makes) equals the emulator, bit for bit.
+file(WRITE ${WORK}/eq.yaml "name: eq\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 1}\n"
+     "compare: [ddp, {algorithm: ddp, name: ddp-flat, overlap: false}, diloco-h8]\n")
+run_ok(emulated ${NARROWS} run eq.yaml -q --set output.dir=emu)
+run_ok(launch ${NARROWS} launch --local 3 eq.yaml -q)
+expect_in(launch_table "measured wall-clock time relative to ddp" "${out}")
+foreach(entry ddp ddp-flat diloco-h8)
+  expect_same_metrics(equality_${entry} ${WORK}/emu/eq/${entry}/metrics.jsonl ${WORK}/out/eq/${entry}/metrics.jsonl 0)
+endforeach()
+file(READ ${WORK}/out/eq/summary.json summary)
+string(JSON clock GET "${summary}" clock)
+if(NOT clock STREQUAL "wall")
+  message(FATAL_ERROR "summary.json of a deployment says clock ${clock}")
+endif()
+if(NOT EXISTS ${WORK}/out/eq/cluster.key)
+  message(FATAL_ERROR "launch --local made no key for CURVE")
+endif()
+
+# 2. A DiLoCo worker killed with SIGKILL: detected by heartbeat, the survivors finish.
+file(WRITE ${WORK}/crash.yaml "name: crash\n${common}workers: {count: 4}\noutput: {dir: out, log_every: 4}\n"
+     "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0}\n"
+     "faults: [{type: crash, worker: 2, at_step: 12}]\ncompare: [diloco-h8]\n")
+run_ok(crash ${NARROWS} launch --local 4 crash.yaml -q)
+expect_in(crash_reported "worker 2 was killed by signal 9" "${out}")
+file(READ ${WORK}/out/crash/diloco-h8/events.jsonl events)
+expect_in(crash_event "\"survivors\":[0,1,3],\"time\"" "${events}")
+expect_in(crash_event_worker "\"type\":\"crash\",\"worker\":2" "${events}")
+expect_in(survivors_sync "\"participants\":[0,1,3],\"step\":24" "${events}")
+file(STRINGS ${WORK}/out/crash/diloco-h8/metrics.jsonl lines)
+list(GET lines -1 last)
+string(JSON step GET "${last}" step)
+if(NOT step EQUAL 24)
+  message(FATAL_ERROR "the survivors stopped at step ${step}")
+endif()
+
+# 3. DDP told to stop: a clear error, exit 1, the steps before the crash kept.
+execute_process(COMMAND ${NARROWS} launch --local 4 crash.yaml -q --set "compare=[ddp]" --set deploy.on_failure=stop
+                --set name=stop RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK}
+                TIMEOUT 120)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "ddp with on_failure stop: exit ${rc}\n${out}${err}")
+endif()
+expect_in(stop_message "worker 2 died at step 12; stopping (deploy.on_failure: stop)" "${err}")
+file(STRINGS ${WORK}/out/stop/ddp/metrics.jsonl lines)
+list(LENGTH lines kept)
+if(kept LESS 3)
+  message(FATAL_ERROR "ddp stopped without its metrics: ${kept} lines")
+endif()
+
+# 4. A restarted worker rejoins at the next outer step (workers started by hand, as on a cluster).
+string(REPLACE "nano" "tiny" rejoin_text "${common}")
+string(REPLACE "steps: 24" "steps: 100" rejoin_text "${rejoin_text}")
+file(WRITE ${WORK}/rejoin.yaml "name: rejoin\n${rejoin_text}workers: {count: 3}\noutput: {dir: out, log_every: 10}\n"
+     "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0}\n"
+     "faults: [{type: crash, worker: 2, at_step: 20}]\ncompare: [{algorithm: diloco, inner_steps: 20, name: dl}]\n")
+string(RANDOM LENGTH 4 ALPHABET 123456789 port_offset)
+math(EXPR port "20000 + ${port_offset} % 20000")
+set(worker ${NARROWS} worker rejoin.yaml --world 3 --master 127.0.0.1:${port} --bind 127.0.0.1 -q)
+# (One pipeline runs them side by side; rank 0, the only one that prints, comes last.)
+execute_process(COMMAND ${worker} --rank 1 COMMAND ${worker} --rank 2
+                COMMAND sh -c "sleep 3; exec \"$@\" --rank 2 --rejoin --entry dl" sh ${worker}
+                COMMAND ${worker} --rank 0
+                RESULTS_VARIABLE rcs OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+list(GET rcs 3 rc0)
+if(NOT rc0 EQUAL 0)
+  message(FATAL_ERROR "rejoin: rank 0 exited ${rcs}\n${out}${err}")
+endif()
+file(READ ${WORK}/out/rejoin/dl/events.jsonl events)
+expect_in(rejoin_join "\"type\":\"join\",\"workers\":[2]" "${events}")
+expect_in(rejoin_sync "\"participants\":[0,1,2],\"step\":100" "${events}")
+
+# 5. Resumed from a checkpoint, the run continues exactly as the uninterrupted one.
+file(WRITE ${WORK}/ck.yaml "name: ck\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 1}\n"
+     "deploy: {security: plain, checkpoint_every: 1}\n"
+     "compare: [{algorithm: diloco, inner_steps: 8, outer_optimizer: adam, outer_lr: 0.1, name: dl}]\n")
+run_ok(checkpointed ${NARROWS} launch --local 3 ck.yaml -q)
+file(COPY_FILE ${WORK}/out/ck/dl/metrics.jsonl ${WORK}/uninterrupted.jsonl)
+run_ok(resumed ${NARROWS} launch --local 3 ck.yaml -q --resume out/ck/dl/checkpoints/step-000016)
+expect_same_metrics(resume ${WORK}/uninterrupted.jsonl ${WORK}/out/ck/dl/metrics.jsonl 0)
+file(READ ${WORK}/out/ck/dl/checkpoints/step-000008/rank-1.ckpt ckpt HEX LIMIT 4)
+if(NOT ckpt STREQUAL "4e525743")
+  message(FATAL_ERROR "checkpoint magic: ${ckpt}")
+endif()
+file(WRITE ${WORK}/out/ck/dl/checkpoints/step-000008/rank-1.ckpt "NRWC garbage")
+execute_process(COMMAND ${NARROWS} launch --local 3 ck.yaml -q --resume out/ck/dl/checkpoints/step-000008
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 120)
+expect_in(corrupt_checkpoint "rank-1.ckpt: " "${err}")
+
+# 6. Placement from the launchers' variables; a world of one needs nobody else.
+string(REPLACE "train: {steps: 24, batch_size: 4, warmup_steps: 4}\n" "" one_text "${common}")
+file(WRITE ${WORK}/one.yaml "name: one\n${one_text}train: {steps: 2, batch_size: 2}\nworkers: {count: 1}\n"
+     "output: {dir: out}\ndeploy: {security: plain}\n")
+math(EXPR port2 "${port} + 1")
+run_ok(torchrun ${CMAKE_COMMAND} -E env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=${port2}
+       ${NARROWS} worker one.yaml -q --bind 127.0.0.1)
+run_ok(slurm ${CMAKE_COMMAND} -E env SLURM_PROCID=0 SLURM_NTASKS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=${port2}
+       ${NARROWS} worker one.yaml -q --bind 127.0.0.1)
+run_ok(openmpi ${CMAKE_COMMAND} -E env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 ${NARROWS} worker one.yaml -q
+       --bind 127.0.0.1 --master 127.0.0.1:${port2})
+
+function(expect_failure name expected_text)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK}
+                  TIMEOUT 60)
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "${name}: exit ${rc}, expected 2\n${out}${err}")
+  endif()
+  expect_in(${name} "${expected_text}" "${out}${err}")
+endfunction()
+expect_failure(bad_rank "RANK=x is not a non-negative integer" ${CMAKE_COMMAND} -E env RANK=x WORLD_SIZE=1
+               ${NARROWS} worker one.yaml --master 127.0.0.1:1)
+expect_failure(no_rank "no rank: pass --rank, or set RANK" ${CMAKE_COMMAND} -E env --unset=RANK --unset=SLURM_PROCID
+               --unset=OMPI_COMM_WORLD_RANK ${NARROWS} worker one.yaml --world 1 --master 127.0.0.1:1)
+expect_failure(no_master "no rendezvous: pass --master" ${CMAKE_COMMAND} -E env --unset=MASTER_ADDR
+               ${NARROWS} worker one.yaml --rank 0 --world 1)
+expect_failure(world_mismatch "the world has 2 workers but the scenario's workers.count is 1" ${NARROWS} worker
+               one.yaml --rank 0 --world 2 --master 127.0.0.1:1)
+expect_failure(no_key "deploy.security is curve: give deploy.key_file or --key" ${NARROWS} worker one.yaml
+               --rank 0 --world 1 --master 127.0.0.1:1 --set deploy.security=curve)
+expect_failure(launch_count "launch --local 2 but the scenario's workers.count is 1" ${NARROWS} launch --local 2 one.yaml)

@@ -1,0 +1,358 @@
+#include "tools/deploy_command.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "core/progress.h"
+#include "core/run_writer.h"
+#include "deploy/zmq_transport.h"
+#include "tools/run_command.h"
+#include "trainer/experiment.h"
+
+extern char** environ;
+
+namespace narrows::tools {
+namespace {
+
+using core::Status;
+
+// Tags of the run's own messages, apart from the experiments' (trainer/experiment.cc uses < 10^8).
+constexpr int kTagStart = 900'000'001;
+constexpr int kTagPartSize = 900'000'002;
+constexpr int kTagPart = 900'000'003;
+constexpr int kTagAck = 900'000'004;
+
+core::Result<int> ParseInt(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1'000'000) {
+    return Status::InvalidArgument(what + "=" + text + " is not a non-negative integer");
+  }
+  return static_cast<int>(v);
+}
+
+// The first of `names` set in `env`, parsed; -1 if none is.
+core::Result<int> FromEnv(const std::map<std::string, std::string>& env, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    const auto it = env.find(n);
+    if (it != env.end()) return ParseInt(it->second, n);
+  }
+  return -1;
+}
+
+// Sends this process's part of the entry to rank 0; rank 0 merges every live rank's.
+Status Gather(deploy::ZmqTransport& t, trainer::Experiment& e, std::vector<int>* missing) {
+  if (t.rank() != 0) {
+    const std::string part = e.ExportPart();
+    const uint64_t size = part.size();
+    NARROWS_RETURN_IF_ERROR(t.Send(0, kTagPartSize, &size, sizeof size));
+    return t.Send(0, kTagPart, part.data(), part.size());
+  }
+  for (int r = 1; r < t.world_size(); ++r) {
+    uint64_t size = 0;
+    Status s = t.Recv(r, kTagPartSize, &size, sizeof size);
+    if (s.code() == core::StatusCode::kPeerUnavailable) {
+      missing->push_back(r);  // died: its records died with it
+      continue;
+    }
+    NARROWS_RETURN_IF_ERROR(s);
+    if (size > (uint64_t{1} << 34)) return Status::InvalidArgument("rank " + std::to_string(r) + " sent an absurd part size");
+    std::string part(size, '\0');
+    NARROWS_RETURN_IF_ERROR(t.Recv(r, kTagPart, part.data(), part.size()));
+    NARROWS_RETURN_IF_ERROR(e.MergePart(part));
+  }
+  return Status::Ok();
+}
+
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ProcessEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+  }
+  return env;
+}
+
+core::Result<Placement> ResolvePlacement(const WorkerOptions& o, const std::map<std::string, std::string>& env) {
+  Placement p;
+  p.rank = o.rank;
+  if (p.rank < 0) {
+    auto r = FromEnv(env, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"});
+    if (!r.ok()) return r.status();
+    if (*r < 0) return Status::InvalidArgument("no rank: pass --rank, or set RANK (torchrun), SLURM_PROCID or OMPI_COMM_WORLD_RANK");
+    p.rank = *r;
+  }
+  p.world = o.world;
+  if (p.world < 0) {
+    auto w = FromEnv(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"});
+    if (!w.ok()) return w.status();
+    if (*w < 0) return Status::InvalidArgument("no world size: pass --world, or set WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE");
+    p.world = *w;
+  }
+  if (p.world < 1 || p.rank >= p.world) {
+    return Status::InvalidArgument("rank " + std::to_string(p.rank) + " is not in a world of " + std::to_string(p.world));
+  }
+  p.master = o.master;
+  if (p.master.empty()) {
+    const auto addr = env.find("MASTER_ADDR");
+    if (addr == env.end()) {
+      return Status::InvalidArgument("no rendezvous: pass --master HOST:PORT, or set MASTER_ADDR (and MASTER_PORT)");
+    }
+    const auto port = env.find("MASTER_PORT");
+    std::string port_text = port == env.end() ? "29500" : port->second;
+    auto n = ParseInt(port_text, "MASTER_PORT");
+    if (!n.ok()) return n.status();
+    p.master = addr->second + ":" + port_text;
+  }
+  return p;
+}
+
+Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) {
+  core::Scenario sc = scenario;
+  auto place = ResolvePlacement(o, ProcessEnvironment());
+  if (!place.ok()) return place.status();
+  const int rank = place->rank;
+  if (place->world != sc.workers.count) {
+    return Status::InvalidArgument("the world has " + std::to_string(place->world) + " workers but the scenario's workers.count is " +
+                                   std::to_string(sc.workers.count) + " (pass --set workers.count=" +
+                                   std::to_string(place->world) + ")");
+  }
+  if (sc.compute.mode == core::ComputeMode::kModelled) {
+    if (rank == 0) std::fprintf(stderr, "narrows: compute.mode modelled is the emulator's; a deployment measures\n");
+    sc.compute.mode = core::ComputeMode::kMeasured;
+  }
+  std::string entry_name = o.entry;
+  if (!o.resume.empty()) {
+    const std::string from_path = std::filesystem::path(o.resume).lexically_normal().parent_path().parent_path().filename();
+    if (!entry_name.empty() && entry_name != from_path) {
+      return Status::InvalidArgument("--resume " + o.resume + " belongs to entry '" + from_path + "', not '" + entry_name + "'");
+    }
+    entry_name = from_path;
+  }
+  if (o.rejoin && entry_name.empty()) return Status::InvalidArgument("--rejoin needs --entry: the entry in progress");
+  std::vector<core::AlgorithmSpec> entries;
+  for (const auto& e : Entries(sc)) {
+    if (entry_name.empty() || e.name == entry_name) entries.push_back(e);
+  }
+  if (entries.empty()) return Status::InvalidArgument("the scenario has no entry named '" + entry_name + "'");
+
+  deploy::ZmqOptions z;
+  z.rank = rank;
+  z.world_size = place->world;
+  z.master = place->master;
+  z.bind_host = o.bind_host;
+  z.advertise = o.advertise;
+  z.heartbeat_s = sc.deploy.heartbeat_s;
+  z.timeout_s = sc.deploy.timeout_s;
+  z.connect_timeout_s = o.connect_timeout_s;
+  if (sc.deploy.security == "curve") {
+    const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
+    if (key.empty()) {
+      return Status::InvalidArgument("deploy.security is curve: give deploy.key_file or --key (`narrows keygen FILE` "
+                                     "writes one), or set deploy.security: plain for unencrypted TCP");
+    }
+    auto keys = deploy::ReadKeyFile(key);
+    if (!keys.ok()) return keys.status();
+    z.curve = true;
+    z.keys = *keys;
+  }
+  auto data = trainer::LoadDataset(sc, o.data_root);
+  if (!data.ok()) return data.status();
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  std::vector<std::unique_ptr<trainer::Experiment>> experiments;
+  for (const auto& entry : entries) {
+    trainer::ExperimentOptions eo;
+    eo.membership = trainer::Membership::kLive;
+    eo.rejoin = o.rejoin;
+    eo.checkpoint_dir = run_dir + "/" + entry.name + "/checkpoints";
+    eo.resume_from = o.resume;
+    auto e = trainer::Experiment::Create(sc, entry, *data, eo);
+    if (!e.ok()) return e.status();
+    experiments.push_back(std::move(e).value());
+  }
+  auto transport = deploy::ZmqTransport::Connect(z);
+  if (!transport.ok()) return transport.status();
+  deploy::ZmqTransport& t = **transport;
+  if (rank == 0) {
+    NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+    NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  }
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<trainer::EntryResult> done;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!o.rejoin) {  // every entry starts together; rank 0 says when
+      int32_t index = static_cast<int32_t>(i);
+      if (rank == 0) {
+        for (int r : t.Members()) {
+          if (r != 0) NARROWS_RETURN_IF_ERROR(t.Send(r, kTagStart, &index, sizeof index));
+        }
+      } else {
+        NARROWS_RETURN_IF_ERROR(t.Recv(0, kTagStart, &index, sizeof index));
+      }
+    }
+    t.ResetClock();
+    const bool show = rank == 0 && o.progress;
+    core::Progress progress("[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + entries[i].name +
+                                " step",
+                            sc.train.steps, show ? o.progress : nullptr, show && core::Progress::IsTerminal(o.progress));
+    experiments[i]->SetProgress([&progress](int64_t steps, double wall_s, double loss) {
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "wall %.1f s | loss %.3f", wall_s, loss);
+      progress.Update(steps, detail);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    experiments[i]->RunWorker(rank, t);
+    // A worker that failed (not one the others dropped) ends its process: the others see it leave.
+    // Rank 0 first writes what the workers it can still reach recorded (Finish returns the error).
+    if (rank != 0) NARROWS_RETURN_IF_ERROR(experiments[i]->status());
+    std::vector<int> missing;
+    NARROWS_RETURN_IF_ERROR(Gather(t, *experiments[i], &missing));
+    if (rank != 0) {
+      int32_t ack = 0;
+      NARROWS_RETURN_IF_ERROR(t.Recv(0, kTagAck, &ack, sizeof ack));
+      continue;
+    }
+    const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto r = experiments[i]->Finish(run_dir + "/" + entries[i].name);
+    for (int m : t.Members()) {
+      int32_t ack = 0;
+      if (m != 0) (void)t.Send(m, kTagAck, &ack, sizeof ack);
+    }
+    if (!r.ok()) return r.status();
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s wall%s", r->final_val_loss, r->virtual_time_s,
+                  missing.empty() ? "" : (" | " + std::to_string(missing.size()) + " worker(s) lost").c_str());
+    progress.Finish(detail);
+    results.push_back(EntryJson(*r, host_s));
+    done.push_back(*r);
+    NARROWS_RETURN_IF_ERROR(WriteSummary(sc, run_dir, results, "wall", !entry_name.empty()));
+  }
+  if (rank == 0) {
+    PrintComparison(sc, done, "wall");
+    std::printf("results: %s/summary.json\n", run_dir.c_str());
+  }
+  return Status::Ok();
+}
+
+Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
+  const int n = lo.local;
+  if (n != sc.workers.count) {
+    return Status::InvalidArgument("launch --local " + std::to_string(n) + " but the scenario's workers.count is " +
+                                   std::to_string(sc.workers.count) + " (pass --set workers.count=" +
+                                   std::to_string(n) + ")");
+  }
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  std::string key = sc.deploy.key_file;
+  if (sc.deploy.security == "curve" && key.empty()) {
+    // Local workers share a key made for this run: encrypted even on loopback, nothing to set up.
+    key = run_dir + "/cluster.key";
+    if (!std::filesystem::exists(key)) NARROWS_RETURN_IF_ERROR(deploy::WriteNewKeyFile(key));
+  }
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return Status::IoError("cannot find this program (/proc/self/exe)");
+  self[len] = '\0';
+  const std::string master = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<pid_t> pids(static_cast<size_t>(n), -1);
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args = {self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",
+                                      std::to_string(n), "--master", master, "--bind", "127.0.0.1"};
+    for (const auto& s : lo.sets) args.insert(args.end(), {"--set", s});
+    if (!key.empty()) args.insert(args.end(), {"--key", key});
+    if (!lo.entry.empty()) args.insert(args.end(), {"--entry", lo.entry});
+    if (!lo.resume.empty()) args.insert(args.end(), {"--resume", lo.resume});
+    if (r != 0 || lo.quiet) args.push_back("--quiet");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    if (const int err = ::posix_spawn(&pid, self, nullptr, nullptr, argv.data(), environ); err != 0) {
+      for (pid_t p : pids) {
+        if (p > 0) ::kill(p, SIGTERM);
+      }
+      return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(err));
+    }
+    pids[static_cast<size_t>(r)] = pid;
+  }
+  int remaining = n, rank0_status = -1, failed_status = 0, failed_rank = -1;
+  auto rank0_done = std::chrono::steady_clock::time_point::max();
+  while (remaining > 0) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      // Workers outliving rank 0 by more than a minute have nobody to report to.
+      if (std::chrono::steady_clock::now() - rank0_done > std::chrono::seconds(60)) {
+        for (pid_t p : pids) {
+          if (p > 0) ::kill(p, SIGKILL);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const auto it = std::find(pids.begin(), pids.end(), pid);
+    if (it == pids.end()) continue;
+    const int r = static_cast<int>(it - pids.begin());
+    *it = -1;
+    --remaining;
+    if (WIFSIGNALED(status)) {
+      std::fprintf(stderr, "narrows launch: worker %d was killed by signal %d (%s)\n", r, WTERMSIG(status),
+                   strsignal(WTERMSIG(status)));
+    } else if (WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "narrows launch: worker %d exited with status %d\n", r, WEXITSTATUS(status));
+      if (failed_status == 0) {
+        // A worker failed (bad input, an error it cannot recover from): the run is over for all.
+        failed_status = WEXITSTATUS(status);
+        failed_rank = r;
+        for (pid_t p : pids) {
+          if (p > 0) ::kill(p, SIGTERM);
+        }
+      }
+    }
+    if (r == 0) {
+      rank0_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      rank0_done = std::chrono::steady_clock::now();
+    }
+  }
+  if (failed_status != 0) {
+    const std::string why = "worker " + std::to_string(failed_rank) + " failed (its message is above)";
+    return failed_status == 2 ? Status::InvalidArgument(why) : Status::Internal(why);
+  }
+  if (rank0_status == 0) return Status::Ok();
+  const std::string why = "worker 0 " + (rank0_status > 128 ? "was killed" : "exited with status " + std::to_string(rank0_status)) +
+                          " (its message is above)";
+  return rank0_status == 2 ? Status::InvalidArgument(why) : Status::Internal(why);
+}
+
+}  // namespace narrows::tools

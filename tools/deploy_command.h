@@ -1,0 +1,60 @@
+// `narrows worker` and `narrows launch`: the scenario trained by real processes over ZeroMQ.
+//
+// A worker process runs one rank of every entry of the scenario's compare: list (or of one entry),
+// with live membership (trainer::Membership::kLive) over deploy::ZmqTransport. Rank 0 hosts the
+// rendezvous, gathers every rank's records after each entry and writes the same run folder as
+// `narrows run`, with wall-clock instead of virtual time. `launch --local N` starts N workers on
+// this machine and waits for them.
+//
+// Rank, world size and rendezvous come from flags, or from the launcher's conventions: torchrun
+// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS), Open MPI
+// (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE).
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/scenario.h"
+#include "core/status.h"
+
+namespace narrows::tools {
+
+struct WorkerOptions {
+  int rank = -1;              // -1: from the environment
+  int world = -1;             // -1: from the environment
+  std::string master;         // host:port; "": MASTER_ADDR and MASTER_PORT (default 29500)
+  std::string bind_host = "*";
+  std::string advertise;      // host the peers reach this worker at ("": as rank 0 sees it)
+  std::string key_file;       // overrides deploy.key_file
+  std::string entry;          // run only this entry of compare: ("": all)
+  bool rejoin = false;        // restart a rank of a run in progress (needs entry)
+  std::string resume;         // a checkpoint folder, …/<entry>/checkpoints/step-N
+  double connect_timeout_s = 120.0;
+  std::FILE* progress = stderr;
+  std::string data_root;
+};
+
+// Rank, world size and rendezvous address from `options`, else from `env` (the process
+// environment's variables). InvalidArgument naming the flag or variable that is missing or wrong.
+struct Placement {
+  int rank = 0, world = 1;
+  std::string master;
+};
+core::Result<Placement> ResolvePlacement(const WorkerOptions& options, const std::map<std::string, std::string>& env);
+std::map<std::string, std::string> ProcessEnvironment();
+
+core::Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& options);
+
+struct LaunchOptions {
+  int local = 0;                       // workers to start on this machine
+  std::string scenario_file;
+  std::vector<std::string> sets;       // --set overrides, passed on
+  std::string entry, resume;           // passed on
+  bool quiet = false;
+};
+// Starts the workers (this program, `worker`), waits for them and reports how each ended.
+core::Status LaunchLocal(const core::Scenario& scenario, const LaunchOptions& options);
+
+}  // namespace narrows::tools
