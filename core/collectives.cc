@@ -27,29 +27,57 @@ Status CheckGroup(const Transport& t, const CollectiveOptions& o, int* position)
   return Status::Ok();
 }
 
+// Sends [sb, se) to `next` and receives [rb, re) from `prev` in pieces of at most `piece` floats,
+// one piece sent ahead of each receive; `on_piece(begin, end, incoming)` consumes each received piece.
+template <typename OnPiece>
+Status Exchange(Transport& t, int next, int prev, int tag, double timeout, const float* data, int64_t sb, int64_t se,
+                int64_t rb, int64_t re, int64_t piece, float* incoming, OnPiece&& on_piece) {
+  auto send = [&](int64_t at) {
+    const int64_t end = std::min(se, at + piece);
+    return t.Send(next, tag, data + at, static_cast<size_t>(end - at) * sizeof(float));
+  };
+  int64_t s_at = sb;
+  if (s_at < se) {
+    NARROWS_RETURN_IF_ERROR(send(s_at));
+    s_at += piece;
+  }
+  for (int64_t r_at = rb; r_at < re; r_at += piece) {
+    if (s_at < se) {
+      NARROWS_RETURN_IF_ERROR(send(s_at));
+      s_at += piece;
+    }
+    const int64_t r_end = std::min(re, r_at + piece);
+    float* into = incoming ? incoming : const_cast<float*>(data) + r_at;
+    NARROWS_RETURN_IF_ERROR(t.Recv(prev, tag, into, static_cast<size_t>(r_end - r_at) * sizeof(float), timeout));
+    on_piece(r_at, r_end, into);
+  }
+  for (; s_at < se; s_at += piece) NARROWS_RETURN_IF_ERROR(send(s_at));
+  return Status::Ok();
+}
+
 Status RingAllReduce(Transport& t, float* data, int64_t count, const std::vector<int>& group, int tag,
-                     double timeout) {
+                     double timeout, int64_t pipeline_bytes) {
   const int n = static_cast<int>(group.size());
   const int p = PositionOf(group, t.rank());
   if (n == 1 || count == 0) return Status::Ok();
   const int next = group[Mod(p + 1, n)], prev = group[Mod(p - 1, n)];
-  std::vector<float> incoming(static_cast<size_t>(count / n + 1));
+  const int64_t piece = pipeline_bytes > 0 ? std::max<int64_t>(1, pipeline_bytes / 4) : count;
+  std::vector<float> incoming(static_cast<size_t>(std::min(count / n + 1, piece)));
   // Reduce-scatter: after n-1 steps position p holds the full sum of chunk p+1.
   for (int s = 0; s < n - 1; ++s) {
     const auto [sb, se] = Chunk(count, n, Mod(p - s, n));
-    NARROWS_RETURN_IF_ERROR(t.Send(next, tag, data + sb, static_cast<size_t>(se - sb) * sizeof(float)));
     const auto [rb, re] = Chunk(count, n, Mod(p - s - 1, n));
-    NARROWS_RETURN_IF_ERROR(
-        t.Recv(prev, tag, incoming.data(), static_cast<size_t>(re - rb) * sizeof(float), timeout));
-    for (int64_t i = rb; i < re; ++i) data[i] += incoming[i - rb];
+    NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag, timeout, data, sb, se, rb, re, piece, incoming.data(),
+                                     [&](int64_t b, int64_t e, const float* in) {
+                                       for (int64_t i = b; i < e; ++i) data[i] += in[i - b];
+                                     }));
   }
   // All-gather: pass the reduced chunks around the ring.
   for (int s = 0; s < n - 1; ++s) {
     const auto [sb, se] = Chunk(count, n, Mod(p + 1 - s, n));
-    NARROWS_RETURN_IF_ERROR(t.Send(next, tag + 1, data + sb, static_cast<size_t>(se - sb) * sizeof(float)));
     const auto [rb, re] = Chunk(count, n, Mod(p - s, n));
-    NARROWS_RETURN_IF_ERROR(
-        t.Recv(prev, tag + 1, data + rb, static_cast<size_t>(re - rb) * sizeof(float), timeout));
+    NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag + 1, timeout, data, sb, se, rb, re, piece, nullptr,
+                                     [](int64_t, int64_t, const float*) {}));
   }
   return Status::Ok();
 }
@@ -91,7 +119,7 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
   const int root = o.root >= 0 ? o.root : o.group.front();
   switch (o.algorithm) {
     case AllReduceAlgorithm::kRing:
-      return RingAllReduce(t, data, count, o.group, o.tag, o.timeout_s);
+      return RingAllReduce(t, data, count, o.group, o.tag, o.timeout_s, o.pipeline_bytes);
     case AllReduceAlgorithm::kStar:
       NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, o.group, root, o.tag + 2, o.timeout_s));
       return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), o.group, root, o.tag + 2,
@@ -115,7 +143,7 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
       const int leader = my_island.front();
       NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, my_island, leader, o.tag + 2, o.timeout_s));
       if (t.rank() == leader) {
-        NARROWS_RETURN_IF_ERROR(RingAllReduce(t, data, count, leaders, o.tag, o.timeout_s));
+        NARROWS_RETURN_IF_ERROR(RingAllReduce(t, data, count, leaders, o.tag, o.timeout_s, o.pipeline_bytes));
       }
       return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), my_island, leader,
                            o.tag + 2, o.timeout_s);

@@ -28,6 +28,10 @@ struct CollectiveOptions {
   // Hierarchical: the islands, each a list of ranks; reduce inside each island, ring across the
   // islands' leaders (their first rank in `group`), broadcast back inside each island.
   std::vector<std::vector<int>> islands;
+  // Ring: each step's chunk travels as messages of at most this many bytes (0: one message), sent
+  // ahead of the receive so that copying, checksumming, the wire and the reduction overlap. The
+  // sums are the same either way.
+  int64_t pipeline_bytes = 0;
 };
 
 // In-place element-wise sum over the group.

@@ -1,6 +1,6 @@
 #include "deploy/frame.h"
 
-#include <zlib.h>
+#include <isa-l/crc.h>
 
 #include <algorithm>
 #include <cstring>
@@ -23,16 +23,11 @@ T Get(const uint8_t* in) {
   return static_cast<T>(v);
 }
 
+// CRC-32 (the zlib/gzip polynomial) by ISA-L: ~20 GB/s with carry-less multiplication, against
+// zlib's ~3 GB/s, which would cost more than the copy of every large message. Same values as zlib.
 uint32_t Crc(const uint8_t* header, const void* payload, uint64_t length) {
-  uLong crc = crc32(0L, header, static_cast<uInt>(kCrcOffset));
-  const auto* p = static_cast<const Bytef*>(payload);
-  while (length > 0) {  // zlib takes at most 4 GiB per call
-    const auto n = static_cast<uInt>(std::min<uint64_t>(length, 1u << 30));
-    crc = crc32(crc, p, n);
-    p += n;
-    length -= n;
-  }
-  return static_cast<uint32_t>(crc);
+  const uint32_t crc = crc32_gzip_refl(0, header, kCrcOffset);
+  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(payload), length);
 }
 
 bool KnownType(uint16_t t) { return t >= 1 && t <= 4; }

@@ -1,5 +1,6 @@
 #include "deploy/zmq_transport.h"
 
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,11 +136,14 @@ struct ZmqTransport::Node {
     std::mutex send_mu;
     PeerState state = PeerState::kAlive;
     double last_seen = 0.0;
+    // Data frames sent to it and received from it (this incarnation); a bye says how many it sent,
+    // and the peer has left only once all of them arrived (they travel on another connection).
+    int64_t data_sent = 0, data_received = 0, leaves_after = -1;
   };
 
   ZmqOptions opt;
   uint64_t incarnation;
-  zmq::context_t ctx{2};
+  zmq::context_t ctx{1};
   zmq::socket_t data_pull{ctx, zmq::socket_type::pull};
   zmq::socket_t control_pull{ctx, zmq::socket_type::pull};
   zmq::socket_t zap{ctx, zmq::socket_type::rep};
@@ -303,6 +307,7 @@ struct ZmqTransport::Node {
       if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
       p.last_seen = Seconds();
       mailbox[{src, tag}].push_back(std::move(payload));
+      if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
     }
     cv.notify_all();
   }
@@ -330,6 +335,8 @@ struct ZmqTransport::Node {
         for (auto it = mailbox.begin(); it != mailbox.end();) {
           it = it->first.first == src ? mailbox.erase(it) : std::next(it);
         }
+        p.data_sent = p.data_received = 0;
+        p.leaves_after = -1;
         ++p.generation;
         Log(Rank(src) + " rejoined (new process)");
       }
@@ -344,7 +351,10 @@ struct ZmqTransport::Node {
         }
       }
     } else if (type == FrameType::kBye) {
-      if (inc == p.incarnation && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+      if (inc == p.incarnation && p.state == PeerState::kAlive) {
+        p.leaves_after = body.value("sent", int64_t{0});
+        if (p.data_received >= p.leaves_after) p.state = PeerState::kLeft;
+      }
     }
     lock.unlock();
     cv.notify_all();
@@ -489,6 +499,14 @@ core::Result<std::unique_ptr<ZmqTransport>> ZmqTransport::Connect(const ZmqOptio
   }
   auto master = SplitHostPort(options.master);
   if (!master.ok()) return Status::InvalidArgument("rendezvous address: " + master.status().message());
+  // Every message is a fresh buffer (ours to send, ZeroMQ's on receipt). glibc maps buffers above
+  // its mmap threshold afresh and returns freed heap tops to the system, so each large message
+  // would page-fault and zero its memory again: a third of the time of a 64 MB all-reduce. Keep
+  // them on the heap for reuse (process-wide, which is what a worker process wants).
+  static const bool heap_tuned = [] {
+    return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+  }();
+  (void)heap_tuned;
   auto node = std::make_shared<Node>(options);
   Node& n = *node;
   const int rank = options.rank;
@@ -602,7 +620,14 @@ ZmqTransport::~ZmqTransport() {
       if (r != n.opt.rank && n.peers[static_cast<size_t>(r)]->state == Node::PeerState::kAlive) alive.push_back(r);
     }
   }
-  for (int r : alive) n.SendControl(r, FrameType::kBye, {{"incarnation", n.incarnation}});
+  for (int r : alive) {
+    int64_t sent = 0;
+    {
+      std::lock_guard<std::mutex> lock(n.mu);
+      sent = n.peers[static_cast<size_t>(r)]->data_sent;
+    }
+    n.SendControl(r, FrameType::kBye, {{"incarnation", n.incarnation}, {"sent", sent}});
+  }
   n.stop = true;
   n.thread.join();
   for (auto& p : n.peers) {
@@ -640,6 +665,7 @@ Status ZmqTransport::Send(int dst, int tag, const void* data, size_t bytes) {
     }
   }
   std::lock_guard<std::mutex> lock(n.mu);
+  ++p.data_sent;
   n.stats.bytes_sent += static_cast<int64_t>(bytes);
   ++n.stats.messages_sent;
   return Status::Ok();

@@ -21,6 +21,10 @@
 // one cluster key pair read from a key file, and a ZAP handler admits only clients that prove they
 // hold that key pair; without it, plain TCP.
 //
+// Large messages: collectives should send them in pieces (core::CollectiveOptions::pipeline_bytes,
+// about 1 MiB), so that copying, checksumming, the wire and the reduction overlap and buffers are
+// reused from the heap (Connect raises glibc's mmap threshold to 32 MiB for the process).
+//
 // Thread-safety: an endpoint is used by one thread (Start gives another endpoint of the same rank
 // to another thread); the endpoints of one rank share the sockets behind mutexes.
 #pragma once

@@ -1,0 +1,223 @@
+// bench_allreduce: ring all-reduce of float32 among processes on loopback, narrows (core::AllReduceSum
+// over deploy::ZmqTransport: plain TCP in 1 MiB pieces, plain TCP in whole chunks, CURVE in 1 MiB
+// pieces) beside Gloo (AllreduceRing and
+// AllreduceRingChunked over its TCP transport), measured in the same run.
+//
+// Prints per case the time per all-reduce and the bus bandwidth (NCCL-tests' convention:
+// S/t · 2(n-1)/n, the bytes each rank's link carries per second), and narrows' ratio to the best
+// Gloo algorithm. `bench_allreduce` alone runs the driver: for each case it starts n processes of
+// itself (`bench_allreduce one IMPL RANK N COUNT ITERS RENDEZVOUS OUT`) and reads rank 0's result.
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/collectives.h"
+#include "deploy/zmq_transport.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+void Fill(std::vector<float>& v, int rank) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i % 97) * 0.01 + rank);
+}
+
+// Checks the result of summing Fill over n ranks (exact: small integers and hundredths).
+bool Correct(const std::vector<float>& v, int n) {
+  for (size_t i = 0; i < v.size(); i += 4099) {
+    const double want = n * ((i % 97) * 0.01) + n * (n - 1) / 2.0;
+    if (std::abs(v[i] - want) > 1e-3 * std::max(1.0, want)) {
+      std::fprintf(stderr, "element %zu of %zu: %g, expected %g\n", i, v.size(), v[i], want);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Runs `iters` timed all-reduces after two warm-up ones, `setup` refilling the buffer before each
+// (untimed); returns the median seconds, or -1.
+template <typename Setup, typename Fn>
+double Time(int iters, Setup&& setup, Fn&& allreduce) {
+  for (int i = 0; i < 2; ++i) {
+    setup();
+    if (!allreduce()) return -1;
+  }
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    setup();
+    const auto a = Clock::now();
+    if (!allreduce()) return -1;
+    t.push_back(Seconds(a, Clock::now()));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int One(const std::string& impl, int rank, int n, int64_t count, int iters, const std::string& rendezvous,
+        const std::string& out) {
+  std::vector<float> data(static_cast<size_t>(count));
+  double seconds = -1;
+  bool ok = true;
+  if (impl.rfind("gloo", 0) == 0) {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore file_store(rendezvous);
+    gloo::rendezvous::PrefixStore store("bench", file_store);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, n);
+    context->connectFullMesh(store, device);
+    std::vector<float*> ptrs = {data.data()};
+    auto run = [&](auto& algorithm) {
+      seconds = Time(iters, [&] { Fill(data, rank); }, [&] {
+        algorithm.run();
+        return true;
+      });
+    };
+    if (impl == "gloo-ring") {
+      gloo::AllreduceRing<float> a(context, ptrs, static_cast<int>(count));
+      run(a);
+    } else {
+      gloo::AllreduceRingChunked<float> a(context, ptrs, static_cast<int>(count));
+      run(a);
+    }
+    Fill(data, rank);
+    gloo::AllreduceRing<float>(context, ptrs, static_cast<int>(count)).run();
+    ok = Correct(data, n);
+    gloo::BarrierAllToAll(context).run();  // everyone has finished before anyone leaves
+  } else {
+    narrows::deploy::ZmqOptions o;
+    o.rank = rank;
+    o.world_size = n;
+    o.master = rendezvous;
+    o.bind_host = "127.0.0.1";
+    o.curve = impl.find("curve") != std::string::npos;
+    if (o.curve) {
+      auto keys = narrows::deploy::ReadKeyFile(out + ".key");
+      if (!keys.ok()) return 1;
+      o.keys = *keys;
+    }
+    auto t = narrows::deploy::ZmqTransport::Connect(o);
+    if (!t.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, t.status().ToString().c_str());
+      return 1;
+    }
+    narrows::core::CollectiveOptions c;
+    c.pipeline_bytes = impl.find("whole") != std::string::npos ? 0 : int64_t{1} << 20;
+    for (int r = 0; r < n; ++r) c.group.push_back(r);
+    int tag = 100;
+    seconds = Time(iters, [&] { Fill(data, rank); }, [&] {
+      c.tag = (tag += 3);
+      const narrows::core::Status s = narrows::core::AllReduceSum(**t, data.data(), count, c);
+      if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+      return s.ok();
+    });
+    Fill(data, rank);
+    c.tag = (tag += 3);
+    narrows::core::Status s = narrows::core::AllReduceSum(**t, data.data(), count, c);
+    ok = s.ok() && Correct(data, n);
+    // Everyone has finished before anyone leaves.
+    c.tag = (tag += 3);
+    float one = 1;
+    if (ok) s = narrows::core::AllReduceSum(**t, &one, 1, c);
+    if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+    ok = ok && s.ok();
+  }
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: %s gave a wrong sum\n", rank, impl.c_str());
+    return 1;
+  }
+  if (rank == 0) std::ofstream(out) << seconds << "\n";
+  return 0;
+}
+
+// Starts n processes of this program for one case; rank 0's median seconds, or -1.
+double Case(const std::string& self, const std::string& impl, int n, int64_t count, int iters, int port) {
+  const auto dir = std::filesystem::temp_directory_path() / ("narrows-allreduce-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "result").string();
+  if (impl.find("curve") != std::string::npos && !narrows::deploy::WriteNewKeyFile(out + ".key").ok()) return -1;
+  const std::string rendezvous = impl.rfind("gloo", 0) == 0 ? (dir / "store").string() : "127.0.0.1:" + std::to_string(port);
+  if (impl.rfind("gloo", 0) == 0) std::filesystem::create_directories(rendezvous);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args = {self, "one", impl, std::to_string(r), std::to_string(n), std::to_string(count),
+                                     std::to_string(iters), rendezvous, out};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return -1;
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t p : pids) {
+    int status = 0;
+    ::waitpid(p, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  double seconds = -1;
+  if (ok) std::ifstream(out) >> seconds;
+  std::filesystem::remove_all(dir);
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 9 && std::string(argv[1]) == "one") {
+    return One(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]), std::atoi(argv[6]), argv[7], argv[8]);
+  }
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
+  std::printf("ring all-reduce of float32 over loopback TCP, processes on this machine; median of %d\n", iters);
+  std::printf("%-6s %-8s %-15s %12s %14s %14s\n", "ranks", "size", "impl", "time (ms)", "busbw (GB/s)", "vs best gloo");
+  int port = 21000 + ::getpid() % 20000;
+  bool below = false;
+  for (int n : {2, 4}) {
+    for (int64_t mb : {4, 64}) {
+      const int64_t count = mb * 1000 * 1000 / 4;
+      const double bytes = static_cast<double>(count) * 4;
+      double best_gloo = 1e30;
+      for (const std::string impl : {"gloo-ring", "gloo-ring-chunked", "narrows", "narrows-whole", "narrows-curve"}) {
+        const double t = Case(self, impl, n, count, iters, port++);
+        if (t <= 0) {
+          std::printf("%-6d %-8s %-15s %12s\n", n, (std::to_string(mb) + " MB").c_str(), impl.c_str(), "failed");
+          below = true;
+          continue;
+        }
+        const double busbw = bytes / t * 2.0 * (n - 1) / n / 1e9;
+        if (impl.rfind("gloo", 0) == 0) best_gloo = std::min(best_gloo, t);
+        char ratio[32] = "";
+        if (impl.rfind("narrows", 0) == 0) std::snprintf(ratio, sizeof ratio, "%.2fx", best_gloo / t);
+        if (impl == "narrows" && t > best_gloo) below = true;
+        std::printf("%-6d %-8s %-15s %12.2f %14.2f %14s\n", n, (std::to_string(mb) + " MB").c_str(), impl.c_str(),
+                    t * 1e3, busbw, ratio);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("target: narrows (plain TCP) at least Gloo's bandwidth: %s\n", below ? "NOT met" : "met");
+  return 0;
+}
