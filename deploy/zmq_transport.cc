@@ -1,6 +1,9 @@
 #include "deploy/zmq_transport.h"
 
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,6 +125,21 @@ Status WriteNewKeyFile(const std::string& path) {
   const bool ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   std::fclose(f);
   return ok ? Status::Ok() : Status::IoError(path + ": write failed");
+}
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 29500;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -51,6 +51,9 @@ core::Result<CurveKeys> ReadKeyFile(const std::string& path);
 // Writes a fresh key pair to `path`, readable by its owner only; fails if `path` exists.
 core::Status WriteNewKeyFile(const std::string& path);
 
+// A TCP port on 127.0.0.1 that the kernel hands out as free now (for a rendezvous on one machine).
+int FreeLoopbackPort();
+
 struct ZmqOptions {
   int rank = 0;
   int world_size = 1;

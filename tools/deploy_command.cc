@@ -1,10 +1,7 @@
 #include "tools/deploy_command.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,21 +74,6 @@ Status Gather(deploy::ZmqTransport& t, trainer::Experiment& e, std::vector<int>*
   return Status::Ok();
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 29500;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 }  // namespace
 
@@ -284,7 +266,7 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) return Status::IoError("cannot find this program (/proc/self/exe)");
   self[len] = '\0';
-  const std::string master = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string master = "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> args = {self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",

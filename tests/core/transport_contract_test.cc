@@ -49,18 +49,13 @@ World EmulatedNs3() {
           }};
 }
 
-// A free port for a rendezvous: distinct per process and call.
-int RendezvousPort() {
-  static int next = 0;
-  return 20000 + (static_cast<int>(::getpid()) * 37 + 101 * next++) % 30000;
-}
 
 // ZeroMQ over loopback TCP: one process, one thread and one transport per rank.
 World ZeroMq(bool curve) {
   return {curve ? "zeromq_curve" : "zeromq", [curve](int n, const Body& body) {
             deploy::ZmqOptions base;
             base.world_size = n;
-            base.master = "127.0.0.1:" + std::to_string(RendezvousPort());
+            base.master = "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
             base.bind_host = "127.0.0.1";
             base.connect_timeout_s = 20;
             if (curve) {

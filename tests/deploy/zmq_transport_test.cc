@@ -20,10 +20,6 @@
 namespace narrows::deploy {
 namespace {
 
-int Port() {
-  static int next = 0;
-  return 20000 + (static_cast<int>(::getpid()) * 53 + 211 * next++ + 15000) % 30000;
-}
 
 ZmqOptions Options(int rank, int world, int port) {
   ZmqOptions o;
@@ -63,7 +59,7 @@ pid_t Fork(const std::function<void()>& child) {
 }
 
 TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
-  const int port = Port();
+  const int port = deploy::FreeLoopbackPort();
   auto ts = ConnectAll({Options(0, 2, port), Options(1, 2, port)});
   ASSERT_TRUE(ts[0] && ts[1]);
   zmq::context_t ctx;
@@ -100,7 +96,7 @@ TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
 }
 
 TEST(ZmqTransportTest, CurveWithTheWrongKeyCannotJoin) {
-  const int port = Port();
+  const int port = deploy::FreeLoopbackPort();
   auto a = Options(0, 2, port), b = Options(1, 2, port);
   a.curve = b.curve = true;
   a.keys = *GenerateCurveKeys();
@@ -118,13 +114,13 @@ TEST(ZmqTransportTest, CurveWithTheWrongKeyCannotJoin) {
 }
 
 TEST(ZmqTransportTest, RendezvousTimesOutNamingWhatIsMissing) {
-  auto o = Options(0, 3, Port());
+  auto o = Options(0, 3, deploy::FreeLoopbackPort());
   o.connect_timeout_s = 0.3;
   auto t = ZmqTransport::Connect(o);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), core::StatusCode::kTimeout);
   EXPECT_NE(t.status().message().find("2 of 3 ranks did not register"), std::string::npos) << t.status().message();
-  auto bad = Options(1, 2, Port());
+  auto bad = Options(1, 2, deploy::FreeLoopbackPort());
   bad.master = "127.0.0.1";
   EXPECT_EQ(ZmqTransport::Connect(bad).status().code(), core::StatusCode::kInvalidArgument);
 }
@@ -153,7 +149,7 @@ TEST(ZmqTransportTest, KeyFilesRoundTripAndAreChecked) {
 // A peer killed with SIGKILL is declared dead within the timeout; a new process with its rank
 // rejoins, and what the dead one had sent is not delivered to anyone.
 TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
-  const int port = Port();
+  const int port = deploy::FreeLoopbackPort();
   auto opts = Options(0, 2, port);
   std::unique_ptr<ZmqTransport> t0;
   std::thread connect([&] { t0 = std::move(*ZmqTransport::Connect(opts)); });
