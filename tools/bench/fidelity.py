@@ -1,0 +1,72 @@
+"""The body of tools/bench/fidelity (see there)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parents[2]
+NARROWS = HERE / "build" / "narrows"
+SCENARIO = HERE / "tools" / "bench" / "fidelity.yaml"
+OUT = HERE / "tools" / "bench" / "out" / "fidelity"
+ENTRIES = {"ddp": "{algorithm: ddp, overlap: false, name: ddp}", "diloco-h8": "diloco-h8"}
+RATES = [50, 200]
+
+
+def run(cmd):
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+
+
+def result(name, entry):
+    summary = json.loads((OUT / name / "summary.json").read_text())
+    lines = [json.loads(l) for l in (OUT / name / entry / "metrics.jsonl").read_text().splitlines()]
+    last = lines[-1]
+    compute = sum(w["compute_s"] for w in last["workers"]) / len(last["workers"])
+    return summary["results"][0]["time_s"], compute, last["step"]
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    common = ["--set", f"output.dir={OUT}"]
+    # FLOPs of each entry's compute per worker: modelled at 1 TFLOP/s, read back.
+    flops = {}
+    for entry, spec in ENTRIES.items():
+        name = f"flops-{entry}"
+        run([NARROWS, "run", SCENARIO, "-q", *common, "--set", f"compare=[{spec}]", "--set", f"name={name}",
+             "--set", "compute.mode=modelled", "--set", "compute.device_flops=1e12"])
+        _, compute, steps = result(name, entry)
+        flops[entry] = compute * 1e12
+    rows = []
+    for rate in RATES:
+        for entry, spec in ENTRIES.items():
+            sets = [*common, "--set", f"compare=[{spec}]", "--set", f"network.bandwidth_bps={rate}e6"]
+            real_name = f"real-{rate}-{entry}"
+            run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
+            real_t, real_compute, steps = result(real_name, entry)
+            row = {"rate": rate, "entry": entry, "steps": steps, "real": real_t / steps}
+            for model in ["analytic", "ns3"]:
+                name = f"pred-{model}-{rate}-{entry}"
+                run([NARROWS, "run", SCENARIO, "-q", *sets, "--set", f"name={name}", "--set", f"network.model={model}",
+                     "--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops[entry] / real_compute:.6g}"])
+                row[model] = result(name, entry)[0] / steps
+            rows.append(row)
+            print(f"measured {rate} Mbit/s {entry}: {row['real']:.3f} s/step", file=sys.stderr)
+    print(f"{'Mbit/s':>7} {'entry':<10} {'real s/step':>11} {'analytic':>9} {'error':>7} {'ns-3':>9} {'error':>7}")
+    errors = {"analytic": [], "ns3": []}
+    for r in rows:
+        e = {m: (r[m] - r["real"]) / r["real"] for m in errors}
+        for m in errors:
+            errors[m].append(abs(e[m]))
+        print(f"{r['rate']:>7} {r['entry']:<10} {r['real']:>11.3f} {r['analytic']:>9.3f} {100 * e['analytic']:>+6.1f}% "
+              f"{r['ns3']:>9.3f} {100 * e['ns3']:>+6.1f}%")
+    for m, errs in errors.items():
+        print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
+              f"(target: mean <= 5%, max <= 10%)")
+    for rate in RATES:
+        by = {r["entry"]: r for r in rows if r["rate"] == rate}
+        for m in ["analytic", "ns3"]:
+            same = (by["ddp"]["real"] < by["diloco-h8"]["real"]) == (by["ddp"][m] < by["diloco-h8"][m])
+            print(f"{rate} Mbit/s, {m}: DDP-versus-DiLoCo ranking {'preserved' if same else 'NOT preserved'}")
+
+
+if __name__ == "__main__":
+    main()
