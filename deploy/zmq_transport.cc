@@ -67,6 +67,19 @@ core::Result<std::pair<std::string, int>> SplitHostPort(const std::string& s) {
   return std::make_pair(host, static_cast<int>(port));
 }
 
+// The parts of the next multipart message on `s` (none if `flags` is dontwait and none waits).
+std::vector<zmq::message_t> RecvParts(zmq::socket_t& s, zmq::recv_flags flags) {
+  std::vector<zmq::message_t> parts;
+  while (true) {
+    zmq::message_t m;
+    if (!s.recv(m, parts.empty() ? flags : zmq::recv_flags::none)) break;
+    const bool more = m.more();
+    parts.push_back(std::move(m));
+    if (!more) break;
+  }
+  return parts;
+}
+
 }  // namespace
 
 core::Result<CurveKeys> GenerateCurveKeys() {
@@ -253,17 +266,8 @@ struct ZmqTransport::Node {
 
   // Reads one multipart frame [header][payload]; false if none was waiting.
   bool ReadFrame(zmq::socket_t& s, bool control, std::string* identity = nullptr) {
-    std::vector<zmq::message_t> parts;
-    while (true) {
-      zmq::message_t m;
-      if (!s.recv(m, zmq::recv_flags::dontwait)) {
-        if (parts.empty()) return false;
-        break;  // cannot happen: multipart messages arrive whole
-      }
-      const bool more = m.more();
-      parts.push_back(std::move(m));
-      if (!more) break;
-    }
+    std::vector<zmq::message_t> parts = RecvParts(s, zmq::recv_flags::dontwait);
+    if (parts.empty()) return false;
     std::string peer_address;
     if (identity) {
       *identity = parts.front().to_string();
@@ -330,14 +334,20 @@ struct ZmqTransport::Node {
     cv.notify_all();
   }
 
+  // The JSON body of a control frame, or false (the frame rejected) if it is not JSON.
+  bool ParseBody(int src, const zmq::message_t& payload, const char* what, Json* body) {
+    try {
+      *body = Json::parse(payload.to_string());
+      return true;
+    } catch (const std::exception& e) {
+      Reject(src, std::string(what) + " is not JSON: " + e.what());
+      return false;
+    }
+  }
+
   void OnControl(int src, FrameType type, const zmq::message_t& payload) {
     Json body;
-    try {
-      body = Json::parse(payload.to_string());
-    } catch (const std::exception& e) {
-      Reject(src, std::string("control payload is not JSON: ") + e.what());
-      return;
-    }
+    if (!ParseBody(src, payload, "control payload", &body)) return;
     std::unique_lock<std::mutex> lock(mu);
     Peer& p = *peers[static_cast<size_t>(src)];
     const uint64_t inc = body.value("incarnation", uint64_t{0});
@@ -382,12 +392,7 @@ struct ZmqTransport::Node {
   void OnRegister(int src, const std::string& identity, const std::string& peer_address,
                   const zmq::message_t& payload) {
     Json body;
-    try {
-      body = Json::parse(payload.to_string());
-    } catch (const std::exception& e) {
-      Reject(src, std::string("registration is not JSON: ") + e.what());
-      return;
-    }
+    if (!ParseBody(src, payload, "registration", &body)) return;
     std::string host = body.value("host", std::string());
     if (host.empty()) host = peer_address.empty() ? "127.0.0.1" : peer_address;
     const int dp = body.value("data_port", 0), cp = body.value("control_port", 0);
@@ -422,14 +427,7 @@ struct ZmqTransport::Node {
   // ZAP (ZeroMQ's authentication protocol, RFC 27): admit a CURVE client only if its public key
   // is the cluster's — which the handshake proves it holds the secret key of.
   void AnswerZap() {
-    std::vector<zmq::message_t> req;
-    while (true) {
-      zmq::message_t m;
-      if (!zap.recv(m, zmq::recv_flags::dontwait)) break;
-      const bool more = m.more();
-      req.push_back(std::move(m));
-      if (!more) break;
-    }
+    std::vector<zmq::message_t> req = RecvParts(zap, zmq::recv_flags::dontwait);
     if (req.size() < 6) return;
     bool ok = false;
     if (req.size() >= 7 && req[5].to_string() == "CURVE" && req[6].size() == 32) {
@@ -590,14 +588,7 @@ core::Result<std::unique_ptr<ZmqTransport>> ZmqTransport::Connect(const ZmqOptio
                              std::to_string(options.connect_timeout_s) + " s (is rank 0 up" +
                              (options.curve ? ", with the same key file?)" : "?)"));
     }
-    std::vector<zmq::message_t> parts;
-    while (true) {
-      zmq::message_t m;
-      (void)dealer.recv(m);
-      const bool more = m.more();
-      parts.push_back(std::move(m));
-      if (!more) break;
-    }
+    std::vector<zmq::message_t> parts = RecvParts(dealer, zmq::recv_flags::none);
     if (parts.size() != 2) return Status::InvalidArgument("rendezvous answered with a malformed frame");
     auto header = DecodeFrameHeader(static_cast<const uint8_t*>(parts[0].data()), parts[0].size(), 1 << 20);
     if (!header.ok()) return Status::InvalidArgument("rendezvous answer: " + header.status().message());
