@@ -20,8 +20,8 @@ def result(name, entry):
     summary = json.loads((OUT / name / "summary.json").read_text())
     lines = [json.loads(l) for l in (OUT / name / entry / "metrics.jsonl").read_text().splitlines()]
     last = lines[-1]
-    compute = sum(w["compute_s"] for w in last["workers"]) / len(last["workers"])
-    return summary["results"][0]["time_s"], compute, last["step"]
+    per_worker = [w["compute_s"] for w in last["workers"]]
+    return summary["results"][0]["time_s"], per_worker, last["step"]
 
 
 def main():
@@ -34,19 +34,24 @@ def main():
         run([NARROWS, "run", SCENARIO, "-q", *common, "--set", f"compare=[{spec}]", "--set", f"name={name}",
              "--set", "compute.mode=modelled", "--set", "compute.device_flops=1e12"])
         _, compute, steps = result(name, entry)
-        flops[entry] = compute * 1e12
+        flops[entry] = sum(compute) / len(compute) * 1e12
     rows = []
     for rate in RATES:
         for entry, spec in ENTRIES.items():
             sets = [*common, "--set", f"compare=[{spec}]", "--set", f"network.bandwidth_bps={rate}e6"]
             real_name = f"real-{rate}-{entry}"
             run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
-            real_t, real_compute, steps = result(real_name, entry)
+            real_t, per_worker, steps = result(real_name, entry)
+            # The real workers' compute, mean and spread (four processes share two cores, unevenly):
+            # the emulated workers compute as long, each at its own speed.
+            real_compute = sum(per_worker) / len(per_worker)
+            speeds = ", ".join(f"{real_compute / c:.4f}" for c in per_worker)
             row = {"rate": rate, "entry": entry, "steps": steps, "real": real_t / steps}
             for model in ["analytic", "ns3"]:
                 name = f"pred-{model}-{rate}-{entry}"
                 run([NARROWS, "run", SCENARIO, "-q", *sets, "--set", f"name={name}", "--set", f"network.model={model}",
-                     "--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops[entry] / real_compute:.6g}"])
+                     "--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops[entry] / real_compute:.6g}",
+                     "--set", f"workers.speed=[{speeds}]"])
                 row[model] = result(name, entry)[0] / steps
             rows.append(row)
             print(f"measured {rate} Mbit/s {entry}: {row['real']:.3f} s/step", file=sys.stderr)
