@@ -10,6 +10,7 @@
 #include "core/scenario.h"
 #include "deploy/zmq_transport.h"
 #include "tools/deploy_command.h"
+#include "tools/plan_command.h"
 #include "tools/run_command.h"
 #include "trainer/train.h"
 
@@ -91,6 +92,18 @@ int main(int argc, char** argv) {
   launch->add_option("--resume", launch_options.resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
   launch->add_flag("-q,--quiet", quiet, "no progress line");
 
+  narrows::tools::PlanOptions plan_options;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "predict time and compute utilisation without training; the bandwidth for 50-99% utilisation");
+  add_scenario_args(plan);
+  plan->add_option("--params", plan_options.params, "model size: a count (7e9) or 1B, 10B, 405B (default: the scenario's model)");
+  plan->add_option("--tokens", plan_options.tokens, "tokens to train on, all workers (default: the scenario's, or 20 per parameter)");
+  plan->add_option("--batch-tokens", plan_options.global_batch_tokens, "tokens per optimiser step, all workers");
+  plan->add_option("--flops", plan_options.flops, "sustained FLOP/s of one worker (default: compute.device_flops)");
+  plan->add_option("--fragments", plan_options.fragments, "add Streaming DiLoCo with this many fragments")->check(CLI::PositiveNumber);
+  plan->add_option("--overlap", plan_options.overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
+  plan->add_option("--bits", plan_options.bits, "Streaming DiLoCo: bits per outer-gradient value (default 32)");
+
   std::string key_file;
   CLI::App* keygen = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
   keygen->add_option("file", key_file, "where to write it (must not exist)")->required();
@@ -139,6 +152,10 @@ int main(int argc, char** argv) {
   if (*worker) {
     worker_options.progress = quiet ? nullptr : stderr;
     const Status s = narrows::tools::RunWorkerProcess(*scenario, worker_options);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (*plan) {
+    const Status s = narrows::tools::PlanScenario(*scenario, plan_options);
     return s.ok() ? 0 : Fail(s);
   }
   if (*launch) {

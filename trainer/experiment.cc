@@ -912,6 +912,12 @@ core::Status RunDiloco(WorkerContext& w) {
 
 }  // namespace
 
+ModelCost CostOf(const core::ModelSpec& spec) {
+  torch::manual_seed(0);
+  Gpt model(spec, torch::kCPU);
+  return {model.num_params(), model.TrainFlopsPerToken()};
+}
+
 Experiment::Experiment(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Experiment::~Experiment() = default;
 

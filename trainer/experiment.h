@@ -30,6 +30,14 @@ struct EntryResult {
   double host_compute_s = 0.0;       // host seconds spent in replica compute (measured mode)
 };
 
+// A model's size and cost, for planning without LibTorch in the caller: parameters, and training
+// FLOPs per token (forward and backward, as Gpt::TrainFlopsPerToken).
+struct ModelCost {
+  int64_t params = 0;
+  double train_flops_per_token = 0.0;
+};
+ModelCost CostOf(const core::ModelSpec& spec);
+
 enum class Membership {
   // From the scenario's faults, known in advance to every worker (the emulator).
   kScripted,

@@ -8,6 +8,7 @@
 #include "core/collectives.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
+#include "tools/plan_command.h"
 #include "trainer/experiment.h"
 #include "trainer/replica.h"
 
@@ -211,6 +212,63 @@ TEST_F(DistributedTest, Ns3NetworkTrainsTheSameModelAndAgreesOnTime) {
     EXPECT_NE(ns3.virtual_time_s, analytic.virtual_time_s) << entry;  // a different model ran
     EXPECT_NEAR(ns3.virtual_time_s / analytic.virtual_time_s, 1.0, 0.15) << entry;
   }
+}
+
+// The capacity planner predicts what `narrows run` measures where both can run (modelled compute,
+// DDP without overlap and DiLoCo), from the same network model and without training. With a
+// straggler it is an upper bound: the others' part of the ring proceeds while it computes.
+TEST_F(DistributedTest, PlanAgreesWithTheEmulatedRun) {
+  for (const std::string speeds : {"[1, 1, 1, 1]", "[1, 1, 0.5, 1]"}) {
+    const auto sc = Make("workers: {count: 4, speed: " + speeds + "}\n"
+                         "compare: [{algorithm: ddp, overlap: false}, diloco-h4]\n",
+                         "network: {profile: internet-1g}\n");
+    auto plan = tools::MakePlan(sc, {});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(plan->rows.size(), 2u);
+    const bool straggler = speeds != "[1, 1, 1, 1]";
+    for (size_t i = 0; i < 2; ++i) {
+      const EntryResult run = Run(sc, i);
+      const auto& p = plan->rows[i];
+      EXPECT_EQ(p.name, run.name);
+      const double ratio = p.time_s / run.virtual_time_s;
+      if (straggler) {
+        EXPECT_GE(ratio, 0.999) << p.name;
+        EXPECT_LE(ratio, 1.15) << p.name;
+      } else {
+        EXPECT_NEAR(ratio, 1.0, 0.01) << p.name;
+        EXPECT_NEAR(p.compute_s / p.time_s, run.compute_utilization, 0.01) << p.name;
+      }
+      EXPECT_NEAR(p.bytes_per_worker / run.bytes_sent_per_worker, 1.0, 0.001) << p.name;
+    }
+  }
+}
+
+TEST_F(DistributedTest, PlanForLargeModelsAndTheBandwidthTheyNeed) {
+  auto sc = Make("workers: {count: 8}\ncompare: [ddp, diloco-h100]\n", "network: {profile: dc-400g}\n");
+  tools::PlanOptions o;
+  o.params = "405B";
+  o.flops = 4e17;
+  o.fragments = 4;
+  o.bits = 4;
+  auto plan = tools::MakePlan(sc, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->rows.size(), 3u);  // ddp, diloco-h100, its streaming variant
+  EXPECT_DOUBLE_EQ(plan->params, 4.05e11);
+  EXPECT_DOUBLE_EQ(plan->tokens, 20 * 4.05e11);
+  for (const auto& r : plan->rows) {
+    double last = 0;
+    for (const auto& [u, bps] : r.bandwidth_for) {
+      EXPECT_GE(bps, last) << r.name << " at " << u << "%";
+      last = bps;
+    }
+  }
+  // At 90% utilisation DiLoCo needs far less bandwidth than DDP, and 4-bit streaming less again.
+  EXPECT_LT(plan->rows[1].bandwidth_for.at(90) * 10, plan->rows[0].bandwidth_for.at(90));
+  EXPECT_LT(plan->rows[2].bandwidth_for.at(90), plan->rows[1].bandwidth_for.at(90));
+  // At 400 Gbit/s DiLoCo computes most of the time.
+  EXPECT_GT(plan->rows[1].compute_s / plan->rows[1].time_s, 0.5);
+  o.params = "seven billion";
+  EXPECT_EQ(tools::MakePlan(sc, o).status().code(), core::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,252 @@
+#include "tools/plan_command.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "core/run_writer.h"
+#include "emu/network_from_scenario.h"
+#include "trainer/experiment.h"
+
+namespace narrows::tools {
+namespace {
+
+using core::Status;
+
+struct Workload {
+  double params = 0;           // N
+  double flops_per_token = 0;  // training FLOPs per token (6N for the presets)
+  double tokens = 0;           // D, all workers
+  double batch_tokens = 0;     // per optimiser step, all workers
+  std::string label;
+};
+
+// The time of a ring all-reduce of `bytes` among the scenario's workers on its network model:
+// 2(M-1) ring steps, in each of which every worker sends bytes/M to the next at once.
+double RingAllReduceSeconds(const core::Scenario& sc, double bytes) {
+  const int m = sc.workers.count;
+  if (m < 2 || bytes <= 0) return 0.0;
+  auto model = emu::NetworkFromScenario(sc);
+  std::vector<sim::Message> step;
+  for (int w = 0; w < m; ++w) {
+    step.push_back({w, (w + 1) % m, static_cast<int64_t>(std::ceil(bytes / m)), 0.0});
+  }
+  const auto delivered = sim::SimulateMessages(*model, step);
+  return 2.0 * (m - 1) * *std::max_element(delivered.begin(), delivered.end());
+}
+
+struct Row {
+  std::string name;
+  double time_s = 0, compute_s = 0, bytes_per_worker = 0;
+  int64_t syncs = 0;
+};
+
+// The prediction for one entry (DDP, DiLoCo H, or Streaming DiLoCo with `fragments`).
+Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
+            const PlanOptions& o, int fragments) {
+  const int m = sc.workers.count;
+  const double slowest = *std::min_element(sc.workers.speed.begin(), sc.workers.speed.end());
+  const double steps = std::ceil(w.tokens / w.batch_tokens);
+  // Every synchronisation waits for the slowest worker; utilisation is the workers' mean compute
+  // over the time, as `narrows run` reports it.
+  const double nominal = w.flops_per_token * w.batch_tokens / m / flops;
+  const double step_compute = nominal / slowest;
+  double mean_speed_inverse = 0;
+  for (double s : sc.workers.speed) mean_speed_inverse += 1.0 / s / m;
+  Row r;
+  r.name = a.name;
+  const double critical_compute = steps * step_compute;
+  r.compute_s = steps * nominal * mean_speed_inverse;
+  const double ring = 2.0 * (m - 1) / m;  // bytes each worker sends per byte all-reduced
+  if (a.kind == core::AlgorithmKind::kDdp) {
+    const double bytes = 4.0 * (w.params + 1);  // gradients and the loss, float32
+    // Overlapped DDP hides the all-reduce behind backward (two thirds of a step's compute), except
+    // for the last bucket, ready only when backward ends (a model within the first bucket: all of it).
+    const double all = RingAllReduceSeconds(sc, bytes);
+    const double first_bucket = std::min(1.0, a.bucket_mb) * 1e6;
+    const double exposed = !a.overlap || bytes <= first_bucket
+                               ? all
+                               : std::max(RingAllReduceSeconds(sc, std::min(bytes, a.bucket_mb * 1e6)),
+                                          all - 2.0 / 3.0 * step_compute);
+    r.time_s = critical_compute + steps * exposed;
+    r.bytes_per_worker = steps * ring * bytes;
+    return r;
+  }
+  const double rounds = std::ceil(steps / static_cast<double>(a.inner_steps));
+  r.syncs = static_cast<int64_t>(rounds);
+  if (fragments <= 0) {
+    // The outer gradient, the contributor count and one join vote per worker (float32).
+    const double bytes = 4.0 * (w.params + 1 + m);
+    r.time_s = critical_compute + rounds * RingAllReduceSeconds(sc, bytes);
+    r.bytes_per_worker = rounds * ring * bytes;
+    return r;
+  }
+  // Streaming DiLoCo: each round syncs `fragments` fragments of N/P parameters at `bits` bits, each
+  // behind `overlap_steps` inner steps of compute.
+  const double bytes = w.params / fragments * o.bits / 8.0;
+  const double exposed = std::max(0.0, RingAllReduceSeconds(sc, bytes) - o.overlap_steps * step_compute);
+  r.name = a.name + "-streaming-p" + std::to_string(fragments) + "-" + std::to_string(o.bits) + "bit";
+  r.syncs = static_cast<int64_t>(rounds) * fragments;
+  r.time_s = critical_compute + rounds * fragments * exposed;
+  r.bytes_per_worker = rounds * fragments * ring * bytes;
+  return r;
+}
+
+// The scenario with every link's bandwidth multiplied by `k`.
+core::Scenario ScaledBandwidth(core::Scenario sc, double k) {
+  sc.network.link.bandwidth_bps *= k;
+  sc.network.intra.bandwidth_bps *= k;
+  for (auto& o : sc.network.overrides) o.link.bandwidth_bps *= k;
+  for (auto& c : sc.network.schedule) c.bandwidth_bps *= k;
+  sc.network.model = "analytic";
+  return sc;
+}
+
+// The access-link bandwidth at which the entry reaches compute utilisation `target` (bisection on
+// a log scale between 1 kbit/s and 100 Tbit/s); infinity if even that is not enough.
+double BandwidthFor(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
+                    const PlanOptions& o, int fragments, double target) {
+  auto util = [&](double k) {
+    const Row r = Predict(ScaledBandwidth(sc, k), a, w, flops, o, fragments);
+    return r.compute_s / r.time_s;
+  };
+  const double base = sc.network.link.bandwidth_bps;
+  double lo = std::log(1e3 / base), hi = std::log(1e14 / base);
+  if (util(std::exp(hi)) < target) return std::numeric_limits<double>::infinity();
+  if (util(std::exp(lo)) >= target) return 1e3;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (util(std::exp(mid)) >= target ? hi : lo) = mid;
+  }
+  return base * std::exp(hi);
+}
+
+std::string Human(double v, const char* unit) {
+  static const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  if (!std::isfinite(v)) return "never";
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 6) {
+    v /= 1000;
+    ++i;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[i], unit);
+  return buf;
+}
+
+std::string Duration(double s) {
+  char buf[32];
+  if (s < 120) {
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  } else if (s < 2 * 3600) {
+    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  } else if (s < 2 * 86400) {
+    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f d", s / 86400);
+  }
+  return buf;
+}
+
+core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions& o) {
+  Workload w;
+  w.batch_tokens = static_cast<double>(sc.train.batch_size * sc.model.seq_len) * sc.workers.count;
+  w.tokens = static_cast<double>(sc.train.steps) * w.batch_tokens;
+  if (o.params.empty()) {
+    // The scenario's own model: its exact parameter count and FLOPs (byte-level vocabulary).
+    core::ModelSpec spec = sc.model;
+    spec.vocab_size = 256;
+    const trainer::ModelCost cost = trainer::CostOf(spec);
+    w.params = static_cast<double>(cost.params);
+    w.flops_per_token = cost.train_flops_per_token;
+    w.label = sc.model.preset;
+  } else {
+    static const std::map<std::string, double> presets = {{"1B", 1e9}, {"10B", 1e10}, {"405B", 4.05e11}};
+    const auto it = presets.find(o.params);
+    char* end = nullptr;
+    const double n = it != presets.end() ? it->second : std::strtod(o.params.c_str(), &end);
+    if (it == presets.end() && (end == o.params.c_str() || *end != '\0' || !(n >= 1))) {
+      return Status::InvalidArgument("--params: expected a count (7e9) or a preset (1B, 10B, 405B), got '" + o.params + "'");
+    }
+    w.params = n;
+    w.flops_per_token = 6.0 * n;  // Kaplan et al.; App. A of the DiLoCo scaling laws
+    w.label = Human(n, "") + " parameters";
+    w.batch_tokens = 4194304;     // 2^22 tokens, the paper's order of magnitude
+    w.tokens = 20.0 * n;          // Chinchilla-optimal unless told otherwise
+  }
+  if (o.tokens > 0) w.tokens = o.tokens;
+  if (o.global_batch_tokens > 0) w.batch_tokens = o.global_batch_tokens;
+  return w;
+}
+
+}  // namespace
+
+core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
+  auto w = MakeWorkload(sc, o);
+  if (!w.ok()) return w.status();
+  if (o.bits < 1 || o.bits > 32) return Status::InvalidArgument("--bits: expected 1..32, got " + std::to_string(o.bits));
+  Plan plan;
+  plan.params = w->params;
+  plan.flops_per_token = w->flops_per_token;
+  plan.tokens = w->tokens;
+  plan.batch_tokens = w->batch_tokens;
+  plan.flops_per_worker = o.flops > 0 ? o.flops : sc.compute.device_flops;
+  plan.label = w->label;
+  std::vector<core::AlgorithmSpec> entries = sc.compare;
+  if (entries.empty()) {
+    core::AlgorithmSpec ddp;
+    ddp.name = "ddp";
+    entries.push_back(ddp);
+  }
+  for (const auto& a : entries) {
+    std::vector<int> variants = {0};
+    if (a.kind == core::AlgorithmKind::kDiloco && o.fragments > 0) variants.push_back(o.fragments);
+    for (int fragments : variants) {
+      const Row r = Predict(sc, a, *w, plan.flops_per_worker, o, fragments);
+      PlanRow row{r.name, r.time_s, r.compute_s, r.bytes_per_worker, r.syncs, {}};
+      for (int t : {50, 80, 90, 95, 99}) {
+        row.bandwidth_for[t] = BandwidthFor(sc, a, *w, plan.flops_per_worker, o, fragments, t / 100.0);
+      }
+      plan.rows.push_back(row);
+    }
+  }
+  return plan;
+}
+
+Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
+  auto plan = MakePlan(sc, o);
+  if (!plan.ok()) return plan.status();
+  std::printf("plan: %s, %s tokens in steps of %s tokens, %d workers at %s each, network %s\n", plan->label.c_str(),
+              Human(plan->tokens, "").c_str(), Human(plan->batch_tokens, "").c_str(), sc.workers.count,
+              Human(plan->flops_per_worker, "FLOP/s").c_str(), sc.network.profile.c_str());
+  std::printf("%-26s %10s %8s %12s %7s | bandwidth for compute utilisation 50/80/90/95/99%%\n", "entry", "time",
+              "compute", "sent/worker", "syncs");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : plan->rows) {
+    std::string needs;
+    nlohmann::json bw = nlohmann::json::object();
+    for (const auto& [t, b] : r.bandwidth_for) {
+      needs += (needs.empty() ? "" : " / ") + Human(b, "bit/s");
+      bw[std::to_string(t)] = std::isfinite(b) ? nlohmann::json(b) : nlohmann::json();
+    }
+    std::printf("%-26s %10s %7.0f%% %12s %7lld | %s\n", r.name.c_str(), Duration(r.time_s).c_str(),
+                100 * r.compute_s / r.time_s, Human(r.bytes_per_worker, "B").c_str(), static_cast<long long>(r.syncs),
+                needs.c_str());
+    out.push_back({{"name", r.name}, {"time_s", r.time_s}, {"compute_s", r.compute_s},
+                   {"compute_utilization", r.compute_s / r.time_s}, {"bytes_sent_per_worker", r.bytes_per_worker},
+                   {"syncs", r.syncs}, {"bandwidth_bps_for_utilization", bw}});
+  }
+  const std::string dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+  const nlohmann::json json = {{"scenario", sc.name}, {"params", plan->params}, {"tokens", plan->tokens},
+                               {"batch_tokens", plan->batch_tokens}, {"flops_per_worker", plan->flops_per_worker},
+                               {"entries", out}};
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(dir + "/plan.json", json.dump(2) + "\n"));
+  std::printf("plan: %s/plan.json (\"never\": latency or compute bounds it below that utilisation)\n", dir.c_str());
+  return Status::Ok();
+}
+
+}  // namespace narrows::tools

@@ -1,0 +1,46 @@
+// `narrows plan`: the capacity planner. Predicts wall-clock time and compute utilisation of a
+// scenario's entries (DDP, DiLoCo, and Streaming DiLoCo when asked) without training anything,
+// for the scenario's model or for any size up to hundreds of billions of parameters, and the
+// bandwidth each needs for a given compute utilisation. The compute and communication model is
+// that of "Scaling Laws for DiLoCo" (arXiv 2503.09799, App. A), made explicit in docs/planner.md;
+// all-reduce times come from the scenario's network model (sim/), so that `plan` agrees with
+// `narrows run` where both can run.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/scenario.h"
+#include "core/status.h"
+
+namespace narrows::tools {
+
+struct PlanOptions {
+  std::string params;        // "" (the scenario's model), a count ("7e9"), or a preset: 1B, 10B, 405B
+  double tokens = 0;         // tokens to train on, all workers together (0: the scenario's steps)
+  double global_batch_tokens = 0;  // tokens per optimiser step over all workers (0: the scenario's)
+  double flops = 0;          // sustained FLOP/s of one worker (0: compute.device_flops)
+  int fragments = 0;         // > 0: add Streaming DiLoCo rows with this many fragments
+  double overlap_steps = 1;  // Streaming DiLoCo: inner steps a fragment's all-reduce may hide behind
+  int bits = 32;             // bits per value of the outer gradients (streaming / quantised rows)
+};
+
+struct PlanRow {
+  std::string name;
+  double time_s = 0, compute_s = 0, bytes_per_worker = 0;
+  int64_t syncs = 0;
+  // Compute utilisation (percent) -> access-link bandwidth in bit/s reaching it (infinity: never).
+  std::map<int, double> bandwidth_for;
+};
+struct Plan {
+  double params = 0, flops_per_token = 0, tokens = 0, batch_tokens = 0, flops_per_worker = 0;
+  std::string label;
+  std::vector<PlanRow> rows;
+};
+core::Result<Plan> MakePlan(const core::Scenario& scenario, const PlanOptions& options);
+
+// MakePlan, printed as a table and written to <output.dir>/<name>/plan.json.
+core::Status PlanScenario(const core::Scenario& scenario, const PlanOptions& options);
+
+}  // namespace narrows::tools
