@@ -11,6 +11,7 @@
 #include "deploy/zmq_transport.h"
 #include "tools/deploy_command.h"
 #include "tools/plan_command.h"
+#include "tools/sweep_command.h"
 #include "tools/run_command.h"
 #include "trainer/train.h"
 
@@ -104,6 +105,13 @@ int main(int argc, char** argv) {
   plan->add_option("--overlap", plan_options.overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
   plan->add_option("--bits", plan_options.bits, "Streaming DiLoCo: bits per outer-gradient value (default 32)");
 
+  std::vector<std::string> grids;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "run the scenario over the cross product of --grid axes; resumable; results.csv and speed-ups");
+  add_scenario_args(sweep);
+  sweep->add_option("--grid", grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
+  sweep->add_flag("-q,--quiet", quiet, "no progress lines");
+
   std::string key_file;
   CLI::App* keygen = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
   keygen->add_option("file", key_file, "where to write it (must not exist)")->required();
@@ -131,6 +139,19 @@ int main(int argc, char** argv) {
     std::printf("wrote %s: give it to every worker of the run (deploy.key_file or --key); keep it secret\n",
                 key_file.c_str());
     return 0;
+  }
+  if (*sweep) {
+    narrows::tools::SweepOptions options;
+    options.scenario_file = scenario_file;
+    options.sets = sets;
+    options.quiet = quiet;
+    for (const auto& g : grids) {
+      auto axis = narrows::tools::ParseAxis(g);
+      if (!axis.ok()) return Fail(axis.status());
+      options.axes.push_back(*axis);
+    }
+    const Status s = narrows::tools::RunSweep(options);
+    return s.ok() ? 0 : Fail(s);
   }
   auto scenario = Load(scenario_file, sets);
   if (!scenario.ok()) return Fail(scenario.status());

@@ -1,0 +1,48 @@
+# `narrows sweep`: the cross product runs, results.csv has a row per point and entry with the
+# speed-up over DDP, a second sweep skips finished points, and a bad grid value fails before any
+# point runs. Run by ctest as `cmake -P` with NARROWS and WORK set.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+string(REPEAT "the quick brown fox jumps over the lazy dog. " 400 corpus)
+file(WRITE ${WORK}/corpus.txt "${corpus}")
+file(WRITE ${WORK}/s.yaml "name: s\nmodel: {preset: nano}\ndata: {path: corpus.txt}\nworkers: {count: 2}\n"
+     "compute: {mode: modelled}\ntrain: {steps: 4, batch_size: 2}\neval: {batches: 1, batch_size: 2}\n"
+     "compare: [ddp, diloco-h2]\noutput: {dir: out}\n")
+set(grid --grid network.profile=home-100m,internet-1g --grid workers.count=2,3)
+execute_process(COMMAND ${NARROWS} sweep s.yaml -q ${grid} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "sweep: exit ${rc}\n${out}${err}")
+endif()
+file(STRINGS ${WORK}/out/s-sweep/results.csv rows)
+list(LENGTH rows n)
+if(NOT n EQUAL 9)
+  message(FATAL_ERROR "results.csv has ${n} lines, expected a header and 4 points x 2 entries")
+endif()
+list(GET rows 0 header)
+if(NOT header MATCHES "^network.profile,workers.count,entry,.*speedup_vs_ddp$")
+  message(FATAL_ERROR "results.csv header: ${header}")
+endif()
+list(GET rows 8 last)
+if(NOT last MATCHES "^internet-1g,3,diloco-h2,diloco,")
+  message(FATAL_ERROR "last row: ${last}")
+endif()
+string(FIND "${out}" "DiLoCo wall-clock speed-up over DDP" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "no speed-up table:\n${out}")
+endif()
+execute_process(COMMAND ${NARROWS} sweep s.yaml -q ${grid} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK})
+string(FIND "${err}" "4 points, 4 finished before, 0 to run" at)
+if(NOT rc EQUAL 0 OR at EQUAL -1)
+  message(FATAL_ERROR "a second sweep did not skip the finished points: ${err}")
+endif()
+execute_process(COMMAND ${NARROWS} sweep s.yaml -q --grid workers.count=2,zero RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+string(FIND "${err}" "grid point count-zero: " at)
+if(NOT rc EQUAL 2 OR at EQUAL -1)
+  message(FATAL_ERROR "bad grid value: exit ${rc}: ${err}")
+endif()
+if(EXISTS ${WORK}/out/s-sweep/count-2)
+  message(FATAL_ERROR "a sweep with a bad point ran the good ones first")
+endif()

@@ -1,0 +1,32 @@
+// `narrows sweep`: a scenario over the cross product of `--grid key=v1,v2,...` axes, each point a
+// `narrows run` in its own folder. Resumable: points whose summary already holds every entry are
+// skipped. Writes <output.dir>/<name>-sweep/results.csv (one row per point and entry) and prints
+// DiLoCo's wall-clock speed-up over DDP for each point.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/scenario.h"
+#include "core/status.h"
+
+namespace narrows::tools {
+
+struct SweepAxis {
+  std::string key;
+  std::vector<std::string> values;  // YAML values, as for --set
+};
+// "network.profile=home-100m,internet-1g" -> an axis. Commas inside [...] or {...} do not split.
+core::Result<SweepAxis> ParseAxis(const std::string& text);
+
+struct SweepOptions {
+  std::string scenario_file;
+  std::vector<std::string> sets;
+  std::vector<SweepAxis> axes;
+  bool quiet = false;
+  std::string data_root;
+};
+
+core::Status RunSweep(const SweepOptions& options);
+
+}  // namespace narrows::tools
