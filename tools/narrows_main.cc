@@ -11,6 +11,7 @@
 #include "deploy/zmq_transport.h"
 #include "tools/deploy_command.h"
 #include "tools/plan_command.h"
+#include "tools/report_command.h"
 #include "tools/sweep_command.h"
 #include "tools/run_command.h"
 #include "trainer/train.h"
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
       "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
   add_scenario_args(run);
   run->add_flag("-q,--quiet", quiet, "no progress lines");
+  bool write_report = false;
+  run->add_flag("--report", write_report, "also write <run folder>/report.html");
 
   narrows::tools::WorkerOptions worker_options;
   CLI::App* worker = app.add_subcommand(
@@ -111,6 +114,20 @@ int main(int argc, char** argv) {
   add_scenario_args(sweep);
   sweep->add_option("--grid", grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
   sweep->add_flag("-q,--quiet", quiet, "no progress lines");
+  sweep->add_flag("--report", write_report, "also write <sweep folder>/report.html (heat map, fits, every point)");
+
+  std::vector<std::string> report_dirs;
+  std::string report_output;
+  CLI::App* report = app.add_subcommand(
+      "report", "one self-contained HTML file (charts, timelines, tables) from run and sweep folders");
+  report->add_option("folders", report_dirs, "run folders (with summary.json) and sweep folders (with sweep.json)")
+      ->required();
+  report->add_option("-o,--output", report_output, "where to write it (default: <first folder>/report.html)");
+
+  std::string fit_dir;
+  CLI::App* fit = app.add_subcommand(
+      "fit", "fit final loss as a power law in model size and workers over a sweep's points (with uncertainties)");
+  fit->add_option("sweep", fit_dir, "a sweep folder (<output.dir>/<name>-sweep)")->required();
 
   std::string key_file;
   CLI::App* keygen = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
@@ -140,8 +157,19 @@ int main(int argc, char** argv) {
                 key_file.c_str());
     return 0;
   }
+  if (*report) {
+    auto path = narrows::tools::WriteReport(report_dirs, report_output);
+    if (!path.ok()) return Fail(path.status());
+    std::printf("report: %s\n", path->c_str());
+    return 0;
+  }
+  if (*fit) {
+    const Status s = narrows::tools::PrintFits(fit_dir);
+    return s.ok() ? 0 : Fail(s);
+  }
   if (*sweep) {
     narrows::tools::SweepOptions options;
+    options.report = write_report;
     options.scenario_file = scenario_file;
     options.sets = sets;
     options.quiet = quiet;
@@ -167,6 +195,7 @@ int main(int argc, char** argv) {
   if (*run) {
     narrows::tools::RunOptions options;
     options.progress = quiet ? nullptr : stderr;
+    options.report = write_report;
     const Status s = narrows::tools::RunScenario(*scenario, options);
     return s.ok() ? 0 : Fail(s);
   }

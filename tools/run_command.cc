@@ -9,6 +9,7 @@
 #include "core/run_writer.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
+#include "tools/report_command.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -154,6 +155,13 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
   }
   PrintComparison(sc, done, "virtual");
   std::printf("results: %s/summary.json\n", run_dir.c_str());
+  if (!options.report) {
+    std::printf("charts: narrows report %s (or run with --report)\n", run_dir.c_str());
+    return core::Status::Ok();
+  }
+  auto path = WriteReport({run_dir}, "");
+  if (!path.ok()) return path.status();
+  std::printf("report: %s\n", path->c_str());
   return core::Status::Ok();
 }
 

@@ -18,6 +18,7 @@ namespace narrows::tools {
 struct RunOptions {
   std::FILE* progress = stderr;  // nullptr = quiet
   std::string data_root;         // "" = trainer::DefaultDataRoot()
+  bool report = false;           // write <run folder>/report.html at the end
 };
 
 core::Status RunScenario(const core::Scenario& scenario, const RunOptions& options);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/run_writer.h"
+#include "tools/report_command.h"
 #include "tools/run_command.h"
 
 namespace narrows::tools {
@@ -107,6 +108,16 @@ Status RunSweep(const SweepOptions& o) {
     scenarios.push_back(*sc);
   }
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(sweep_dir));
+  // sweep.json: the axes and each point's folder, for `narrows report` and `narrows fit`; written
+  // first, so an unfinished sweep can be reported too.
+  nlohmann::json layout = {{"scenario", base->name}, {"axes", nlohmann::json::array()}, {"points", nlohmann::json::array()}};
+  for (const auto& axis : o.axes) layout["axes"].push_back({{"key", axis.key}, {"values", axis.values}});
+  for (size_t i = 0; i < points.size(); ++i) {
+    nlohmann::json values = nlohmann::json::array();
+    for (size_t a = 0; a < o.axes.size(); ++a) values.push_back(o.axes[a].values[points[i][a]]);
+    layout["points"].push_back({{"name", scenarios[i].name}, {"values", values}});
+  }
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(sweep_dir + "/sweep.json", layout.dump(2) + "\n"));
 
   auto finished = [](const core::Scenario& sc) -> std::optional<nlohmann::json> {
     std::ifstream in(sc.output.dir + "/" + sc.name + "/summary.json");
@@ -188,6 +199,14 @@ Status RunSweep(const SweepOptions& o) {
     }
   }
   std::printf("sweep results: %s/results.csv\n", sweep_dir.c_str());
+  if (!o.report) {
+    std::printf("charts: narrows report %s (or sweep with --report); fits: narrows fit %s\n", sweep_dir.c_str(),
+                sweep_dir.c_str());
+    return Status::Ok();
+  }
+  auto path = WriteReport({sweep_dir}, "");
+  if (!path.ok()) return path.status();
+  std::printf("report: %s\n", path->c_str());
   return Status::Ok();
 }
 

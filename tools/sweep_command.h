@@ -24,6 +24,7 @@ struct SweepOptions {
   std::vector<std::string> sets;
   std::vector<SweepAxis> axes;
   bool quiet = false;
+  bool report = false;  // write <sweep folder>/report.html at the end
   std::string data_root;
 };
 

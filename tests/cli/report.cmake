@@ -1,0 +1,117 @@
+# `narrows report`, `run --report`, `sweep --report` and `narrows fit`: the HTML file is written,
+# self-contained, and draws every chart in a real browser (Debian's headless Chromium) without a
+# console message; bad folders and files fail with the file and line, and lose nothing written.
+# Run by ctest as `cmake -P` with NARROWS, CHROMIUM and WORK set.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+string(REPEAT "the quick brown fox jumps over the lazy dog. " 400 corpus)
+file(WRITE ${WORK}/corpus.txt "${corpus}")
+file(WRITE ${WORK}/s.yaml "name: s\nmodel: {preset: nano}\ndata: {path: corpus.txt}\nworkers: {count: 3}\n"
+     "compute: {mode: modelled, device_flops: 1.0e9}\ntrain: {steps: 8, batch_size: 2}\neval: {every: 4, batches: 1, batch_size: 2}\n"
+     "faults: [{type: leave, worker: 2, at_step: 4}, {type: join, worker: 2, at_step: 6}]\n"
+     "compare: [ddp, {name: diloco-h2, inner_steps: 2, drop_probability: 0.5}]\noutput: {dir: out, log_every: 1}\n")
+
+function(run_narrows)
+  execute_process(COMMAND ${NARROWS} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "narrows ${ARGN}: exit ${rc}\n${out}${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect_failure name expected_text)
+  execute_process(COMMAND ${NARROWS} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK})
+  string(FIND "${err}" "${expected_text}" at)
+  if(NOT rc EQUAL 2 OR at EQUAL -1)
+    message(FATAL_ERROR "${name}: exit ${rc}, expected 2 and '${expected_text}'\n${out}${err}")
+  endif()
+endfunction()
+
+# Opens `html` in headless Chromium; every chart must have laid out its points, there must be at
+# least `min_charts` charts and `min_heatmaps` heat maps, and no console message and no error.
+function(check_in_browser html min_charts min_heatmaps)
+  execute_process(COMMAND ${CHROMIUM} --headless --no-sandbox --disable-gpu --user-data-dir=${WORK}/chromium
+                          --enable-logging=stderr --v=0 --virtual-time-budget=10000 --dump-dom file://${WORK}/${html}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE dom ERROR_VARIABLE log TIMEOUT 120)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${html}: chromium exit ${rc}\n${log}")
+  endif()
+  if(NOT dom MATCHES "<body data-charts=\"([0-9]+)\" data-rendered=\"([0-9]+)\" data-heatmaps=\"([0-9]+)\" data-errors=\"([0-9]+)\"")
+    message(FATAL_ERROR "${html}: the page did not finish drawing:\n${dom}")
+  endif()
+  set(charts ${CMAKE_MATCH_1})
+  set(rendered ${CMAKE_MATCH_2})
+  set(heatmaps ${CMAKE_MATCH_3})
+  set(errors ${CMAKE_MATCH_4})
+  if(charts LESS min_charts OR NOT rendered EQUAL charts OR heatmaps LESS min_heatmaps OR NOT errors EQUAL 0)
+    message(FATAL_ERROR "${html}: ${charts} charts (at least ${min_charts}), ${rendered} drawn, ${heatmaps} heat maps "
+                        "(at least ${min_heatmaps}), ${errors} errors")
+  endif()
+  string(REGEX MATCHALL "[^\n]*:CONSOLE[^\n]*" console "${log}")
+  if(console)
+    message(FATAL_ERROR "${html}: console messages:\n${console}")
+  endif()
+  message(STATUS "${html}: ${charts} charts drawn, ${heatmaps} heat maps, no console message")
+endfunction()
+
+# run --report: the report beside the results, self-contained (no external script or style).
+run_narrows(run s.yaml -q --report)
+string(FIND "${out}" "report: out/s/report.html" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "run --report did not say where the report is:\n${out}")
+endif()
+file(READ ${WORK}/out/s/report.html html)
+string(FIND "${html}" "Chart.js v3" inlined)
+if(inlined EQUAL -1 OR html MATCHES "<script[^>]* src=" OR html MATCHES "<link ")
+  message(FATAL_ERROR "report.html is not self-contained")
+endif()
+foreach(id val-loss-time val-loss-tokens bytes-time utilization timeline-0-0 timeline-0-1)
+  string(FIND "${html}" "\"id\":\"${id}\"" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "report.html has no chart ${id}")
+  endif()
+endforeach()
+foreach(marker "\"absent\"" "\"join\"" "\"outer sync\"" "Scenario (resolved)")
+  string(FIND "${html}" "${marker}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "report.html lacks ${marker} (timeline states, events, scenario)")
+  endif()
+endforeach()
+# 6 comparison charts and a timeline per entry.
+check_in_browser(out/s/report.html 8 0)
+
+# A sweep over bandwidth and model size: the heat map, the fit and its chart.
+run_narrows(sweep s.yaml -q --report --grid network.profile=home-100m,internet-1g --grid model.d_model=16,32,48)
+file(READ ${WORK}/out/s-sweep/report.html html)
+foreach(marker "DiLoCo's wall-clock speed-up over DDP per (bandwidth, H)" "100 Mbit/s" "1 Gbit/s" "diloco-h2 (H=2)"
+               "Scaling fit" "\"id\":\"fit-0\"")
+  string(FIND "${html}" "${marker}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "sweep report lacks ${marker}")
+  endif()
+endforeach()
+check_in_browser(out/s-sweep/report.html 1 1)
+run_narrows(fit out/s-sweep)
+if(NOT out MATCHES "ddp +6 +[0-9.e+-]+ ± [0-9.e+-]+ +-?[0-9.]+ ± [0-9.]+ +- ")
+  message(FATAL_ERROR "narrows fit: no fit with uncertainties for ddp over N:\n${out}")
+endif()
+
+# Several runs in one report.
+run_narrows(report out/s out/s-sweep/profile-home-100m_d_model-16 -o both.html)
+check_in_browser(both.html 10 0)
+
+# Bad folders and files: exit 2, the place named, an existing report left as it was.
+file(READ ${WORK}/both.html before)
+expect_failure(no_folder "nope: not a run folder (no summary.json) nor a sweep folder" report nope -o both.html)
+file(COPY ${WORK}/out/s DESTINATION ${WORK}/broken)
+file(APPEND ${WORK}/broken/s/ddp/metrics.jsonl "{\"step\": 9, \"virtual_time_s\": \n")
+expect_failure(bad_line "broken/s/ddp/metrics.jsonl:" report out/s broken/s -o both.html)
+file(WRITE ${WORK}/broken/s/summary.json "{\"results\": 3}")
+expect_failure(bad_summary "broken/s/summary.json: expected an object with a \"results\" list" report broken/s -o both.html)
+file(READ ${WORK}/both.html after)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "a failed report changed the existing file")
+endif()
+expect_failure(fit_not_sweep "out/s/sweep.json: cannot be read" fit out/s)
