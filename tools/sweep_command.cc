@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/progress.h"
 #include "core/run_writer.h"
 #include "tools/report_command.h"
 #include "tools/run_command.h"
@@ -136,11 +137,16 @@ Status RunSweep(const SweepOptions& o) {
   RunOptions run;
   run.progress = o.quiet ? nullptr : stderr;
   run.data_root = o.data_root;
+  // Over the points to run: one plain line after each (the point's own runs redraw theirs).
+  core::Progress points_done("sweep: points run", static_cast<int64_t>(points.size() - done), o.quiet ? nullptr : stderr,
+                             false);
+  int64_t ran = 0;
   for (size_t i = 0; i < scenarios.size(); ++i) {
     if (finished(scenarios[i])) continue;
     if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s\n", i + 1, scenarios.size(), scenarios[i].name.c_str());
     // The table of each point goes to stdout as `narrows run` prints it.
     NARROWS_RETURN_IF_ERROR(RunScenario(scenarios[i], run));
+    points_done.Update(++ran, scenarios[i].name + " done");
   }
 
   // results.csv: one row per point and entry; speed-up over the point's first DDP entry.
