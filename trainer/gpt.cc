@@ -2,6 +2,8 @@
 
 #include "trainer/attention.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 
 namespace narrows::trainer {
@@ -26,7 +28,11 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
   // GPT-2: output projections of residual branches get std / sqrt(2 * n_layers).
   const double proj_std = hidden_std / std::sqrt(2.0 * static_cast<double>(spec.n_layers));
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
-  auto normal = [&](std::vector<int64_t> shape, double s) { return torch::randn(shape, opts) * s; };
+  // A private generator seeded with the seed the caller gave LibTorch (torch::manual_seed): the same
+  // numbers as drawing from the global generator, but replicas built at the same time on several
+  // threads (workers on the in-process transport) do not interleave their draws.
+  at::Generator gen = at::detail::createCPUGenerator(at::detail::getDefaultCPUGenerator().current_seed());
+  auto normal = [&](std::vector<int64_t> shape, double s) { return torch::randn(shape, gen, opts) * s; };
   auto ones = [&](int64_t n) { return torch::ones({n}, opts); };
   auto zeros = [&](int64_t n) { return torch::zeros({n}, opts); };
 
