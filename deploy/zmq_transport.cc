@@ -400,11 +400,29 @@ struct ZmqTransport::Node {
       Reject(src, "registration without ports");
       return;
     }
+    const uint64_t inc = body.value("incarnation", uint64_t{0});
     std::lock_guard<std::mutex> lock(mu);
+    const Json& known = table[static_cast<size_t>(src)];
+    if (!table_complete && !known.is_null() && known.value("incarnation", uint64_t{0}) != inc) {
+      // Before every rank has registered, a second process for a rank is a mistake (the same rank
+      // given twice, or a restart before the original registered), not a restart: refuse it.
+      const std::string why = Rank(src) + " is already registered by another process (rank given twice?)";
+      Log("refused a registration: " + why);
+      SendHello(identity, Json{{"error", why}}.dump());
+      return;
+    }
     table[static_cast<size_t>(src)] = {{"data", Endpoint(host, dp)}, {"control", Endpoint(host, cp)},
-                                       {"incarnation", body.value("incarnation", uint64_t{0})}};
+                                       {"incarnation", inc}};
     waiting.push_back(identity);
     AnswerRegistrations();
+  }
+
+  // REQUIRES: mu held. A rendezvous answer to the registering process `identity`.
+  void SendHello(const std::string& identity, const std::string& text) {
+    const auto header = EncodeFrameHeader(FrameType::kHello, 0, 0, text.data(), text.size());
+    router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router->send(zmq::buffer(text), zmq::send_flags::dontwait);
   }
 
   // REQUIRES: mu held. Sends the table to every waiting rank once every rank has registered.
@@ -414,12 +432,7 @@ struct ZmqTransport::Node {
     }
     table_complete = true;
     const std::string text = Json(table).dump();
-    for (const auto& id : waiting) {
-      const auto header = EncodeFrameHeader(FrameType::kHello, 0, 0, text.data(), text.size());
-      router->send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      router->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      router->send(zmq::buffer(text), zmq::send_flags::dontwait);
-    }
+    for (const auto& id : waiting) SendHello(id, text);
     waiting.clear();
     cv.notify_all();
   }
@@ -598,6 +611,10 @@ core::Result<std::unique_ptr<ZmqTransport>> ZmqTransport::Connect(const ZmqOptio
       table = Json::parse(parts[1].to_string());
     } catch (const std::exception& e) {
       return Status::InvalidArgument(std::string("rendezvous answer is not JSON: ") + e.what());
+    }
+    if (table.is_object() && table.contains("error")) {
+      return Status::InvalidArgument("rendezvous at " + options.master + " refused " + Rank(rank) + ": " +
+                                     table["error"].get<std::string>());
     }
     if (!table.is_array() || static_cast<int>(table.size()) != options.world_size) {
       return Status::InvalidArgument("rendezvous answered with a table for another world size");

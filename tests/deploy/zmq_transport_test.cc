@@ -125,6 +125,32 @@ TEST(ZmqTransportTest, RendezvousTimesOutNamingWhatIsMissing) {
   EXPECT_EQ(ZmqTransport::Connect(bad).status().code(), core::StatusCode::kInvalidArgument);
 }
 
+// A second process for a rank before every rank registered (the rank given twice, or a restart
+// before the original registered) is refused with a reason; the run forms with the first.
+TEST(ZmqTransportTest, ARankRegisteredTwiceBeforeTheTableIsCompleteIsRefused) {
+  const int port = deploy::FreeLoopbackPort();
+  std::unique_ptr<ZmqTransport> t0, first, t2;
+  std::thread r0([&] { t0 = std::move(ZmqTransport::Connect(Options(0, 3, port))).value(); });
+  std::thread r1([&] { first = std::move(ZmqTransport::Connect(Options(1, 3, port))).value(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto second = ZmqTransport::Connect(Options(1, 3, port));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), core::StatusCode::kInvalidArgument);
+  EXPECT_NE(second.status().message().find("rank 1 is already registered by another process"), std::string::npos)
+      << second.status().message();
+  std::thread r2([&] { t2 = std::move(ZmqTransport::Connect(Options(2, 3, port))).value(); });
+  r0.join();
+  r1.join();
+  r2.join();
+  ASSERT_NE(first, nullptr);
+  const uint8_t hello[3] = {1, 2, 3};
+  ASSERT_TRUE(first->Send(0, 7, hello, sizeof hello).ok());
+  uint8_t got[3] = {};
+  const auto s = t0->Recv(1, 7, got, sizeof got, 5.0);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(got[2], 3);
+}
+
 TEST(ZmqTransportTest, KeyFilesRoundTripAndAreChecked) {
   const auto dir = std::filesystem::temp_directory_path() / ("narrows-keys-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
