@@ -87,21 +87,23 @@ std::map<std::string, std::string> ProcessEnvironment() {
 }
 
 core::Result<Placement> ResolvePlacement(const WorkerOptions& o, const std::map<std::string, std::string>& env) {
+  // A flag, else the first of the launchers' variables that is set.
+  auto resolve = [&](int flag, const std::vector<std::string>& names, const std::string& what) -> core::Result<int> {
+    if (flag >= 0) return flag;
+    auto v = FromEnv(env, names);
+    if (!v.ok()) return v.status();
+    if (*v < 0) return Status::InvalidArgument("no " + what);
+    return *v;
+  };
   Placement p;
-  p.rank = o.rank;
-  if (p.rank < 0) {
-    auto r = FromEnv(env, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"});
-    if (!r.ok()) return r.status();
-    if (*r < 0) return Status::InvalidArgument("no rank: pass --rank, or set RANK (torchrun), SLURM_PROCID or OMPI_COMM_WORLD_RANK");
-    p.rank = *r;
-  }
-  p.world = o.world;
-  if (p.world < 0) {
-    auto w = FromEnv(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"});
-    if (!w.ok()) return w.status();
-    if (*w < 0) return Status::InvalidArgument("no world size: pass --world, or set WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE");
-    p.world = *w;
-  }
+  auto rank = resolve(o.rank, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"},
+                      "rank: pass --rank, or set RANK (torchrun), SLURM_PROCID or OMPI_COMM_WORLD_RANK");
+  if (!rank.ok()) return rank.status();
+  auto world = resolve(o.world, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"},
+                       "world size: pass --world, or set WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE");
+  if (!world.ok()) return world.status();
+  p.rank = *rank;
+  p.world = *world;
   if (p.world < 1 || p.rank >= p.world) {
     return Status::InvalidArgument("rank " + std::to_string(p.rank) + " is not in a world of " + std::to_string(p.world));
   }
