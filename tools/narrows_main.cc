@@ -123,6 +123,8 @@ int main(int argc, char** argv) {
   report->add_option("folders", report_dirs, "run folders (with summary.json) and sweep folders (with sweep.json)")
       ->required();
   report->add_option("-o,--output", report_output, "where to write it (default: <first folder>/report.html)");
+  std::vector<std::string> report_entries;
+  report->add_option("--entry", report_entries, "only this entry of each run (repeatable)");
 
   std::string fit_dir;
   CLI::App* fit = app.add_subcommand(
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*report) {
-    auto path = narrows::tools::WriteReport(report_dirs, report_output);
+    auto path = narrows::tools::WriteReport(report_dirs, report_output, report_entries);
     if (!path.ok()) return Fail(path.status());
     std::printf("report: %s\n", path->c_str());
     return 0;

@@ -614,7 +614,7 @@ Status PrintFits(const std::string& sweep_dir) {
   return Status::Ok();
 }
 
-Result<json> BuildReport(const std::vector<std::string>& dirs) {
+Result<json> BuildReport(const std::vector<std::string>& dirs, const std::vector<std::string>& entries) {
   if (dirs.empty()) return Status::InvalidArgument("report: no run or sweep folder given");
   std::vector<Run> runs;
   std::vector<Sweep> sweeps;
@@ -629,6 +629,24 @@ Result<json> BuildReport(const std::vector<std::string>& dirs) {
       runs.push_back(std::move(*r));
     } else {
       return Status::NotFound(dir + ": not a run folder (no summary.json) nor a sweep folder (no sweep.json)");
+    }
+  }
+  for (const auto& name : entries) {
+    bool found = false;
+    for (auto& run : runs) {
+      for (const auto& e : run.entries) found = found || e.summary.value("name", "") == name;
+    }
+    if (!found) return Status::InvalidArgument("report: no run has an entry named '" + name + "'");
+  }
+  if (!entries.empty()) {
+    for (auto& run : runs) {
+      std::vector<Entry> kept;
+      for (auto& e : run.entries) {
+        if (std::find(entries.begin(), entries.end(), e.summary.value("name", "")) != entries.end()) {
+          kept.push_back(std::move(e));
+        }
+      }
+      run.entries = std::move(kept);
     }
   }
   json sections = json::array();
@@ -667,8 +685,9 @@ std::string RenderReport(const json& report) {
   return html;
 }
 
-Result<std::string> WriteReport(const std::vector<std::string>& dirs, const std::string& output) {
-  auto report = BuildReport(dirs);
+Result<std::string> WriteReport(const std::vector<std::string>& dirs, const std::string& output,
+                                const std::vector<std::string>& entries) {
+  auto report = BuildReport(dirs, entries);
   if (!report.ok()) return report.status();
   std::string path = output;
   if (path.empty()) {

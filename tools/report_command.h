@@ -16,13 +16,16 @@ namespace narrows::tools {
 // The report as data: {"title", "sections": [{"title", "blocks": [...]}]}; a block is a chart
 // ({"type": "chart", "kind": "line"|"bar"|"timeline", ...}), a heat map, a table, text or a
 // preformatted scenario. A folder with summary.json is a run; one with sweep.json is a sweep.
-core::Result<nlohmann::json> BuildReport(const std::vector<std::string>& dirs);
+// `entries`: only these entries of each run (all when empty; a name no run has is an error).
+core::Result<nlohmann::json> BuildReport(const std::vector<std::string>& dirs,
+                                         const std::vector<std::string>& entries = {});
 
 // The page: `report` embedded as JSON, Chart.js and the page's script inlined.
 std::string RenderReport(const nlohmann::json& report);
 
 // Builds and writes the report to `output` ("" = <first folder>/report.html); returns the path.
-core::Result<std::string> WriteReport(const std::vector<std::string>& dirs, const std::string& output);
+core::Result<std::string> WriteReport(const std::vector<std::string>& dirs, const std::string& output,
+                                      const std::vector<std::string>& entries = {});
 
 // The scaling fits of a sweep folder: per entry, L(N, M) from each point's final validation loss,
 // its model's parameter count and its workers. Entries with too few points are left out, with why.

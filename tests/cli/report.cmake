@@ -98,9 +98,16 @@ if(NOT out MATCHES "ddp +6 +[0-9.e+-]+ ± [0-9.e+-]+ +-?[0-9.]+ ± [0-9.]+ +- ")
   message(FATAL_ERROR "narrows fit: no fit with uncertainties for ddp over N:\n${out}")
 endif()
 
-# Several runs in one report.
+# Several runs in one report; then only some entries.
 run_narrows(report out/s out/s-sweep/profile-home-100m_d_model-16 -o both.html)
 check_in_browser(both.html 10 0)
+run_narrows(report out/s out/s-sweep/profile-home-100m_d_model-16 --entry diloco-h2 -o one.html)
+file(READ ${WORK}/one.html html)
+if(NOT html MATCHES "s/diloco-h2" OR html MATCHES "s/ddp" OR html MATCHES "timeline-0-1")
+  message(FATAL_ERROR "--entry diloco-h2 kept other entries")
+endif()
+check_in_browser(one.html 8 0)
+expect_failure(no_entry "report: no run has an entry named 'nope'" report out/s --entry nope -o both.html)
 
 # Bad folders and files: exit 2, the place named, an existing report left as it was.
 file(READ ${WORK}/both.html before)
