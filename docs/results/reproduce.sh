@@ -14,3 +14,21 @@ d=docs/results
 "$narrows" run $d/shrinking.yaml -q
 "$narrows" sweep $d/k-and-h.yaml -q --grid workers.count=4,8
 "$narrows" sweep $d/workers.yaml -q --grid workers.count=1,2,16
+
+# The reports and the figures of docs/results.md (the top of each report, drawn by headless Chromium).
+r=runs/results
+shot() {  # shot NAME HEIGHT REPORT_ARGS...
+  local name=$1 height=$2
+  shift 2
+  "$narrows" report "$@" -o $r/$name.html
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,$height \
+    --screenshot=$d/$name.png $r/$name.html 2>/dev/null
+}
+shot k4-h 760 $r/k-and-h-sweep/count-4
+shot k8-h 760 $r/k-and-h-sweep/count-8
+shot iid-vs-non-iid 760 $r/k-and-h-sweep/count-4 $r/non-iid --entry ddp --entry diloco-h50
+shot outer-optimizer 760 $r/k-and-h-sweep/count-4 $r/outer-optimizer --entry diloco-h50 --entry sgd-lr1 --entry sgd-lr0.7 --entry adam
+shot dropped 760 $r/dropped
+shot pool 760 $r/k-and-h-sweep/count-4 $r/k-and-h-sweep/count-8 $r/growing $r/shrinking --entry ddp --entry diloco-h50
+shot workers 900 $r/workers-sweep
+shot bandwidth-h 900 $r/bandwidth-h-sweep

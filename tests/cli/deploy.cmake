@@ -108,6 +108,11 @@ string(JSON step GET "${last}" step)
 if(NOT step EQUAL 24)
   message(FATAL_ERROR "the survivors stopped at step ${step}")
 endif()
+# The deployment's report: measured time, the crash on the timeline.
+run_ok(crash_report ${NARROWS} report out/crash)
+file(READ ${WORK}/out/crash/report.html html)
+expect_in(report_clock "measured wall-clock time (s)" "${html}")
+expect_in(report_crash "\"crash\"]" "${html}")
 
 # 3. DDP told to stop: a clear error, exit 1, the steps before the crash kept.
 execute_process(COMMAND ${NARROWS} launch --local 4 crash.yaml -q --set "compare=[ddp]" --set deploy.on_failure=stop
