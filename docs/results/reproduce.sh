@@ -12,6 +12,7 @@ d=docs/results
 "$narrows" run $d/dropped.yaml -q
 "$narrows" run $d/growing.yaml -q
 "$narrows" run $d/shrinking.yaml -q
+"$narrows" run $d/outer-lr.yaml -q
 "$narrows" sweep $d/k-and-h.yaml -q --grid workers.count=4,8
 "$narrows" sweep $d/workers.yaml -q --grid workers.count=1,2,16
 
