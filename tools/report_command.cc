@@ -11,6 +11,7 @@
 
 #include "core/run_writer.h"
 #include "core/scenario.h"
+#include "tools/run_command.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -147,12 +148,8 @@ std::string Format(const char* fmt, double v) {
   return buf;
 }
 
-std::string Bytes(double b) {
-  if (std::isnan(b)) return "-";
-  if (b >= 1e9) return Format("%.2f GB", b / 1e9);
-  if (b >= 1e6) return Format("%.1f MB", b / 1e6);
-  return Format("%.0f kB", b / 1e3);
-}
+// Bytes as the tables print them, "-" when missing.
+std::string BytesOrDash(double b) { return std::isnan(b) ? std::string("-") : Bytes(b); }
 
 std::string Bandwidth(double bps) {
   if (bps >= 1e9) return Format("%g Gbit/s", bps / 1e9);
@@ -254,7 +251,7 @@ json SummaryTable(const Run& run) {
     rows.push_back({s.value("name", ""), s.value("algorithm", ""), Format("%.0f", Num(s, "workers")),
                     Format("%.4f", Num(s, "final_val_loss")), Format("%.1f", t),
                     std::isnan(target) ? std::string("-") : Format("%.1f", target),
-                    Bytes(Num(s, "bytes_sent_per_worker")), Format("%.0f", Num(s, "outer_syncs", 0.0)),
+                    BytesOrDash(Num(s, "bytes_sent_per_worker")), Format("%.0f", Num(s, "outer_syncs", 0.0)),
                     Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Format("%.2fx", first / t)});
   }
   return Table("Summary", {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
@@ -518,7 +515,7 @@ json SweepSection(const Sweep& sweep, int index) {
       const double t = EntryTime(s);
       for (const std::string& cell :
            {s.value("name", std::string()), Format("%.4f", Num(s, "final_val_loss")), Format("%.1f", t),
-            Bytes(Num(s, "bytes_sent_per_worker")), Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
+            BytesOrDash(Num(s, "bytes_sent_per_worker")), Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
             Format("%.0f", Num(s, "outer_syncs", 0.0)), std::isnan(ddp) ? std::string("-") : Format("%.2fx", ddp / t)}) {
         row.push_back(cell);
       }

@@ -13,8 +13,6 @@
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
-namespace {
-
 std::string Bytes(double b) {
   char buf[32];
   if (b >= 1e9) {
@@ -26,8 +24,6 @@ std::string Bytes(double b) {
   }
   return buf;
 }
-
-}  // namespace
 
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
   std::vector<core::AlgorithmSpec> entries = sc.compare;

@@ -31,6 +31,8 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s);
 // summary that this run did not repeat (a resumed or single-entry run adds to what is there).
 core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, const nlohmann::json& results,
                           const std::string& clock, bool keep_others);
+// "1.01 GB", "20.2 MB", "429 kB": bytes as the tables print them.
+std::string Bytes(double b);
 // The comparison table on stdout; `clock` is "virtual" or "wall".
 void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryResult>& done, const std::string& clock);
 
