@@ -1,7 +1,9 @@
 #include "core/scenario.h"
 
+#include <glob.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -102,6 +104,8 @@ class Section {
                                 (max == std::numeric_limits<int64_t>::max() ? "inf"
                                                                             : std::to_string(max)) +
                                 "], got " + std::to_string(value));
+        // Nothing downstream is sized from a value out of range: it continues as the nearest bound.
+        value = std::clamp(value, min, max);
       }
     }
     resolved_[key] = value;
@@ -114,10 +118,12 @@ class Section {
     if (const YAML::Node n = Take(key); n.IsDefined()) {
       if (!Convert(n, &value) || !std::isfinite(value)) {
         Error(n, Path(key), "expected a number, got " + Describe(n));
+        value = fallback;
       } else if (value < min || value > max || (min_exclusive && value == min)) {
         std::ostringstream range;
         range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
         Error(n, Path(key), "expected a number in " + range.str() + ", got " + n.Scalar());
+        value = fallback;
       }
     }
     resolved_[key] = value;
@@ -184,8 +190,9 @@ class Section {
     if (n.IsDefined()) {
       if (n.IsScalar()) {
         double v = fallback;
-        if (!Convert(n, &v) || v < min || v > max) {
+        if (!Convert(n, &v) || !(v >= min && v <= max)) {
           Error(n, Path(key), "expected a number in [" + Num(min) + ", " + Num(max) + "] or a list of them");
+          v = fallback;
         }
         out.assign(count, v);
       } else if (n.IsSequence()) {
@@ -195,7 +202,7 @@ class Section {
         }
         for (size_t i = 0; i < n.size() && i < count; ++i) {
           double v = 0;
-          if (!Convert(n[i], &v) || v < min || v > max) {
+          if (!Convert(n[i], &v) || !(v >= min && v <= max)) {
             Error(n[i], Path(key) + "[" + std::to_string(i) + "]",
                   "expected a number in [" + Num(min) + ", " + Num(max) + "], got " + Describe(n[i]));
           } else {
@@ -271,7 +278,11 @@ class Section {
     if (!node_.IsMap()) return;
     std::set<std::string> keys;
     for (const auto& kv : node_) {
-      const std::string key = kv.first.as<std::string>();
+      if (!kv.first.IsScalar()) {
+        Error(kv.first, path_.empty() ? "(top level)" : path_, "expected a key name, got " + Describe(kv.first));
+        continue;
+      }
+      const std::string key = kv.first.Scalar();
       if (!keys.insert(key).second) Error(kv.first, Path(key), "key given twice");
       if (!seen_.count(key)) {
         std::string known;
@@ -280,6 +291,9 @@ class Section {
       }
     }
   }
+
+  // An error about the value of `key` in this mapping, at that value's position.
+  void ErrorAt(const std::string& key, const std::string& what) { Error(Child(key), Path(key), what); }
 
   void Error(const YAML::Node& node, const std::string& path, const std::string& what) {
     errors_->push_back(origin_->Where(node, path) + ": " + path + ": " + what);
@@ -324,6 +338,22 @@ class Section {
   YAML::Node resolved_;
   std::set<std::string> seen_;
 };
+
+// Why a data path names nothing to read ("" when it names something): the built-in corpus needs no
+// file; a glob must match at least one file; anything else must exist.
+std::string MissingDataPath(const std::string& path, DataFormat format) {
+  if (format == DataFormat::kAusten || (format == DataFormat::kAuto && path == "austen")) return "";
+  if (path.empty()) return "expected a file, a folder or a glob, got an empty path";
+  if (path.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    const bool matched = ::glob(path.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return matched ? "" : "no file matches '" + path + "'";
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "'" + path + "' does not exist";
+  return "";
+}
 
 Status ApplyOverride(YAML::Node root, const Override& o) {
   std::vector<std::string> parts;
@@ -521,7 +551,10 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
-    return Status::InvalidArgument(origin_name + ": expected a mapping of keys at the top level");
+    const YAML::Mark mark = root.Mark();
+    return Status::InvalidArgument(origin_name + ":" + std::to_string(std::max(mark.line, 0) + 1) + ":" +
+                                   std::to_string(std::max(mark.column, 0) + 1) +
+                                   ": expected a mapping of keys at the top level, got " + Describe(root));
   }
   Origin origin{origin_name, {}};
   for (const auto& o : overrides) {
@@ -564,6 +597,12 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     data.val_fraction = d.Double("val_fraction", 0.05, 0.0, 0.5, /*min_exclusive=*/true);
     data.sampling = d.Enum<Sampling>("sampling", Sampling::kIid,
                                      {{"iid", Sampling::kIid}, {"non-iid", Sampling::kNonIid}});
+    // Refused here rather than minutes later when the run loads the data (paths are relative to
+    // the working directory, as the loader reads them).
+    if (const std::string why = MissingDataPath(data.path, data.format); !why.empty()) d.ErrorAt("path", why);
+    if (!data.val_path.empty()) {
+      if (const std::string why = MissingDataPath(data.val_path, data.format); !why.empty()) d.ErrorAt("val_path", why);
+    }
     d.Finish();
   }
   ReadModel(top.Sub("model"), &sc.model, sc.data.vocab_size);

@@ -28,6 +28,15 @@ expect_failure(bad_override 2 "--set train.lr=abc: train.lr: expected a number" 
 expect_failure(no_subcommand 2 "" --bogus-flag)
 file(WRITE ${WORK}/missing_data.yaml "data: {path: /nonexistent/corpus.txt}\noutput: {dir: out}\n")
 expect_failure(missing_data 2 "data.path: '/nonexistent/corpus.txt' does not exist" train missing_data.yaml)
+expect_failure(missing_data_validate 2 "missing_data.yaml:1:14: data.path: '/nonexistent/corpus.txt' does not exist"
+               validate missing_data.yaml)
+file(WRITE ${WORK}/negative.yaml "workers: {count: -3}\n")
+expect_failure(negative_count 2 "negative.yaml:1:18: workers.count: expected an integer in [1, 4096], got -3"
+               validate negative.yaml)
+expect_failure(huge_count 2 "--set workers.count=100000000: workers.count: expected an integer in [1, 4096]"
+               validate negative.yaml --set workers.count=100000000)
+file(WRITE ${WORK}/prose.yaml "This is not a scenario.\n")
+expect_failure(not_yaml_mapping 2 "prose.yaml:1:1: expected a mapping of keys at the top level" validate prose.yaml)
 if(EXISTS ${WORK}/out)
   message(FATAL_ERROR "a failed run must not create its run folder")
 endif()

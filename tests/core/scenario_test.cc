@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 namespace narrows::core {
 namespace {
 
@@ -102,6 +107,48 @@ TEST(ScenarioTest, SyntaxErrorNamesPosition) {
   const std::string msg = ErrorOf("train:\n  steps: [1, 2\n");
   EXPECT_NE(msg.find("bad.yaml:"), std::string::npos);
   EXPECT_NE(msg.find("not valid YAML"), std::string::npos) << msg;
+}
+
+TEST(ScenarioTest, OutOfRangeCountsAreRefusedBeforeAnythingIsSizedFromThem) {
+  // A negative count once reached a std::vector constructor (abort), a huge one sized lists by it.
+  EXPECT_EQ(ErrorOf("workers: {count: -3}\n"), "bad.yaml:1:18: workers.count: expected an integer in [1, 4096], got -3");
+  const auto start = std::chrono::steady_clock::now();
+  const std::string huge = ErrorOf("workers: {count: 100000000, speed: [1, 2]}\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_NE(huge.find("workers.count: expected an integer in [1, 4096], got 100000000"), std::string::npos) << huge;
+}
+
+TEST(ScenarioTest, MissingDataIsRefusedWhereItIsNamed) {
+  EXPECT_EQ(ErrorOf("data:\n  path: /nonexistent/corpus.txt\n"),
+            "bad.yaml:2:9: data.path: '/nonexistent/corpus.txt' does not exist");
+  EXPECT_NE(ErrorOf("data: {path: '/nonexistent/*.bin'}\n").find("data.path: no file matches"), std::string::npos);
+  EXPECT_NE(ErrorOf("data: {val_path: /nonexistent}\n").find("data.val_path:"), std::string::npos);
+  EXPECT_NE(ErrorOf("x: 1\n", {{"data.path", "/nonexistent", "data.path=/nonexistent"}}).find("--set data.path=/nonexistent"),
+            std::string::npos);
+  const std::string here = ::testing::TempDir() + "/scenario_test_corpus.txt";
+  std::ofstream(here) << "some text";
+  EXPECT_TRUE(ParseScenario("data: {path: '" + here + "'}\n", "x.yaml").ok());
+}
+
+TEST(ScenarioTest, ADocumentThatIsNotAMappingNamesItsPosition) {
+  EXPECT_EQ(ErrorOf("hello world\n"), "bad.yaml:1:1: expected a mapping of keys at the top level, got 'hello world'");
+  EXPECT_EQ(ErrorOf("\n\n- a\n- b\n"), "bad.yaml:3:1: expected a mapping of keys at the top level, got a list");
+  EXPECT_NE(ErrorOf("? [a, b]\n: 1\n").find("bad.yaml:1:3: (top level): expected a key name, got a list"),
+            std::string::npos);
+}
+
+// Inputs that once crashed the loader (found by tools/fuzz scenario) are rejected with a position.
+TEST(ScenarioTest, FuzzerRegressionsAreRejectedWithAPosition) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(NARROWS_SOURCE_DIR "/tests/fuzz/scenario_regressions")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string message = ErrorOf(text.str());
+    EXPECT_EQ(message.rfind("bad.yaml:", 0), 0u) << entry.path() << ": " << message;
+    ++files;
+  }
+  EXPECT_GE(files, 4);
 }
 
 TEST(ScenarioTest, OverrideErrorsNameTheOverride) {
