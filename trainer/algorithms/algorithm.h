@@ -1,0 +1,61 @@
+// Algorithm: what one worker of a training algorithm does, over the shared WorkerContext.
+//
+// RunRounds (the driver) owns the loop: it cuts training into rounds of RoundSteps() steps, asks
+// the worker's Roster who takes part in each, sends a joiner the algorithm's SharedState from a
+// member, records leaves and crashes, calls Step for each step this worker trains and EndRound
+// for a member at the round's end, and writes checkpoints. An algorithm fills in those calls and
+// never asks whether it runs under the emulator or over a real network.
+//
+// Adding one: a file under trainer/algorithms/ with a class deriving from Algorithm, and a line in
+// the registry of registry.cc. Internal to trainer/ (LibTorch). One instance per worker thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainer/worker.h"
+
+namespace narrows::trainer {
+
+// State a joining worker receives from a member (and a checkpoint keeps): named flat tensors, and
+// one counter sent along (an optimiser's step count).
+struct SharedState {
+  std::vector<std::pair<std::string, torch::Tensor*>> tensors;
+  int64_t* counter = nullptr;
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+
+  // Steps between two synchronisations: the roster is asked once per round.
+  virtual int64_t RoundSteps() const = 0;
+  // What a joiner receives; the tensors' current values are sent (and overwritten on the joiner).
+  virtual SharedState Shared() = 0;
+  // On a joiner, after it received Shared() before the round starting at `step`. `lost_state`: it
+  // has no inner optimiser state of its own (never trained, crashed, or a restarted process).
+  virtual void OnJoin(int64_t step, bool lost_state) = 0;
+  // One step this worker trains, in `round` (DDP: the whole synchronous step, its all-reduce
+  // included; `round->members` shrinks if members die).
+  virtual core::Status Step(Round* round, int64_t step) = 0;
+  // A member's end of the round (DiLoCo: the outer step).
+  virtual core::Status EndRound(Round* /*round*/) { return core::Status::Ok(); }
+
+  // Live checkpoints (deploy.checkpoint_every): whether this algorithm writes them, and the state
+  // beyond Shared() and the replica that a resumed worker needs (as text).
+  virtual bool Checkpoints() const { return false; }
+  virtual std::string SaveExtra() const { return ""; }
+  virtual core::Status RestoreExtra(const std::string& /*text*/) { return core::Status::Ok(); }
+};
+
+// The algorithm named by the entry (x.algo.kind), for worker `w`.
+std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w);
+// Its name in summaries ("ddp", "diloco", ...).
+std::string AlgorithmName(core::AlgorithmKind kind);
+
+// The whole training of worker `w` with `algorithm` (the driver described above).
+core::Status RunRounds(WorkerContext& w, Algorithm& algorithm);
+
+}  // namespace narrows::trainer

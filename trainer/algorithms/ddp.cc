@@ -1,0 +1,215 @@
+// Synchronous data parallelism, as PyTorch DDP: every step, the members all-reduce their gradients
+// (and losses) and apply the mean with AdamW, so all replicas stay identical. The all-reduce runs
+// in buckets started during backward (OverlappedGradients) or once after it. A joiner receives the
+// parameters and the AdamW state of a member.
+#include <chrono>
+
+#include "trainer/algorithms/algorithm.h"
+
+namespace narrows::trainer {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// PyTorch DDP's scheme for overlapping communication with backward: gradients are packed into
+// buckets in the order backward produces them (last layer first, the tied embedding last); each
+// bucket's all-reduce starts, beside the rest of backward, as soon as its last gradient is ready.
+// Compute is charged to the clock as backward proceeds, so each bucket starts at its true time.
+class OverlappedGradients {
+ public:
+  OverlappedGradients(WorkerContext& w, double bucket_mb) : w_(w) {
+    const auto& slices = w.replica.model().slices();
+    const int64_t layers = w.x.model.n_layers;
+    auto readiness = [&](const std::string& name) -> int64_t {  // higher = ready earlier
+      if (name.rfind("h.", 0) == 0) return std::stoll(name.substr(2, name.find('.', 2) - 2));
+      return name.rfind("ln_f", 0) == 0 ? layers : -1;
+    };
+    std::vector<size_t> order(slices.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return readiness(slices[a].name) > readiness(slices[b].name);
+    });
+    place_.resize(slices.size());
+    for (size_t i : order) {
+      const double cap_bytes = (buckets_.size() <= 1 ? std::min(1.0, bucket_mb) : bucket_mb) * 1e6;
+      if (buckets_.empty() || (buckets_.back().numel > 0 && 4.0 * (buckets_.back().numel + slices[i].numel) > cap_bytes)) {
+        buckets_.emplace_back();
+      }
+      Bucket& b = buckets_.back();
+      place_[i] = {static_cast<int>(buckets_.size() - 1), b.numel};
+      b.slices.push_back(i);
+      b.numel += slices[i].numel;
+    }
+    for (auto& b : buckets_) b.host.resize(static_cast<size_t>(b.numel + 1));  // bucket 0 carries the loss
+    total_numel_ = w.replica.model().num_params();
+    const auto& params = w.replica.model().parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      torch::Tensor p = params[i];
+      p.register_hook([this, i](const torch::Tensor& grad) { Ready(i, grad); });
+    }
+  }
+
+  // Forward and backward of one step with the bucket all-reduces started during backward; then
+  // waits for them and leaves the averaged gradients in the model's flat_grads(). Returns the mean loss.
+  core::Result<double> Step(const TokenBatch& batch, const std::vector<int>& group, int64_t step) {
+    group_ = group;
+    step_ = step;
+    guard_ = w_.roster->Guard(group);
+    ready_numel_ = 0;
+    for (auto& b : buckets_) b.pending = static_cast<int>(b.slices.size());
+    active_ = true;
+    mark_ = SteadyClock::now();
+    step_flops_ = w_.StepFlops();
+    charged_flops_ = 0.0;
+    // The loss is known before backward: it travels in the first bucket.
+    w_.replica.ComputeGradients(batch, [this](double loss) { loss_ = loss; });
+    active_ = false;
+    ChargeUntilNow(step_flops_);
+    const double backward_end = w_.t.clock().Now();
+    core::Status status;
+    for (auto& b : buckets_) {
+      const core::Status s = b.work->Wait();
+      if (status.ok() && !s.ok()) status = s;
+      b.work.reset();
+    }
+    w_.comm_s += w_.t.clock().Now() - backward_end;  // communication not hidden behind backward
+    NARROWS_RETURN_IF_ERROR(status);
+    const float inv = 1.0f / static_cast<float>(group_.size());
+    const auto& slices = w_.replica.model().slices();
+    auto flat = w_.replica.model().flat_grads();
+    for (auto& b : buckets_) {
+      for (size_t i : b.slices) {
+        torch::Tensor dst = flat.narrow(0, slices[i].offset, slices[i].numel);
+        torch::NoGradGuard no_grad;
+        dst.copy_(torch::from_blob(b.host.data() + place_[i].second, {slices[i].numel}, torch::kFloat32) * inv);
+      }
+    }
+    return static_cast<double>(buckets_[0].host[static_cast<size_t>(buckets_[0].numel)]) * inv;
+  }
+  // This worker's loss of the last Step (before averaging).
+  double local_loss() const { return loss_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> slices;
+    int64_t numel = 0;
+    std::vector<float> host;
+    int pending = 0;
+    std::unique_ptr<core::Work> work;
+  };
+
+  // Charges the compute done so far: measured host time, or the modelled share (forward = 1/3 of
+  // the step's FLOPs, backward = 2/3 in proportion to the parameters whose gradients are ready).
+  void ChargeUntilNow(double modelled_flops_so_far) {
+    const auto now = SteadyClock::now();
+    const double host = std::chrono::duration<double>(now - mark_).count();
+    mark_ = now;
+    w_.ChargeCompute(modelled_flops_so_far - charged_flops_, host);
+    charged_flops_ = modelled_flops_so_far;
+  }
+
+  void Ready(size_t i, const torch::Tensor& grad) {
+    if (!active_) return;
+    const auto& slice = w_.replica.model().slices()[i];
+    ready_numel_ += slice.numel;
+    ChargeUntilNow(step_flops_ / 3.0 + 2.0 * step_flops_ / 3.0 * static_cast<double>(ready_numel_) /
+                                           static_cast<double>(total_numel_));
+    Bucket& b = buckets_[static_cast<size_t>(place_[i].first)];
+    ToHost(grad.reshape({-1}), b.host.data() + place_[i].second);
+    if (--b.pending > 0) return;
+    if (&b == &buckets_[0]) b.host[static_cast<size_t>(b.numel)] = static_cast<float>(loss_);
+    const int tag = w_.roster->Tag(kTagBuckets + 3 * place_[i].first, step_);
+    const int64_t count = b.numel + (&b == &buckets_[0] ? 1 : 0);
+    core::Transport& via = guard_ ? *guard_ : w_.t;
+    b.work = core::AllReduceSumAsync(via, b.host.data(), count, w_.Options(group_, tag));
+  }
+
+  static constexpr int kTagBuckets = 1000;  // bucket b uses tags 1000 + 3b .. 1002 + 3b
+  WorkerContext& w_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<int, int64_t>> place_;  // per slice: bucket, offset in its host buffer
+  std::vector<int> group_;
+  int64_t step_ = 0;
+  std::unique_ptr<core::Transport> guard_;  // live: the buckets' collectives go through it
+  int64_t total_numel_ = 0, ready_numel_ = 0;
+  bool active_ = false;
+  SteadyClock::time_point mark_;
+  double step_flops_ = 0.0, charged_flops_ = 0.0, loss_ = 0.0;
+};
+
+
+class Ddp final : public Algorithm {
+ public:
+  explicit Ddp(WorkerContext& w)
+      : w_(w), x_(w.x), n_params_(w.replica.model().num_params()),
+        may_continue_(x_.sc.deploy.on_failure != "stop") {
+    if (x_.algo.overlap && x_.sc.train.grad_accum == 1) {
+      overlapped_ = std::make_unique<OverlappedGradients>(w, x_.algo.bucket_mb);
+    }
+    w.buffer.resize(static_cast<size_t>(n_params_ + 1));  // all gradients + the loss, for one all-reduce
+  }
+
+  int64_t RoundSteps() const override { return 1; }
+
+  SharedState Shared() override {
+    auto& rep = w_.replica;
+    adam_steps_ = rep.optimizer().steps_taken();
+    return {{{"params", &rep.model().flat_params()}, {"exp_avg", &rep.optimizer().exp_avg()},
+             {"exp_avg_sq", &rep.optimizer().exp_avg_sq()}},
+            &adam_steps_};
+  }
+  void OnJoin(int64_t, bool) override { w_.replica.optimizer().set_steps_taken(adam_steps_); }
+
+  core::Status Step(Round* round, int64_t step) override {
+    auto& rep = w_.replica;
+    std::vector<int>& group = round->members;
+    const TokenBatch batch = w_.sampler.Next(x_.sc.train.batch_size);
+    double local_loss = 0.0;
+    bool reduced = false;  // flat_grads() holds the group's mean gradient
+    double mean_loss = 0.0;
+    if (overlapped_) {
+      auto loss = overlapped_->Step(batch, group, step);
+      if (loss.ok()) {
+        mean_loss = *loss;
+        reduced = true;
+      } else if (loss.status().code() == core::StatusCode::kPeerUnavailable) {
+        // A member died during backward: the survivors reduce the step's gradients once more, whole.
+        NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&group, step, may_continue_, loss.status()));
+        local_loss = overlapped_->local_loss();
+      } else {
+        return loss.status();
+      }
+    } else {
+      local_loss = w_.Compute(w_.StepFlops(), [&] { return rep.ComputeGradients(batch); });
+    }
+    if (!reduced) {
+      NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, n_params_ + 1, step, [&] {
+        ToHost(rep.model().flat_grads(), w_.buffer.data());
+        w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(local_loss);
+      }, may_continue_));
+      const float inv = 1.0f / static_cast<float>(group.size());
+      for (auto& v : w_.buffer) v *= inv;
+      FromHost(w_.buffer.data(), rep.model().flat_grads());
+      mean_loss = w_.buffer[static_cast<size_t>(n_params_)];
+    }
+    const double lr = LearningRate(x_.sc.train, step);
+    w_.Compute(0.0, [&] { return rep.ApplyGradients(lr); });
+    w_.Record(step, mean_loss);
+    if (group.front() == w_.rank) x_.MaybeEvaluate(step, step + 1, w_.Now(), rep.model().flat_params());
+    return core::Status::Ok();
+  }
+
+ private:
+  WorkerContext& w_;
+  Experiment::Impl& x_;
+  const int64_t n_params_;
+  const bool may_continue_;
+  std::unique_ptr<OverlappedGradients> overlapped_;
+  int64_t adam_steps_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> MakeDdp(WorkerContext& w) { return std::make_unique<Ddp>(w); }
+
+}  // namespace narrows::trainer

@@ -1,0 +1,128 @@
+// DiLoCo (arXiv 2311.08105 Alg. 1): each worker takes H inner AdamW steps from the global
+// parameters; at the round's end the members all-reduce their pseudo-gradients (global - local)
+// and apply the mean with the outer optimiser. Also local SGD (outer SGD, lr 1, no momentum) and
+// the paper's ablations: dropped outer gradients (a dropped worker continues from its own
+// parameters), an adaptive pool of workers (joiners receive the global and outer state).
+#include <random>
+#include <sstream>
+
+#include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer_optimizer.h"
+
+namespace narrows::trainer {
+namespace {
+
+class Diloco final : public Algorithm {
+ public:
+  explicit Diloco(WorkerContext& w)
+      : w_(w),
+        x_(w.x),
+        n_params_(w.replica.model().num_params()),
+        global_(w.replica.model().flat_params().detach().clone()),
+        outer_(OuterOptimizerState::Like(global_)),
+        drop_rng_(x_.sc.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(w.rank) + 1) {
+    // The outer gradient, the contributor count, and one join vote per worker (Roster::Vote).
+    w.buffer.resize(static_cast<size_t>(n_params_ + 1 + x_.num_workers));
+  }
+
+  int64_t RoundSteps() const override { return x_.algo.inner_steps; }
+
+  SharedState Shared() override {
+    return {{{"global", &global_}, {"outer_momentum", &outer_.momentum}, {"outer_adam_m", &outer_.adam_m},
+             {"outer_adam_v", &outer_.adam_v}},
+            &outer_.steps};
+  }
+
+  // A joiner starts from the global parameters and warms its inner learning rate up again (a fresh
+  // Adam's first steps are full-size sign steps, and a stale one's moments belong to other parameters).
+  void OnJoin(int64_t step, bool lost_state) override {
+    torch::NoGradGuard no_grad;
+    w_.replica.model().flat_params().copy_(global_);
+    if (lost_state) w_.replica.optimizer().Reset();
+    rewarm_from_ = step;
+  }
+
+  core::Status Step(Round* round, int64_t step) override {
+    const TokenBatch batch = w_.sampler.Next(x_.sc.train.batch_size);
+    double lr = LearningRate(x_.sc.train, step);
+    if (rewarm_from_ >= 0 && x_.sc.train.warmup_steps > 0) {
+      lr *= std::min(1.0, static_cast<double>(step - rewarm_from_ + 1) / x_.sc.train.warmup_steps);
+    }
+    const StepStats stats = w_.Compute(w_.StepFlops(), [&] { return w_.replica.TrainStep(batch, lr); });
+    if (step + 1 < round->end) {
+      w_.Record(step, stats.loss);
+    } else {
+      last_loss_ = static_cast<float>(stats.loss);  // recorded after the outer step
+    }
+    return core::Status::Ok();
+  }
+
+  core::Status EndRound(Round* round) override {
+    const int64_t re = round->end;
+    const bool keep = !(x_.algo.drop_probability > 0 && uniform_(drop_rng_) < x_.algo.drop_probability);
+    auto& buffer = w_.buffer;
+    NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, static_cast<int64_t>(buffer.size()), re, [&] {
+      {
+        torch::NoGradGuard no_grad;
+        ToHost(global_ - w_.replica.model().flat_params(), buffer.data());  // pseudo-gradient
+      }
+      if (!keep) std::fill(buffer.begin(), buffer.end(), 0.0f);
+      buffer[static_cast<size_t>(n_params_)] = keep ? 1.0f : 0.0f;
+      std::fill(buffer.begin() + n_params_ + 1, buffer.end(), 0.0f);
+      w_.roster->Vote(round->members, buffer.data() + n_params_ + 1);
+    }, true));
+    w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
+    const float contributors = buffer[static_cast<size_t>(n_params_)];
+    if (contributors > 0) {
+      for (int64_t i = 0; i < n_params_; ++i) buffer[static_cast<size_t>(i)] /= contributors;
+      torch::Tensor delta = torch::empty_like(global_);
+      FromHost(buffer.data(), delta);
+      OuterStep(x_.algo, global_, delta, outer_);
+    }
+    if (keep) {
+      torch::NoGradGuard no_grad;
+      w_.replica.model().flat_params().copy_(global_);
+    }
+    w_.Record(re - 1, last_loss_);
+    if (w_.rank == round->members.front()) {
+      {
+        std::lock_guard<std::mutex> lock(x_.mu);
+        ++x_.outer_syncs;
+      }
+      x_.Event({{"type", "outer_sync"}, {"step", re}, {"time", w_.Now()}, {"participants", round->members},
+                {"contributors", static_cast<int>(contributors)}});
+      x_.MaybeEvaluate(round->start, re, w_.Now(), global_);
+    }
+    if (!keep) x_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}});
+    return core::Status::Ok();
+  }
+
+  bool Checkpoints() const override { return true; }
+  std::string SaveExtra() const override {
+    std::ostringstream out;
+    out << drop_rng_;
+    return out.str();
+  }
+  core::Status RestoreExtra(const std::string& text) override {
+    std::istringstream in(text);
+    in >> drop_rng_;
+    return in ? core::Status::Ok() : core::Status::InvalidArgument("checkpoint: unreadable drop_rng state");
+  }
+
+ private:
+  WorkerContext& w_;
+  Experiment::Impl& x_;
+  const int64_t n_params_;
+  torch::Tensor global_;
+  OuterOptimizerState outer_;
+  std::mt19937_64 drop_rng_;
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  int64_t rewarm_from_ = -1;
+  float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> MakeDiloco(WorkerContext& w) { return std::make_unique<Diloco>(w); }
+
+}  // namespace narrows::trainer

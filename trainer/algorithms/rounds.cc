@@ -1,0 +1,158 @@
+// RunRounds: the loop every algorithm runs in (see algorithm.h), and live checkpoints.
+#include <cstdio>
+
+#include "core/run_writer.h"
+#include "trainer/algorithms/algorithm.h"
+#include "trainer/checkpoint.h"
+
+namespace narrows::trainer {
+namespace {
+
+std::vector<torch::Tensor*> Tensors(const SharedState& s) {
+  std::vector<torch::Tensor*> out;
+  for (const auto& [name, t] : s.tensors) out.push_back(t);
+  return out;
+}
+
+core::Status SaveCheckpoint(WorkerContext& w, const Algorithm& a, const SharedState& shared, int64_t step,
+                            const std::vector<int>& group) {
+  WorkerCheckpoint c;
+  c.rank = w.rank;
+  c.step = step;
+  c.outer_steps = *shared.counter;
+  c.adam_steps = w.replica.optimizer().steps_taken();
+  c.failures = w.roster->failures();
+  c.group = group;
+  c.clock_s = w.Now();
+  c.compute_s = w.compute_s;
+  c.comm_s = w.comm_s;
+  c.idle_s = w.idle_s;
+  const auto stats = w.Stats();
+  c.bytes_sent = stats.bytes_sent;
+  c.bytes_received = stats.bytes_received;
+  c.drop_rng = a.SaveExtra();
+  c.part = w.x.Export().dump();
+  for (const auto& [name, t] : shared.tensors) c.tensors.emplace_back(name, *t);
+  c.tensors.emplace_back("params", w.replica.model().flat_params());
+  c.tensors.emplace_back("exp_avg", w.replica.optimizer().exp_avg());
+  c.tensors.emplace_back("exp_avg_sq", w.replica.optimizer().exp_avg_sq());
+  char folder[32];
+  std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(step));
+  const std::string dir = w.x.opt.checkpoint_dir + folder;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+  NARROWS_RETURN_IF_ERROR(WriteCheckpoint(CheckpointPath(dir, w.rank), c));
+  if (w.rank == group.front()) {
+    w.x.Event({{"type", "checkpoint"}, {"step", step}, {"time", w.Now()}, {"dir", dir}});
+  }
+  return core::Status::Ok();
+}
+
+// Continues worker `w` from its checkpoint in `folder`; returns the step it continues at.
+core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, Algorithm& a, const std::string& folder) {
+  auto read = ReadCheckpoint(CheckpointPath(folder, w.rank));
+  if (!read.ok()) return read.status();
+  const WorkerCheckpoint& c = *read;
+  const SharedState shared = a.Shared();
+  std::vector<torch::Tensor*> into = Tensors(shared);
+  into.push_back(&w.replica.model().flat_params());
+  into.push_back(&w.replica.optimizer().exp_avg());
+  into.push_back(&w.replica.optimizer().exp_avg_sq());
+  if (c.rank != w.rank || c.tensors.size() != into.size()) {
+    return core::Status::InvalidArgument("checkpoint of worker " + std::to_string(c.rank) + " with " +
+                                         std::to_string(c.tensors.size()) + " tensors does not fit worker " +
+                                         std::to_string(w.rank));
+  }
+  for (size_t i = 0; i < into.size(); ++i) {
+    if (c.tensors[i].second.numel() != into[i]->numel()) {
+      return core::Status::InvalidArgument("checkpoint tensor " + c.tensors[i].first + " has " +
+                                           std::to_string(c.tensors[i].second.numel()) + " values, the model " +
+                                           std::to_string(into[i]->numel()) + " (another model?)");
+    }
+    torch::NoGradGuard no_grad;
+    into[i]->copy_(c.tensors[i].second.to(into[i]->device()));
+  }
+  *shared.counter = c.outer_steps;
+  w.replica.optimizer().set_steps_taken(c.adam_steps);
+  w.roster->set_failures(c.failures);
+  w.roster->SetGroup(c.group);
+  w.time_offset = c.clock_s;
+  w.compute_s = c.compute_s;
+  w.comm_s = c.comm_s;
+  w.idle_s = c.idle_s;
+  w.sent_before = c.bytes_sent;
+  w.received_before = c.bytes_received;
+  NARROWS_RETURN_IF_ERROR(a.RestoreExtra(c.drop_rng));
+  try {
+    NARROWS_RETURN_IF_ERROR(w.x.Merge(Json::parse(c.part)));
+  } catch (const std::exception& e) {
+    return core::Status::InvalidArgument(std::string("checkpoint records: ") + e.what());
+  }
+  return c.step;
+}
+
+}  // namespace
+
+core::Status RunRounds(WorkerContext& w, Algorithm& a) {
+  Experiment::Impl& x = w.x;
+  Roster& roster = *w.roster;
+  const int64_t H = a.RoundSteps(), S = x.sc.train.steps;
+  // A worker that never trained or crashed has no inner optimiser state of its own.
+  bool lost_state = !roster.Present(0);
+  int64_t first = 0;
+  if (roster.live() && !x.opt.resume_from.empty()) {
+    auto step = RestoreCheckpoint(w, a, x.opt.resume_from);
+    if (!step.ok()) return step.status();
+    first = *step;
+    for (int64_t s = 0; s < first; ++s) w.sampler.Next(x.sc.train.batch_size);  // this worker's data order
+  } else if (roster.live() && x.opt.rejoin) {
+    // A restarted process: the leader of the next round welcomes it and sends it the shared state.
+    auto welcome = roster.AwaitWelcome();
+    if (!welcome.ok()) return welcome.status();
+    const SharedState shared = a.Shared();
+    NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(shared), shared.counter,
+                                          roster.Tag(WorkerContext::kTagJoin, welcome->step)));
+    a.OnJoin(welcome->step, true);
+    lost_state = false;
+    first = welcome->step;
+    roster.SetGroup(welcome->group);
+    for (int64_t s = 0; s < first; ++s) w.sampler.Next(x.sc.train.batch_size);
+  }
+  Round round;
+  for (int64_t rs = first; rs < S; rs += H) {
+    const int64_t re = std::min(S, rs + H);
+    NARROWS_RETURN_IF_ERROR(roster.BeginRound(rs, re, &round));
+    const bool joining = round.Joining(w.rank);
+    if (!round.joiners.empty() && (joining || w.rank == round.root)) {
+      const SharedState shared = a.Shared();
+      NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
+                                            roster.Tag(WorkerContext::kTagJoin, rs)));
+      if (joining) {
+        a.OnJoin(rs, lost_state);
+        lost_state = false;
+      } else {
+        x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});
+      }
+    }
+    for (const auto& [step, crashed] : roster.Departures(rs, re)) {
+      lost_state = lost_state || crashed;
+      x.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
+    }
+    if (roster.Present(rs)) {
+      for (int64_t step = rs; step < re && roster.Trains(step); ++step) {
+        NARROWS_RETURN_IF_ERROR(a.Step(&round, step));
+      }
+    }
+    if (round.Member(w.rank)) {
+      NARROWS_RETURN_IF_ERROR(a.EndRound(&round));
+      const int64_t every = x.sc.deploy.checkpoint_every;
+      if (roster.live() && a.Checkpoints() && every > 0 && !x.opt.checkpoint_dir.empty() &&
+          ((re - 1) / H + 1) % every == 0 && re < S) {
+        NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, a, a.Shared(), re, round.members));
+      }
+    }
+    roster.EndRound(round);
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace narrows::trainer

@@ -1,0 +1,226 @@
+#include "trainer/roster.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <string>
+
+#include "core/group_guard.h"
+#include "trainer/worker.h"
+
+namespace narrows::trainer {
+
+bool Round::Member(int rank) const { return std::find(members.begin(), members.end(), rank) != members.end(); }
+bool Round::Joining(int rank) const { return std::find(joiners.begin(), joiners.end(), rank) != joiners.end(); }
+
+namespace {
+
+// The emulator's membership: the scenario's faults, the same answer on every worker.
+class ScriptedRoster final : public Roster {
+ public:
+  explicit ScriptedRoster(WorkerContext& w) : w_(w), plan_(w.x.plan) {}
+
+  bool live() const override { return false; }
+
+  core::Status BeginRound(int64_t start, int64_t end, Round* round) override {
+    round->start = start;
+    round->end = end;
+    round->members.clear();
+    round->joiners.clear();
+    round->root = -1;
+    for (int r = 0; r < w_.x.num_workers; ++r) {
+      if (plan_.Alive(r, start) && plan_.Alive(r, end - 1)) round->members.push_back(r);
+    }
+    // Workers alive now that were not members of the last round receive the state from a worker
+    // that was, preferring one still here.
+    if (start > 0 && !previous_.empty()) {
+      for (int r : plan_.AliveSet(start)) {
+        if (!std::binary_search(previous_.begin(), previous_.end(), r)) round->joiners.push_back(r);
+      }
+      round->root = previous_.front();
+      for (int r : previous_) {
+        if (plan_.Alive(r, start)) {
+          round->root = r;
+          break;
+        }
+      }
+    }
+    return core::Status::Ok();
+  }
+  void EndRound(const Round& round) override {
+    if (!round.members.empty()) previous_ = round.members;
+  }
+  bool Present(int64_t start) override { return plan_.Alive(w_.rank, start); }
+  bool Trains(int64_t step) override { return plan_.Alive(w_.rank, step); }
+  std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) override {
+    std::vector<std::pair<int64_t, bool>> out;
+    for (int64_t step = std::max<int64_t>(start, 1); step < end; ++step) {
+      if (plan_.Alive(w_.rank, step - 1) && !plan_.Alive(w_.rank, step)) {
+        out.emplace_back(step, plan_.CrashesAt(w_.rank, step));
+      }
+    }
+    return out;
+  }
+  int Tag(int base, int64_t) const override { return base; }
+  core::Status Run(std::vector<int>*, int64_t, bool, const std::function<void()>& fill,
+                   const std::function<core::Status(core::Transport&)>& collective) override {
+    fill();
+    return collective(w_.t);
+  }
+  std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
+  core::Status DropDead(std::vector<int>*, int64_t, bool, const core::Status& why) override { return why; }
+  void Vote(const std::vector<int>&, float*) override {}
+  void CountVotes(const std::vector<int>&, const float*) override {}
+  core::Result<Welcome> AwaitWelcome() override {
+    return core::Status::InvalidArgument("a scripted worker is never restarted");
+  }
+  void SetGroup(std::vector<int>) override {}
+  int64_t failures() const override { return 0; }
+  void set_failures(int64_t) override {}
+
+ private:
+  WorkerContext& w_;
+  const FaultPlan& plan_;
+  std::vector<int> previous_;  // the members of the last round with any
+};
+
+// A deployment's membership: heartbeats, survivors, restarts that rejoin.
+class LiveRoster final : public Roster {
+ public:
+  explicit LiveRoster(WorkerContext& w) : w_(w), group_(w.t.Members()) {
+    generations_.resize(static_cast<size_t>(w.x.num_workers));
+    for (int r = 0; r < w.x.num_workers; ++r) generations_[static_cast<size_t>(r)] = w.t.Generation(r);
+  }
+
+  bool live() const override { return true; }
+
+  core::Status BeginRound(int64_t start, int64_t end, Round* round) override {
+    round->start = start;
+    round->end = end;
+    round->joiners.clear();
+    round->root = -1;
+    if (!pending_.empty()) {
+      // The leader welcomes the joiners the last round's votes named; the driver sends them the state.
+      std::vector<int> joined = group_;
+      joined.insert(joined.end(), pending_.begin(), pending_.end());
+      std::sort(joined.begin(), joined.end());
+      round->root = group_.front();
+      if (w_.rank == round->root) {
+        const int n = w_.x.num_workers;
+        std::vector<int64_t> msg(static_cast<size_t>(2 + n), 0);
+        msg[0] = start;
+        msg[1] = failures_;
+        for (int r : group_) msg[static_cast<size_t>(2 + r)] = 1;
+        for (int r : pending_) msg[static_cast<size_t>(2 + r)] = 2;
+        for (int r : pending_) NARROWS_RETURN_IF_ERROR(w_.t.Send(r, kTagWelcome, msg.data(), msg.size() * 8));
+      }
+      for (int r : pending_) generations_[static_cast<size_t>(r)] = w_.t.Generation(r);
+      round->joiners = pending_;
+      group_ = joined;
+      pending_.clear();
+    }
+    round->members = group_;
+    return core::Status::Ok();
+  }
+  void EndRound(const Round& round) override { group_ = round.members; }
+  bool Present(int64_t) override { return true; }
+  bool Trains(int64_t step) override {
+    if (!w_.x.opt.rejoin && w_.x.plan.CrashesAt(w_.rank, step)) ::raise(SIGKILL);  // a restart does not crash again
+    return true;
+  }
+  std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
+
+  int Tag(int base, int64_t step) const override {
+    return 1'000'000 + static_cast<int>(((step % 1000) * 8 + failures_ % 8) * 4096) + base % 4096;
+  }
+
+  core::Status Run(std::vector<int>* group, int64_t step, bool may_continue, const std::function<void()>& fill,
+                   const std::function<core::Status(core::Transport&)>& collective) override {
+    while (true) {
+      fill();
+      core::GroupGuard guard(w_.t, *group, w_.x.sc.deploy.collective_timeout_s, generations_);
+      const core::Status s = collective(guard);
+      if (s.ok() || s.code() != core::StatusCode::kPeerUnavailable) return s;
+      NARROWS_RETURN_IF_ERROR(DropDead(group, step, may_continue, s));
+    }
+  }
+  std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) override {
+    return std::make_unique<core::GroupGuard>(w_.t, group, w_.x.sc.deploy.collective_timeout_s, generations_);
+  }
+  core::Status DropDead(std::vector<int>* group, int64_t step, bool may_continue, const core::Status& why) override {
+    ++failures_;
+    const std::vector<int> dead = core::GroupGuard::Lost(w_.t, *group, generations_);
+    if (dead.empty() || std::find(dead.begin(), dead.end(), w_.rank) != dead.end()) return why;
+    std::string names;
+    for (int d : dead) names += (names.empty() ? "" : ", ") + std::to_string(d);
+    if (!may_continue) {
+      return core::Status::Aborted("worker " + names + " died at step " + std::to_string(step) +
+                                   "; stopping (deploy.on_failure: stop)");
+    }
+    std::vector<int> survivors;
+    std::set_difference(group->begin(), group->end(), dead.begin(), dead.end(), std::back_inserter(survivors));
+    *group = survivors;
+    if (w_.rank == group->front()) {
+      for (int d : dead) {
+        w_.x.Event({{"type", "crash"}, {"step", step}, {"time", w_.Now()}, {"worker", d},
+                    {"detected", "heartbeat"}, {"survivors", *group}});
+      }
+    }
+    return core::Status::Ok();
+  }
+
+  void Vote(const std::vector<int>& group, float* slots) override {
+    for (int r : w_.t.Members()) {
+      if (!std::binary_search(group.begin(), group.end(), r)) slots[r] = 1.0f;
+    }
+  }
+  void CountVotes(const std::vector<int>& group, const float* slots) override {
+    for (int r = 0; r < w_.x.num_workers; ++r) {
+      if (slots[r] > 0 && !std::binary_search(group.begin(), group.end(), r)) pending_.push_back(r);
+    }
+  }
+
+  core::Result<Welcome> AwaitWelcome() override {
+    const int n = w_.x.num_workers;
+    std::vector<int64_t> msg(static_cast<size_t>(2 + n));
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+           w_.x.sc.deploy.collective_timeout_s) {
+      for (int r : w_.t.Members()) {
+        if (r == w_.rank || !w_.t.Recv(r, kTagWelcome, msg.data(), msg.size() * 8, 0.05).ok()) continue;
+        Welcome wel;
+        wel.root = r;
+        wel.step = msg[0];
+        failures_ = msg[1];
+        for (int q = 0; q < n; ++q) {
+          if (msg[static_cast<size_t>(2 + q)] >= 1) wel.group.push_back(q);
+          if (msg[static_cast<size_t>(2 + q)] == 2) wel.joiners.push_back(q);
+        }
+        return wel;
+      }
+    }
+    return core::Status::Timeout("no live worker welcomed this one within deploy.collective_timeout_s");
+  }
+  void SetGroup(std::vector<int> group) override { group_ = std::move(group); }
+  int64_t failures() const override { return failures_; }
+  void set_failures(int64_t failures) override { failures_ = failures; }
+
+ private:
+  WorkerContext& w_;
+  std::vector<int> group_;    // this round's members
+  std::vector<int> pending_;  // joiners of the next round, from the votes
+  // The generation of each worker's process when it became a member (a restart is a new member).
+  std::vector<int64_t> generations_;
+  int64_t failures_ = 0;  // collectives that failed so far: part of every tag
+};
+
+}  // namespace
+
+std::unique_ptr<Roster> Roster::Create(WorkerContext& w) {
+  if (w.x.opt.membership == Membership::kLive) return std::make_unique<LiveRoster>(w);
+  return std::make_unique<ScriptedRoster>(w);
+}
+
+}  // namespace narrows::trainer

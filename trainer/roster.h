@@ -1,0 +1,95 @@
+// Roster: the membership of a run — who trains and who synchronises, round by round. It is the one
+// thing that differs between a worker under the emulator and one over a real network, so that an
+// algorithm never asks which.
+//
+//   ScriptedRoster  the scenario's faults (FaultPlan), known in advance to every worker: a
+//                   leaving worker stops, a joining one receives the state of a member.
+//   LiveRoster      the transport's heartbeats (a deployment): collectives run through a
+//                   core::GroupGuard; when a member dies the survivors drop it and repeat the
+//                   collective; a restarted process votes itself in and is welcomed by the
+//                   leader at the next round; crash faults are real SIGKILLs.
+//
+// A round is the steps between two synchronisations of the algorithm ([start, end): one step for
+// DDP, H for DiLoCo). Every worker calls BeginRound and EndRound for every round, in order.
+// Not thread-safe: one per worker.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/transport.h"
+
+namespace narrows::trainer {
+
+struct WorkerContext;
+
+struct Round {
+  int64_t start = 0, end = 0;
+  std::vector<int> members;  // who synchronises at the end of the round, ascending
+  std::vector<int> joiners;  // who receive the shared state from `root` before the round
+  int root = -1;
+  bool Member(int rank) const;
+  bool Joining(int rank) const;
+};
+
+// Live: what a restarted worker learns from the leader that welcomes it.
+struct Welcome {
+  int root = -1;  // the leader, who sends the shared state
+  int64_t step = 0;
+  std::vector<int> group, joiners;
+};
+
+class Roster {
+ public:
+  virtual ~Roster() = default;
+  // Scripted from `plan` (the emulator), or live from the transport (a deployment).
+  static std::unique_ptr<Roster> Create(WorkerContext& w);
+
+  virtual bool live() const = 0;
+  // Who takes part in [start, end). Live: the leader first welcomes the joiners the last round's
+  // votes named (the driver then sends them the shared state).
+  virtual core::Status BeginRound(int64_t start, int64_t end, Round* round) = 0;
+  // After the round (every worker): the members as they ended it.
+  virtual void EndRound(const Round& round) = 0;
+  // Whether this worker trains in a round that starts at `start` (scripted: alive then).
+  virtual bool Present(int64_t start) = 0;
+  // Whether this worker trains `step` (scripted: still alive; live: a scenario crash at `step` kills
+  // this process, unless it is a restart).
+  virtual bool Trains(int64_t step) = 0;
+  // This worker's leaves and crashes among the steps of [start, end): (step, crashed). Scripted.
+  virtual std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) = 0;
+
+  // Tag of collective `base` at `step`: live tags carry the step and the failure count, so that a
+  // repeated collective never reads a message of the attempt that failed, nor one of another step.
+  virtual int Tag(int base, int64_t step) const = 0;
+  // Runs `collective` over `*group` (through a guard where members may die) after `fill`. Live: when
+  // members die, the survivors drop them (a crash event) and run it again, filling first; an error if
+  // this worker was dropped or may not continue (`may_continue` false: deploy.on_failure stop).
+  virtual core::Status Run(std::vector<int>* group, int64_t step, bool may_continue, const std::function<void()>& fill,
+                           const std::function<core::Status(core::Transport&)>& collective) = 0;
+  // The transport for collectives started by hand over `group`: a guard when live; nullptr when the
+  // worker's own transport serves.
+  virtual std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) = 0;
+  // After a hand-started collective over `*group` failed with `why`: as Run does between attempts.
+  virtual core::Status DropDead(std::vector<int>* group, int64_t step, bool may_continue, const core::Status& why) = 0;
+
+  // Join votes, one float slot per worker carried in a round's all-reduce: a member writes 1 for each
+  // live worker outside `group`; the summed slots name the joiners of the next round.
+  virtual void Vote(const std::vector<int>& group, float* slots) = 0;
+  virtual void CountVotes(const std::vector<int>& group, const float* slots) = 0;
+
+  // Live: a restarted worker waits for the leader of the next round to welcome it.
+  virtual core::Result<Welcome> AwaitWelcome() = 0;
+  // Live: start from a checkpoint's (or a welcome's) group.
+  virtual void SetGroup(std::vector<int> group) = 0;
+  virtual int64_t failures() const = 0;
+  virtual void set_failures(int64_t failures) = 0;
+
+  static constexpr int kTagWelcome = 300;
+};
+
+}  // namespace narrows::trainer

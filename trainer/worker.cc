@@ -1,0 +1,259 @@
+#include "trainer/worker.h"
+
+#include <cstring>
+
+namespace narrows::trainer {
+
+void ToHost(const torch::Tensor& t, float* out) {
+  auto host = t.detach().to(torch::kCPU).contiguous();
+  std::memcpy(out, host.data_ptr<float>(), static_cast<size_t>(host.numel()) * sizeof(float));
+}
+
+void FromHost(const float* in, torch::Tensor& t) {
+  torch::NoGradGuard no_grad;
+  t.copy_(torch::from_blob(const_cast<float*>(in), {t.numel()}, torch::kFloat32));
+}
+
+// --- Experiment::Impl: the records of all workers of one entry ---
+
+Experiment::Impl::Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
+    : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count),
+      num_workers(s.workers.count), final_stats(static_cast<size_t>(num_workers)),
+      final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)),
+      ran(static_cast<size_t>(num_workers), false) {
+  model.vocab_size = data->vocab_size;
+}
+
+void Experiment::Impl::Fail(const core::Status& s, int rank) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (error.ok()) error = core::Status(s.code(), "worker " + std::to_string(rank) + ": " + s.message());
+}
+
+void Experiment::Impl::Event(Json e) {
+  std::lock_guard<std::mutex> lock(mu);
+  events.push_back(std::move(e));
+}
+
+double Experiment::Impl::Evaluate(const torch::Tensor& params) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!evaluator) {
+    torch::manual_seed(sc.seed);
+    evaluator = std::make_unique<Replica>(model, sc.train, device);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    evaluator->model().flat_params().copy_(params);
+  }
+  return evaluator->Evaluate(data->val_batches);
+}
+
+void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) {
+  if (!EvalDue(from_step, to_step)) return;
+  const double val = Evaluate(params);
+  std::lock_guard<std::mutex> lock(mu);
+  evals[to_step] = {time, val};
+}
+
+Json Experiment::Impl::Export() {
+  std::lock_guard<std::mutex> lock(mu);
+  Json recs = Json::array(), ranks = Json::array(), ev = Json::array();
+  for (const auto& r : records) {
+    recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
+  }
+  for (const auto& [step, e] : evals) ev.push_back({step, e.first, e.second});
+  for (int w = 0; w < num_workers; ++w) {
+    if (!ran[static_cast<size_t>(w)]) continue;
+    const auto& st = final_stats[static_cast<size_t>(w)];
+    ranks.push_back({{"rank", w}, {"clock", final_clock[static_cast<size_t>(w)]},
+                     {"compute", compute_total[static_cast<size_t>(w)]},
+                     {"stats", {st.bytes_sent, st.bytes_received, st.messages_sent, st.messages_received}}});
+  }
+  Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"ranks", ranks},
+              {"host_compute_s", host_compute_s}, {"outer_syncs", outer_syncs}, {"tokens", tokens}};
+  if (!error.ok()) out["error"] = {{"code", static_cast<int>(error.code())}, {"message", error.message()}};
+  return out;
+}
+
+core::Status Experiment::Impl::Merge(const Json& part) {
+  try {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& r : part.at("records")) {
+      records.push_back({r.at(0).get<int>(), r.at(1).get<int64_t>(), r.at(2).get<double>(), r.at(3).get<double>(),
+                         r.at(4).get<double>(), r.at(5).get<double>(), r.at(6).get<double>(),
+                         r.at(7).get<int64_t>(), r.at(8).get<int64_t>()});
+    }
+    for (const auto& e : part.at("events")) events.push_back(e);
+    for (const auto& e : part.at("evals")) evals[e.at(0).get<int64_t>()] = {e.at(1).get<double>(), e.at(2).get<double>()};
+    for (const auto& r : part.at("ranks")) {
+      const int w = r.at("rank");
+      if (w < 0 || w >= num_workers) return core::Status::InvalidArgument("part names worker " + std::to_string(w));
+      const auto i = static_cast<size_t>(w);
+      final_clock[i] = r.at("clock");
+      compute_total[i] = r.at("compute");
+      const auto& st = r.at("stats");
+      final_stats[i] = {st.at(0).get<int64_t>(), st.at(1).get<int64_t>(), st.at(2).get<int64_t>(), st.at(3).get<int64_t>()};
+      ran[i] = true;
+    }
+    host_compute_s += part.at("host_compute_s").get<double>();
+    outer_syncs += part.at("outer_syncs").get<int64_t>();
+    tokens += part.at("tokens").get<int64_t>();
+    if (part.contains("error") && error.ok()) {
+      error = core::Status(static_cast<core::StatusCode>(part["error"].at("code").get<int>()),
+                           part["error"].at("message").get<std::string>());
+    }
+  } catch (const std::exception& e) {
+    return core::Status::InvalidArgument(std::string("malformed experiment part: ") + e.what());
+  }
+  return core::Status::Ok();
+}
+
+bool Experiment::Impl::EvalDue(int64_t from_step, int64_t to_step) const {
+  if (to_step == sc.train.steps) return true;
+  return sc.eval.every > 0 && to_step / sc.eval.every > from_step / sc.eval.every;
+}
+
+// --- WorkerContext ---
+
+namespace {
+
+// Seeds LibTorch's generator with the scenario seed and returns the model spec, so that every
+// replica starts from the same weights.
+const core::ModelSpec& SeededModelSpec(const Experiment::Impl& impl) {
+  torch::manual_seed(impl.sc.seed);
+  return impl.model;
+}
+
+core::AllReduceAlgorithm ToAlgorithm(core::CollectiveKind k) {
+  switch (k) {
+    case core::CollectiveKind::kStar: return core::AllReduceAlgorithm::kStar;
+    case core::CollectiveKind::kHierarchical: return core::AllReduceAlgorithm::kHierarchical;
+    case core::CollectiveKind::kRing: break;
+  }
+  return core::AllReduceAlgorithm::kRing;
+}
+
+}  // namespace
+
+WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& transport)
+    : x(impl),
+      rank(r),
+      t(transport),
+      replica(SeededModelSpec(impl), impl.sc.train, impl.device),
+      sampler(impl.data->corpus, impl.data->split.train, impl.model.seq_len, impl.sc.seed, r, impl.num_workers,
+              impl.sc.data.sampling),
+      speed(impl.sc.workers.speed[static_cast<size_t>(r)]),
+      start_stats(transport.stats()),
+      roster(Roster::Create(*this)) {}
+
+core::TransportStats WorkerContext::Stats() const {
+  core::TransportStats s = t.stats();
+  s.bytes_sent += sent_before - start_stats.bytes_sent;
+  s.bytes_received += received_before - start_stats.bytes_received;
+  s.messages_sent -= start_stats.messages_sent;
+  s.messages_received -= start_stats.messages_received;
+  return s;
+}
+
+void WorkerContext::ChargeCompute(double modelled_flops, double host_s) {
+  const double seconds =
+      (x.sc.compute.mode == core::ComputeMode::kModelled ? modelled_flops / x.sc.compute.device_flops : host_s) / speed;
+  t.clock().ChargeCompute(seconds);
+  compute_s += seconds;
+  std::lock_guard<std::mutex> lock(x.mu);
+  x.host_compute_s += host_s;
+}
+
+double WorkerContext::StepFlops() {
+  return replica.model().TrainFlopsPerToken() * static_cast<double>(x.sc.train.batch_size * x.model.seq_len);
+}
+
+core::Status WorkerContext::Timed(bool as_idle, const std::function<core::Status()>& fn) {
+  const double before = Now();
+  core::Status s = fn();
+  (as_idle ? idle_s : comm_s) += Now() - before;
+  return s;
+}
+
+void WorkerContext::Record(int64_t step, double loss) {
+  const auto stats = Stats();
+  const double now = Now();
+  bool advanced = false;
+  {
+    std::lock_guard<std::mutex> lock(x.mu);
+    x.records.push_back({rank, step, now, loss, compute_s, comm_s, idle_s, stats.bytes_sent, stats.bytes_received});
+    x.tokens += x.sc.train.batch_size * x.model.seq_len;
+    advanced = step + 1 > x.progress_step;
+    if (advanced) x.progress_step = step + 1;
+  }
+  if (advanced && x.progress) x.progress(step + 1, now, loss);
+}
+
+void WorkerContext::Done() {
+  std::lock_guard<std::mutex> lock(x.mu);
+  x.final_stats[static_cast<size_t>(rank)] = Stats();
+  x.final_clock[static_cast<size_t>(rank)] = Now();
+  x.compute_total[static_cast<size_t>(rank)] = compute_s;
+  x.ran[static_cast<size_t>(rank)] = true;
+}
+
+core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
+                                   const std::function<void()>& fill, bool may_continue) {
+  return roster->Run(group, step, may_continue, fill, [&](core::Transport& via) {
+    return Timed(false, [&] {
+      return core::AllReduceSum(via, buffer.data(), count, Options(*group, roster->Tag(kTagReduce, step)));
+    });
+  });
+}
+
+core::CollectiveOptions WorkerContext::Options(std::vector<int> group, int tag) const {
+  core::CollectiveOptions o;
+  o.group = std::move(group);
+  o.tag = tag;
+  o.algorithm = ToAlgorithm(x.algo.collective);
+  o.islands = x.sc.network.islands;
+  // Over a real network the ring sends 1 MiB pieces (tools/bench/allreduce); the emulator's
+  // messages stay whole (the sums are the same either way).
+  if (live()) o.pipeline_bytes = int64_t{1} << 20;
+  if (o.algorithm == core::AllReduceAlgorithm::kHierarchical && o.islands.empty()) {
+    o.algorithm = core::AllReduceAlgorithm::kRing;  // a star has one island
+  }
+  return o;
+}
+
+core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& joiners,
+                           const std::vector<torch::Tensor*>& tensors, int64_t* counter, int tag) {
+  int64_t total = 1;
+  for (auto* t : tensors) total += t->numel();
+  std::vector<float> buf(static_cast<size_t>(total));
+  const bool is_root = w.rank == root;
+  if (is_root) {
+    int64_t off = 0;
+    for (auto* t : tensors) {
+      ToHost(*t, buf.data() + off);
+      off += t->numel();
+    }
+    buf[static_cast<size_t>(off)] = static_cast<float>(*counter);
+  }
+  std::vector<int> group = joiners;
+  group.push_back(root);
+  std::sort(group.begin(), group.end());
+  core::CollectiveOptions o;
+  o.group = group;
+  o.root = root;
+  o.tag = tag;
+  NARROWS_RETURN_IF_ERROR(w.Timed(!is_root, [&] {
+    return core::Broadcast(w.t, buf.data(), buf.size() * sizeof(float), o);
+  }));
+  if (!is_root) {
+    int64_t off = 0;
+    for (auto* t : tensors) {
+      torch::Tensor view = t->narrow(0, 0, t->numel());
+      FromHost(buf.data() + off, view);
+      off += t->numel();
+    }
+    *counter = static_cast<int64_t>(buf[static_cast<size_t>(off)]);
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace narrows::trainer

@@ -1,0 +1,134 @@
+// The shared worker context of every algorithm, and the records of one Experiment.
+//
+// Experiment::Impl holds what all workers of an entry record (steps, events, evaluations) behind
+// one mutex; a WorkerContext is one worker's replica, data order, clock accounting and membership.
+// Algorithms (trainer/algorithms/) see only these two and core::Transport: they never ask whether
+// they run under the emulator or over a real network (the Roster answers who takes part).
+// Internal to trainer/: includes LibTorch. A WorkerContext belongs to one thread.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/collectives.h"
+#include "trainer/experiment.h"
+#include "trainer/fault_plan.h"
+#include "trainer/roster.h"
+#include "trainer/replica.h"
+
+namespace narrows::trainer {
+
+using Json = nlohmann::json;
+
+struct StepRecord {
+  int worker;
+  int64_t step;
+  double time, loss, compute_s, comm_s, idle_s;
+  int64_t bytes_sent, bytes_received;
+};
+
+struct Experiment::Impl {
+  core::Scenario sc;
+  core::AlgorithmSpec algo;
+  ExperimentOptions opt;
+  std::shared_ptr<const Dataset> data;
+  core::ModelSpec model;
+  torch::Device device{torch::kCPU};
+  FaultPlan plan;
+  int num_workers;
+
+  std::mutex mu;
+  core::Status error;
+  std::vector<StepRecord> records;
+  std::vector<Json> events;
+  std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
+  std::vector<core::TransportStats> final_stats;
+  std::vector<double> final_clock, compute_total;
+  std::vector<bool> ran;  // ranks whose final state is known here (run here or merged)
+  double host_compute_s = 0.0;
+  int64_t outer_syncs = 0, tokens = 0;
+  std::unique_ptr<Replica> evaluator;
+  Experiment::ProgressFn progress;
+  int64_t progress_step = 0;
+
+  Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d);
+
+  void Fail(const core::Status& s, int rank);
+  void Event(Json e);
+  // Validation loss of `params` (a flat parameter tensor), observed without charging virtual time.
+  double Evaluate(const torch::Tensor& params);
+  // Records the validation loss of `params` at `step` (time: the evaluating worker's clock) if due.
+  void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params);
+  // The records of this process as JSON (ExportPart), and merging another process's (MergePart).
+  Json Export();
+  core::Status Merge(const Json& part);
+  bool EvalDue(int64_t from_step, int64_t to_step) const;
+};
+
+void ToHost(const torch::Tensor& t, float* out);
+void FromHost(const float* in, torch::Tensor& t);
+
+// One worker: its replica and data, its clock accounting, and who it trains with.
+struct WorkerContext {
+  Experiment::Impl& x;
+  int rank;
+  core::Transport& t;
+  Replica replica;
+  BatchSampler sampler;
+  double speed;
+  double compute_s = 0.0, comm_s = 0.0, idle_s = 0.0;
+  std::vector<float> buffer;  // the algorithm's all-reduce buffer
+  // A resumed worker continues its predecessor's clock and byte counts.
+  double time_offset = 0.0;
+  int64_t sent_before = 0, received_before = 0;
+  // The transport's counts when this worker started (a transport may serve several entries).
+  const core::TransportStats start_stats;
+  std::unique_ptr<Roster> roster;
+
+  WorkerContext(Experiment::Impl& impl, int r, core::Transport& transport);
+
+  double Now() { return t.clock().Now() + time_offset; }
+  core::TransportStats Stats() const;
+  bool live() const { return roster->live(); }
+
+  // Runs fn (real computation) and charges its time to this worker's clock: measured host time, or
+  // FLOPs / device throughput when modelled; divided by the worker's speed factor.
+  template <typename Fn>
+  auto Compute(double modelled_flops, Fn&& fn) {
+    const auto start = std::chrono::steady_clock::now();
+    auto out = fn();
+    ChargeCompute(modelled_flops, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return out;
+  }
+  // Charges `host_s` measured (or `modelled_flops` modelled) seconds of compute to the clock.
+  void ChargeCompute(double modelled_flops, double host_s);
+  // Training FLOPs of one inner step of this worker's batch.
+  double StepFlops();
+  // A collective, with its virtual duration counted as communication (or idle, for joiners).
+  core::Status Timed(bool as_idle, const std::function<core::Status()>& fn);
+  void Record(int64_t step, double loss);
+  void Done();
+
+  // All-reduce (sum) of the first `count` floats of `buffer` over `group`, `fill` writing this
+  // worker's contribution first; the roster decides what a dead member means.
+  core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
+                      bool may_continue);
+  // Collective options of this entry (algorithm, islands, pipelining over a real network).
+  core::CollectiveOptions Options(std::vector<int> group, int tag) const;
+
+  static constexpr int kTagReduce = 100;
+  static constexpr int kTagJoin = 200;
+};
+
+// Sends `tensors` (flat, same device) and `*counter` from root to the joiners; everyone in
+// {root} + joiners calls it. Joiners count the time as idle.
+core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& joiners,
+                           const std::vector<torch::Tensor*>& tensors, int64_t* counter, int tag);
+
+}  // namespace narrows::trainer
