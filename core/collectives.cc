@@ -1,6 +1,7 @@
 #include "core/collectives.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace narrows::core {
 namespace {
@@ -154,6 +155,105 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
 
 std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count, CollectiveOptions options) {
   return t.Start([data, count, options](Transport& child) { return AllReduceSum(child, data, count, options); });
+}
+
+namespace {
+
+// AllReduceSumEncoded's chunk j over the encoded body, and its payload size (the tail rides with
+// the last chunk, as fp32).
+struct EncodedChunk {
+  int64_t begin, end, bytes;
+};
+EncodedChunk EncodedChunkOf(const Codec& codec, int64_t body, int64_t tail, int n, int j) {
+  const auto [b, e] = Chunk(body, n, j);
+  return {b, e, codec.EncodedBytes(e - b) + (j == n - 1 ? 4 * tail : 0)};
+}
+
+}  // namespace
+
+int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t exact_tail, int n, int position) {
+  if (n <= 1) return 0;
+  int64_t bytes = 0;
+  for (int j = 0; j < n; ++j) {
+    const int64_t chunk = EncodedChunkOf(codec, count - exact_tail, exact_tail, n, j).bytes;
+    bytes += j == position ? (n - 1) * chunk : chunk;
+  }
+  return bytes;
+}
+
+Status AllReduceSumEncoded(Transport& t, float* data, int64_t count, int64_t exact_tail, const Codec& codec,
+                           const CollectiveOptions& o) {
+  int p = 0;
+  NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &p));
+  if (exact_tail < 0 || exact_tail > count) return Status::InvalidArgument("exact_tail outside the buffer");
+  const int n = static_cast<int>(o.group.size());
+  if (n == 1 || count == 0) return Status::Ok();
+  const int64_t body = count - exact_tail;
+  float* tail = data + body;
+  auto encode = [&](int j, std::vector<uint8_t>* out, const float* values, const float* tail_values) {
+    const EncodedChunk c = EncodedChunkOf(codec, body, exact_tail, n, j);
+    out->resize(static_cast<size_t>(c.bytes));
+    codec.Encode(values, c.end - c.begin, out->data());
+    if (j == n - 1 && exact_tail > 0) {
+      std::memcpy(out->data() + (c.bytes - 4 * exact_tail), tail_values, static_cast<size_t>(exact_tail) * 4);
+    }
+  };
+  // Reduce-scatter: chunk j, encoded, to its owner group[j].
+  std::vector<uint8_t> payload;
+  for (int j = 0; j < n; ++j) {
+    if (j == p) continue;
+    const EncodedChunk c = EncodedChunkOf(codec, body, exact_tail, n, j);
+    encode(j, &payload, data + c.begin, tail);
+    NARROWS_RETURN_IF_ERROR(t.Send(o.group[static_cast<size_t>(j)], o.tag, payload.data(), payload.size()));
+  }
+  const EncodedChunk mine = EncodedChunkOf(codec, body, exact_tail, n, p);
+  const int64_t len = mine.end - mine.begin;
+  const bool has_tail = p == n - 1 && exact_tail > 0;
+  std::vector<float> sum(static_cast<size_t>(len), 0.0f), decoded(static_cast<size_t>(len));
+  std::vector<float> tail_sum(static_cast<size_t>(has_tail ? exact_tail : 0), 0.0f);
+  std::vector<uint8_t> own;
+  encode(p, &own, data + mine.begin, tail);
+  for (int r = 0; r < n; ++r) {  // group order: the same sum on whatever ring
+    const uint8_t* in = own.data();
+    if (r != p) {
+      payload.resize(static_cast<size_t>(mine.bytes));
+      NARROWS_RETURN_IF_ERROR(t.Recv(o.group[static_cast<size_t>(r)], o.tag, payload.data(), payload.size(), o.timeout_s));
+      in = payload.data();
+    }
+    codec.Decode(in, len, decoded.data());
+    for (int64_t i = 0; i < len; ++i) sum[static_cast<size_t>(i)] += decoded[static_cast<size_t>(i)];
+    if (has_tail) {
+      const uint8_t* at = in + (mine.bytes - 4 * exact_tail);
+      for (int64_t i = 0; i < exact_tail; ++i) {
+        float v;
+        std::memcpy(&v, at + 4 * i, 4);
+        tail_sum[static_cast<size_t>(i)] += v;
+      }
+    }
+  }
+  // All-gather: the owner's sum, encoded once; everyone (the owner too) keeps its decoding.
+  encode(p, &own, sum.data(), tail_sum.data());
+  for (int r = 0; r < n; ++r) {
+    if (r != p) NARROWS_RETURN_IF_ERROR(t.Send(o.group[static_cast<size_t>(r)], o.tag + 1, own.data(), own.size()));
+  }
+  auto keep = [&](int j, const uint8_t* in) {
+    const EncodedChunk c = EncodedChunkOf(codec, body, exact_tail, n, j);
+    codec.Decode(in, c.end - c.begin, data + c.begin);
+    if (j == n - 1 && exact_tail > 0) std::memcpy(tail, in + (c.bytes - 4 * exact_tail), static_cast<size_t>(exact_tail) * 4);
+  };
+  keep(p, own.data());
+  for (int j = 0; j < n; ++j) {
+    if (j == p) continue;
+    payload.resize(static_cast<size_t>(EncodedChunkOf(codec, body, exact_tail, n, j).bytes));
+    NARROWS_RETURN_IF_ERROR(t.Recv(o.group[static_cast<size_t>(j)], o.tag + 1, payload.data(), payload.size(), o.timeout_s));
+    keep(j, payload.data());
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<Work> AllReduceSumEncodedAsync(Transport& t, float* data, int64_t count, int64_t exact_tail,
+                                               Codec codec, CollectiveOptions options) {
+  return t.Start([=](Transport& child) { return AllReduceSumEncoded(child, data, count, exact_tail, codec, options); });
 }
 
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& o) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/codec.h"
 #include "core/transport.h"
 
 namespace narrows::core {
@@ -38,6 +39,22 @@ struct CollectiveOptions {
 Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOptions& options);
 // AllReduceSum started beside the caller (Transport::Start); `data` must live until Wait returns.
 std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count, CollectiveOptions options);
+// All-reduce (sum) whose first `count - exact_tail` floats travel encoded by `codec` and whose last
+// `exact_tail` floats travel as fp32 (counts, votes). Reduce-scatter to owners, then all-gather:
+// every rank sends chunk j of its buffer, encoded, to the j-th rank of the group; that owner
+// decodes each contribution (its own too) and sums them in fp32 in group order — one rounding per
+// contribution, none in the accumulation, and a sum that does not depend on who sits where in a
+// ring; the owner encodes the sum once and sends it to every rank, and every rank (the owner too)
+// ends with the decoded sum. Bytes per rank: EncodedAllReduceBytesPerRank. Tags tag, tag + 1.
+Status AllReduceSumEncoded(Transport& t, float* data, int64_t count, int64_t exact_tail, const Codec& codec,
+                           const CollectiveOptions& options);
+std::unique_ptr<Work> AllReduceSumEncodedAsync(Transport& t, float* data, int64_t count, int64_t exact_tail,
+                                               Codec codec, CollectiveOptions options);
+// Bytes the rank at `position` of `n` sends in AllReduceSumEncoded: its n-1 foreign chunks encoded
+// (reduce-scatter) and its own chunk encoded to n-1 ranks (all-gather); the tail rides with the
+// last chunk.
+int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t exact_tail, int n, int position);
+
 // Copies the root's buffer to every rank of the group.
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& options);
 

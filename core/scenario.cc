@@ -86,6 +86,7 @@ class Section {
   }
 
   bool Has(const std::string& key) const { return Child(key).IsDefined() && !Child(key).IsNull(); }
+  bool HasMap(const std::string& key) const { return Child(key).IsMap(); }
 
   Section Sub(const std::string& key) {
     seen_.insert(key);
@@ -456,6 +457,33 @@ bool ValidLinkName(const std::string& name, int workers, int islands) {
   return index("worker:", workers) || index("wan:", islands);
 }
 
+std::string AlgorithmKindName(AlgorithmKind kind) {
+  switch (kind) {
+    case AlgorithmKind::kDdp: return "ddp";
+    case AlgorithmKind::kDiloco: return "diloco";
+    case AlgorithmKind::kStreamingDiloco: return "streaming-diloco";
+  }
+  return "?";
+}
+
+// outer_gradient: a format name, or {format, block, topk, error_feedback}.
+void ReadOuterGradient(Section& parent, CodecSpec* codec) {
+  const std::vector<std::pair<std::string, CodecFormat>> formats = {
+      {"fp32", CodecFormat::kFp32}, {"bf16", CodecFormat::kBf16}, {"fp16", CodecFormat::kFp16},
+      {"int8", CodecFormat::kInt8}, {"int4", CodecFormat::kInt4}, {"topk", CodecFormat::kTopK},
+      {"sign", CodecFormat::kSign}};
+  if (parent.Has("outer_gradient") && !parent.HasMap("outer_gradient")) {
+    codec->format = parent.Enum<CodecFormat>("outer_gradient", CodecFormat::kFp32, formats);
+    return;
+  }
+  Section g = parent.Sub("outer_gradient");
+  codec->format = g.Enum<CodecFormat>("format", CodecFormat::kFp32, formats);
+  codec->block = g.Int("block", 128, 1, 1 << 24);
+  codec->topk_fraction = g.Double("topk", 0.1, 0.0, 1.0, /*min_exclusive=*/true);
+  codec->error_feedback = g.Bool("error_feedback", false);
+  g.Finish();
+}
+
 AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
   AlgorithmSpec a;
   if (node.IsScalar()) {
@@ -478,6 +506,9 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     } else if (const int64_t h = h_suffix("diloco"); h > 0) {
       a.kind = AlgorithmKind::kDiloco;
       a.inner_steps = h;
+    } else if (const int64_t h3 = h_suffix("streaming-diloco"); h3 > 0) {
+      a.kind = AlgorithmKind::kStreamingDiloco;
+      a.inner_steps = h3;
     } else if (const int64_t h2 = h_suffix("local-sgd"); h2 > 0) {
       a.kind = AlgorithmKind::kDiloco;
       a.inner_steps = h2;
@@ -486,12 +517,13 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
       a.outer_momentum = 0.0;
     } else {
       s.Error(node, s.path(), "unknown algorithm '" + text +
-                                  "' (expected ddp, diloco, diloco-hN, local-sgd-hN, or a mapping)");
+                                  "' (expected ddp, diloco, diloco-hN, local-sgd-hN, streaming-diloco, "
+                                  "streaming-diloco-hN, or a mapping)");
     }
     // The resolved scenario spells the shorthand out.
     s.Set("name", a.name);
-    s.Set("algorithm", std::string(a.kind == AlgorithmKind::kDdp ? "ddp" : "diloco"));
-    if (a.kind == AlgorithmKind::kDiloco) {
+    s.Set("algorithm", AlgorithmKindName(a.kind));
+    if (a.kind != AlgorithmKind::kDdp) {
       s.Set("inner_steps", a.inner_steps);
       s.Set("outer_optimizer", std::string(a.outer_optimizer == OuterOptimizer::kSgd ? "sgd" : "nesterov"));
       s.Set("outer_lr", a.outer_lr);
@@ -504,7 +536,9 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     return a;
   }
   a.kind = s.Enum<AlgorithmKind>("algorithm", AlgorithmKind::kDiloco,
-                                 {{"ddp", AlgorithmKind::kDdp}, {"diloco", AlgorithmKind::kDiloco}});
+                                 {{"ddp", AlgorithmKind::kDdp},
+                                  {"diloco", AlgorithmKind::kDiloco},
+                                  {"streaming-diloco", AlgorithmKind::kStreamingDiloco}});
   a.inner_steps = s.Int("inner_steps", 50, 1);
   a.outer_optimizer = s.Enum<OuterOptimizer>(
       "outer_optimizer", OuterOptimizer::kNesterov,
@@ -519,7 +553,31 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
                                          {"hierarchical", CollectiveKind::kHierarchical}});
   a.overlap = s.Bool("overlap", true);
   a.bucket_mb = s.Double("bucket_mb", 25.0, 0.001, 1e6);
-  std::string fallback = a.kind == AlgorithmKind::kDdp ? "ddp" : "diloco-h" + std::to_string(a.inner_steps);
+  if (a.kind != AlgorithmKind::kDdp) ReadOuterGradient(s, &a.outer_gradient);
+  if (a.kind == AlgorithmKind::kStreamingDiloco) {
+    a.fragments = s.Int("fragments", 2, 1, 1024);
+    a.fragment_pattern = s.Enum<FragmentPattern>(
+        "fragment_pattern", FragmentPattern::kStrided,
+        {{"strided", FragmentPattern::kStrided}, {"sequential", FragmentPattern::kSequential}});
+    a.overlap_steps = s.Int("overlap_steps", 1, 0, 1 << 20);
+    a.merge_alpha = s.Double("merge_alpha", 0.5, 0.0, 1.0);
+    if (a.drop_probability > 0) {
+      s.Error(s.node(), s.path() + ".drop_probability", "is not supported by streaming-diloco (diloco only)");
+    }
+    const int64_t spacing = a.inner_steps / a.fragments;
+    if (a.inner_steps % a.fragments != 0) {
+      s.Error(s.node(), s.path() + ".fragments",
+              "inner_steps (" + std::to_string(a.inner_steps) + ") must be a multiple of fragments (" +
+                  std::to_string(a.fragments) + "): fragment p is synchronised at offset p * inner_steps / fragments");
+    } else if (a.overlap_steps >= spacing) {
+      s.Error(s.node(), s.path() + ".overlap_steps",
+              "must be below inner_steps / fragments = " + std::to_string(spacing) +
+                  " (one fragment's all-reduce in flight at a time)");
+    }
+  }
+  std::string fallback = a.kind == AlgorithmKind::kDdp
+                             ? "ddp"
+                             : AlgorithmKindName(a.kind) + "-h" + std::to_string(a.inner_steps);
   a.name = s.String("name", fallback);
   return a;
 }
@@ -755,6 +813,12 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   });
   top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
     sc.compare.push_back(ParseAlgorithm(item, node));
+    const AlgorithmSpec& a = sc.compare.back();
+    if (a.kind == AlgorithmKind::kStreamingDiloco && a.fragments > sc.model.n_layers) {
+      item.Error(node, item.path() + ".fragments",
+                 "expected at most model.n_layers = " + std::to_string(sc.model.n_layers) +
+                     " fragments (a fragment is a set of transformer blocks)");
+    }
   });
   {
     std::set<std::string> names;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/codec.h"
 #include "core/status.h"
 
 namespace narrows::core {
@@ -128,7 +129,8 @@ struct FaultSpec {
   double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
 };
 
-enum class AlgorithmKind { kDdp, kDiloco };
+enum class AlgorithmKind { kDdp, kDiloco, kStreamingDiloco };
+enum class FragmentPattern { kStrided, kSequential };
 enum class OuterOptimizer { kSgd, kNesterov, kAdam };
 enum class CollectiveKind { kRing, kStar, kHierarchical };
 
@@ -157,6 +159,17 @@ struct AlgorithmSpec {
   // computation, as PyTorch DDP does (first bucket 1 MB, then bucket_mb).
   bool overlap = true;
   double bucket_mb = 25.0;
+  // DiLoCo family: how outer gradients travel (core/codec.h); fp32 is the plain ring all-reduce.
+  CodecSpec outer_gradient;
+  // Streaming DiLoCo (arXiv 2501.18512): the transformer blocks in `fragments` fragments (strided:
+  // fragment p holds blocks p, p+P, ...; sequential: consecutive blocks), fragment p synchronised
+  // every inner_steps steps at offset p * inner_steps / fragments; its all-reduce overlaps
+  // `overlap_steps` (tau) inner steps; the local fragment then becomes
+  // (1 - merge_alpha) * local + merge_alpha * global.
+  int64_t fragments = 2;
+  FragmentPattern fragment_pattern = FragmentPattern::kStrided;
+  int64_t overlap_steps = 1;
+  double merge_alpha = 0.5;
 };
 
 struct Scenario {

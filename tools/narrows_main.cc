@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   plan->add_option("--flops", plan_options.flops, "sustained FLOP/s of one worker (default: compute.device_flops)");
   plan->add_option("--fragments", plan_options.fragments, "add Streaming DiLoCo with this many fragments")->check(CLI::PositiveNumber);
   plan->add_option("--overlap", plan_options.overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
-  plan->add_option("--bits", plan_options.bits, "Streaming DiLoCo: bits per outer-gradient value (default 32)");
+  plan->add_option("--bits", plan_options.bits, "Streaming DiLoCo rows: outer gradients in 32 (fp32), 16 (bf16), 8 (int8), 4 (int4) or 1 (sign) bits");
 
   std::vector<std::string> grids;
   CLI::App* sweep = app.add_subcommand(

@@ -44,9 +44,32 @@ struct Row {
   int64_t syncs = 0;
 };
 
-// The prediction for one entry (DDP, DiLoCo H, or Streaming DiLoCo with `fragments`).
+// How a DiLoCo-family row synchronises: P fragments, each behind tau inner steps, its outer
+// gradients in `codec` — the trainer's own terms (core::AlgorithmSpec, core::Codec).
+struct Streaming {
+  int64_t fragments = 1;
+  double overlap_steps = 0;
+  core::CodecSpec codec;
+};
+
+// --bits as a codec: 32 fp32, 16 bf16, 8 int8, 4 int4, 1 sign (the formats the trainer sends).
+core::Result<core::CodecSpec> CodecForBits(int bits) {
+  core::CodecSpec c;
+  switch (bits) {
+    case 32: c.format = core::CodecFormat::kFp32; break;
+    case 16: c.format = core::CodecFormat::kBf16; break;
+    case 8: c.format = core::CodecFormat::kInt8; break;
+    case 4: c.format = core::CodecFormat::kInt4; break;
+    case 1: c.format = core::CodecFormat::kSign; break;
+    default: return Status::InvalidArgument("--bits: expected 32, 16, 8, 4 or 1 (fp32, bf16, int8, int4, sign), got " +
+                                            std::to_string(bits));
+  }
+  return c;
+}
+
+// The prediction for one entry: DDP, or a DiLoCo-family entry synchronising as `how`.
 Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
-            const PlanOptions& o, int fragments) {
+            const Streaming& how) {
   const int m = sc.workers.count;
   const double slowest = *std::min_element(sc.workers.speed.begin(), sc.workers.speed.end());
   const double steps = std::ceil(w.tokens / w.batch_tokens);
@@ -75,23 +98,17 @@ Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Worklo
     r.bytes_per_worker = steps * ring * bytes;
     return r;
   }
+  // Each fragment every H steps: P synchronisations per H steps, each of a fragment's outer
+  // gradient encoded as the trainer sends it, plus the contributor count and one join vote per
+  // worker in fp32; each behind tau inner steps of compute.
   const double rounds = std::ceil(steps / static_cast<double>(a.inner_steps));
-  r.syncs = static_cast<int64_t>(rounds);
-  if (fragments <= 0) {
-    // The outer gradient, the contributor count and one join vote per worker (float32).
-    const double bytes = 4.0 * (w.params + 1 + m);
-    r.time_s = critical_compute + rounds * RingAllReduceSeconds(sc, bytes);
-    r.bytes_per_worker = rounds * ring * bytes;
-    return r;
-  }
-  // Streaming DiLoCo: each round syncs `fragments` fragments of N/P parameters at `bits` bits, each
-  // behind `overlap_steps` inner steps of compute.
-  const double bytes = w.params / fragments * o.bits / 8.0;
-  const double exposed = std::max(0.0, RingAllReduceSeconds(sc, bytes) - o.overlap_steps * step_compute);
-  r.name = a.name + "-streaming-p" + std::to_string(fragments) + "-" + std::to_string(o.bits) + "bit";
-  r.syncs = static_cast<int64_t>(rounds) * fragments;
-  r.time_s = critical_compute + rounds * fragments * exposed;
-  r.bytes_per_worker = rounds * fragments * ring * bytes;
+  const double fragment = std::ceil(w.params / static_cast<double>(how.fragments));
+  const double bytes = static_cast<double>(core::Codec(how.codec).EncodedBytes(static_cast<int64_t>(fragment))) +
+                       4.0 * (1 + m);
+  const double exposed = std::max(0.0, RingAllReduceSeconds(sc, bytes) - how.overlap_steps * step_compute);
+  r.syncs = static_cast<int64_t>(rounds) * how.fragments;
+  r.time_s = critical_compute + static_cast<double>(r.syncs) * exposed;
+  r.bytes_per_worker = static_cast<double>(r.syncs) * ring * bytes;
   return r;
 }
 
@@ -108,9 +125,9 @@ core::Scenario ScaledBandwidth(core::Scenario sc, double k) {
 // The access-link bandwidth at which the entry reaches compute utilisation `target` (bisection on
 // a log scale between 1 kbit/s and 100 Tbit/s); infinity if even that is not enough.
 double BandwidthFor(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
-                    const PlanOptions& o, int fragments, double target) {
+                    const Streaming& how, double target) {
   auto util = [&](double k) {
-    const Row r = Predict(ScaledBandwidth(sc, k), a, w, flops, o, fragments);
+    const Row r = Predict(ScaledBandwidth(sc, k), a, w, flops, how);
     return r.compute_s / r.time_s;
   };
   const double base = sc.network.link.bandwidth_bps;
@@ -187,7 +204,8 @@ core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions&
 core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
   auto w = MakeWorkload(sc, o);
   if (!w.ok()) return w.status();
-  if (o.bits < 1 || o.bits > 32) return Status::InvalidArgument("--bits: expected 1..32, got " + std::to_string(o.bits));
+  auto bits_codec = CodecForBits(o.bits);
+  if (!bits_codec.ok()) return bits_codec.status();
   Plan plan;
   plan.params = w->params;
   plan.flops_per_token = w->flops_per_token;
@@ -202,13 +220,21 @@ core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
     entries.push_back(ddp);
   }
   for (const auto& a : entries) {
-    std::vector<int> variants = {0};
-    if (a.kind == core::AlgorithmKind::kDiloco && o.fragments > 0) variants.push_back(o.fragments);
-    for (int fragments : variants) {
-      const Row r = Predict(sc, a, *w, plan.flops_per_worker, o, fragments);
+    // The entry as the scenario has it, and for DiLoCo a streaming variant with --fragments and --bits.
+    std::vector<std::pair<std::string, Streaming>> variants;
+    Streaming as_is{1, 0, a.outer_gradient};
+    if (a.kind == core::AlgorithmKind::kStreamingDiloco) as_is = {a.fragments, static_cast<double>(a.overlap_steps), a.outer_gradient};
+    variants.emplace_back(a.name, as_is);
+    if (a.kind == core::AlgorithmKind::kDiloco && o.fragments > 0) {
+      variants.emplace_back(a.name + "-streaming-p" + std::to_string(o.fragments) + "-" + std::to_string(o.bits) + "bit",
+                            Streaming{o.fragments, o.overlap_steps, *bits_codec});
+    }
+    for (const auto& [name, how] : variants) {
+      Row r = Predict(sc, a, *w, plan.flops_per_worker, how);
+      r.name = name;
       PlanRow row{r.name, r.time_s, r.compute_s, r.bytes_per_worker, r.syncs, {}};
       for (int t : {50, 80, 90, 95, 99}) {
-        row.bandwidth_for[t] = BandwidthFor(sc, a, *w, plan.flops_per_worker, o, fragments, t / 100.0);
+        row.bandwidth_for[t] = BandwidthFor(sc, a, *w, plan.flops_per_worker, how, t / 100.0);
       }
       plan.rows.push_back(row);
     }

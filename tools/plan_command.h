@@ -23,7 +23,7 @@ struct PlanOptions {
   double flops = 0;          // sustained FLOP/s of one worker (0: compute.device_flops)
   int fragments = 0;         // > 0: add Streaming DiLoCo rows with this many fragments
   double overlap_steps = 1;  // Streaming DiLoCo: inner steps a fragment's all-reduce may hide behind
-  int bits = 32;             // bits per value of the outer gradients (streaming / quantised rows)
+  int bits = 32;             // the streaming rows' outer-gradient format: 32 fp32, 16 bf16, 8 int8, 4 int4, 1 sign
 };
 
 struct PlanRow {

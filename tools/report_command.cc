@@ -251,11 +251,12 @@ json SummaryTable(const Run& run) {
     rows.push_back({s.value("name", ""), s.value("algorithm", ""), Format("%.0f", Num(s, "workers")),
                     Format("%.4f", Num(s, "final_val_loss")), Format("%.1f", t),
                     std::isnan(target) ? std::string("-") : Format("%.1f", target),
-                    BytesOrDash(Num(s, "bytes_sent_per_worker")), Format("%.0f", Num(s, "outer_syncs", 0.0)),
+                    BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "peak_bytes_per_round")),
+                    Format("%.0f", Num(s, "outer_syncs", 0.0)),
                     Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Format("%.2fx", first / t)});
   }
   return Table("Summary", {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
-                           "to target (s)", "sent/worker", "outer syncs", "compute", "speed-up vs first"},
+                           "to target (s)", "sent/worker", "peak/round", "outer syncs", "compute", "speed-up vs first"},
                rows);
 }
 

@@ -43,6 +43,7 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
                       {"time_s", r.virtual_time_s},
                       {"virtual_time_s", r.virtual_time_s},
                       {"bytes_sent_per_worker", r.bytes_sent_per_worker},
+                      {"peak_bytes_per_round", r.peak_bytes_per_round},
                       {"outer_syncs", r.outer_syncs},
                       {"steps", r.steps},
                       {"tokens", r.tokens},
@@ -82,8 +83,8 @@ core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, 
 }
 
 void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryResult>& done, const std::string& clock) {
-  std::printf("%-16s %10s %12s %12s %14s %8s %9s\n", "entry", "val loss", "time (s)",
-              sc.target_loss > 0 ? "to target" : "", "sent/worker", "syncs", "compute");
+  std::printf("%-16s %10s %12s %12s %14s %12s %8s %9s\n", "entry", "val loss", "time (s)",
+              sc.target_loss > 0 ? "to target" : "", "sent/worker", "peak/round", "syncs", "compute");
   for (const auto& r : done) {
     char target[32] = "";
     if (sc.target_loss > 0) {
@@ -93,9 +94,10 @@ void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryR
         std::snprintf(target, sizeof target, "never");
       }
     }
-    std::printf("%-16s %10.4f %12.1f %12s %14s %8lld %8.0f%%\n", r.name.c_str(), r.final_val_loss,
+    std::printf("%-16s %10.4f %12.1f %12s %14s %12s %8lld %8.0f%%\n", r.name.c_str(), r.final_val_loss,
                 r.virtual_time_s, target, Bytes(r.bytes_sent_per_worker).c_str(),
-                static_cast<long long>(r.outer_syncs), 100.0 * r.compute_utilization);
+                Bytes(r.peak_bytes_per_round).c_str(), static_cast<long long>(r.outer_syncs),
+                100.0 * r.compute_utilization);
   }
   if (done.size() >= 2) {
     std::printf("%s wall-clock time relative to %s:", clock == "wall" ? "measured" : "virtual",

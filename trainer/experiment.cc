@@ -80,6 +80,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   for (int w = 0; w < x.num_workers; ++w) {
     r.virtual_time_s = std::max(r.virtual_time_s, x.final_clock[static_cast<size_t>(w)]);
     r.bytes_sent_per_worker += static_cast<double>(x.final_stats[static_cast<size_t>(w)].bytes_sent) / x.num_workers;
+    r.peak_bytes_per_round = std::max(r.peak_bytes_per_round, static_cast<double>(x.peak_round_bytes[static_cast<size_t>(w)]));
   }
   double compute_mean = 0.0;
   for (double c : x.compute_total) compute_mean += c / x.num_workers;

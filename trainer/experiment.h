@@ -26,6 +26,9 @@ struct EntryResult {
   double virtual_time_s = 0.0;       // the slowest worker's clock at the end
   double time_to_target_s = -1.0;    // first evaluation at or below scenario.target_loss (-1: never)
   double bytes_sent_per_worker = 0.0;
+  // Peak bandwidth: the most bytes any worker sent within one round of the algorithm (one step of
+  // DDP, H of DiLoCo, H / fragments of Streaming DiLoCo), the joiners' state transfers excluded.
+  double peak_bytes_per_round = 0.0;
   double compute_utilization = 0.0;  // mean over workers of compute time / virtual_time_s
   double host_compute_s = 0.0;       // host seconds spent in replica compute (measured mode)
 };

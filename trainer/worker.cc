@@ -20,7 +20,7 @@ Experiment::Impl::Impl(const core::Scenario& s, const core::AlgorithmSpec& a, st
     : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count),
       num_workers(s.workers.count), final_stats(static_cast<size_t>(num_workers)),
       final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)),
-      ran(static_cast<size_t>(num_workers), false) {
+      peak_round_bytes(static_cast<size_t>(num_workers), 0), ran(static_cast<size_t>(num_workers), false) {
   model.vocab_size = data->vocab_size;
 }
 
@@ -66,6 +66,7 @@ Json Experiment::Impl::Export() {
     const auto& st = final_stats[static_cast<size_t>(w)];
     ranks.push_back({{"rank", w}, {"clock", final_clock[static_cast<size_t>(w)]},
                      {"compute", compute_total[static_cast<size_t>(w)]},
+                     {"peak_round_bytes", peak_round_bytes[static_cast<size_t>(w)]},
                      {"stats", {st.bytes_sent, st.bytes_received, st.messages_sent, st.messages_received}}});
   }
   Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"ranks", ranks},
@@ -90,6 +91,7 @@ core::Status Experiment::Impl::Merge(const Json& part) {
       const auto i = static_cast<size_t>(w);
       final_clock[i] = r.at("clock");
       compute_total[i] = r.at("compute");
+      peak_round_bytes[i] = r.value("peak_round_bytes", int64_t{0});
       const auto& st = r.at("stats");
       final_stats[i] = {st.at(0).get<int64_t>(), st.at(1).get<int64_t>(), st.at(2).get<int64_t>(), st.at(3).get<int64_t>()};
       ran[i] = true;
@@ -193,16 +195,34 @@ void WorkerContext::Done() {
   x.final_stats[static_cast<size_t>(rank)] = Stats();
   x.final_clock[static_cast<size_t>(rank)] = Now();
   x.compute_total[static_cast<size_t>(rank)] = compute_s;
+  x.peak_round_bytes[static_cast<size_t>(rank)] = peak_round_bytes;
   x.ran[static_cast<size_t>(rank)] = true;
 }
 
 core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
-                                   const std::function<void()>& fill, bool may_continue) {
+                                   const std::function<void()>& fill, bool may_continue, const core::Codec* codec,
+                                   int64_t exact_tail) {
   return roster->Run(group, step, may_continue, fill, [&](core::Transport& via) {
     return Timed(false, [&] {
-      return core::AllReduceSum(via, buffer.data(), count, Options(*group, roster->Tag(kTagReduce, step)));
+      const core::CollectiveOptions o = Options(*group, roster->Tag(kTagReduce, step));
+      if (codec && !codec->lossless()) return core::AllReduceSumEncoded(via, buffer.data(), count, exact_tail, *codec, o);
+      return core::AllReduceSum(via, buffer.data(), count, o);
     });
   });
+}
+
+WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& group, float* data, int64_t count,
+                                                        int64_t step, const core::Codec* codec, int64_t exact_tail) {
+  PendingReduce p;
+  p.guard = roster->Guard(group);
+  core::Transport& via = p.guard ? *p.guard : t;
+  core::CollectiveOptions o = Options(group, roster->Tag(kTagReduce, step));
+  if (codec && !codec->lossless()) {
+    p.work = core::AllReduceSumEncodedAsync(via, data, count, exact_tail, *codec, std::move(o));
+  } else {
+    p.work = core::AllReduceSumAsync(via, data, count, std::move(o));
+  }
+  return p;
 }
 
 core::CollectiveOptions WorkerContext::Options(std::vector<int> group, int tag) const {

@@ -50,6 +50,7 @@ struct Experiment::Impl {
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
   std::vector<core::TransportStats> final_stats;
   std::vector<double> final_clock, compute_total;
+  std::vector<int64_t> peak_round_bytes;  // per worker: the most it sent in one round
   std::vector<bool> ran;  // ranks whose final state is known here (run here or merged)
   double host_compute_s = 0.0;
   int64_t outer_syncs = 0, tokens = 0;
@@ -83,6 +84,7 @@ struct WorkerContext {
   BatchSampler sampler;
   double speed;
   double compute_s = 0.0, comm_s = 0.0, idle_s = 0.0;
+  int64_t peak_round_bytes = 0;  // kept by the round driver
   std::vector<float> buffer;  // the algorithm's all-reduce buffer
   // A resumed worker continues its predecessor's clock and byte counts.
   double time_offset = 0.0;
@@ -116,9 +118,18 @@ struct WorkerContext {
   void Done();
 
   // All-reduce (sum) of the first `count` floats of `buffer` over `group`, `fill` writing this
-  // worker's contribution first; the roster decides what a dead member means.
+  // worker's contribution first; the roster decides what a dead member means. With a lossy
+  // `codec`, all but the last `exact_tail` floats travel encoded (core::AllReduceSumEncoded).
   core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
-                      bool may_continue);
+                      bool may_continue, const core::Codec* codec = nullptr, int64_t exact_tail = 0);
+  // The same all-reduce over `data`, started beside this worker (its clock runs on while the bytes
+  // move); `data` must live until the work is waited for. The guard (live) outlives the work.
+  struct PendingReduce {
+    std::unique_ptr<core::Transport> guard;
+    std::unique_ptr<core::Work> work;
+  };
+  PendingReduce StartReduce(const std::vector<int>& group, float* data, int64_t count, int64_t step,
+                            const core::Codec* codec = nullptr, int64_t exact_tail = 0);
   // Collective options of this entry (algorithm, islands, pipelining over a real network).
   core::CollectiveOptions Options(std::vector<int> group, int tag) const;
 

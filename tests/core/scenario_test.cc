@@ -151,6 +151,47 @@ TEST(ScenarioTest, FuzzerRegressionsAreRejectedWithAPosition) {
   EXPECT_GE(files, 4);
 }
 
+TEST(ScenarioTest, StreamingDilocoAndCompressedOuterGradients) {
+  auto sc = ParseScenario("compare: [streaming-diloco-h40, {algorithm: streaming-diloco, inner_steps: 48, fragments: 4, overlap_steps: 2,\n"
+                          "  merge_alpha: 0.75, fragment_pattern: sequential, outer_gradient: {format: int4, block: 32,\n"
+                          "  error_feedback: true}}, {algorithm: diloco, outer_gradient: bf16}]\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  const auto& c = sc->compare;
+  EXPECT_EQ(c[0].kind, AlgorithmKind::kStreamingDiloco);
+  EXPECT_EQ(c[0].inner_steps, 40);
+  EXPECT_EQ(c[0].fragments, 2);  // defaults: 2 fragments, tau 1, alpha 0.5, strided, fp32
+  EXPECT_EQ(c[0].overlap_steps, 1);
+  EXPECT_EQ(c[0].outer_gradient.format, CodecFormat::kFp32);
+  EXPECT_EQ(c[1].name, "streaming-diloco-h48");
+  EXPECT_EQ(c[1].fragment_pattern, FragmentPattern::kSequential);
+  EXPECT_DOUBLE_EQ(c[1].merge_alpha, 0.75);
+  EXPECT_EQ(c[1].outer_gradient.format, CodecFormat::kInt4);
+  EXPECT_EQ(c[1].outer_gradient.block, 32);
+  EXPECT_TRUE(c[1].outer_gradient.error_feedback);
+  EXPECT_EQ(c[2].outer_gradient.format, CodecFormat::kBf16);
+  auto again = ParseScenario(sc->resolved_yaml, "x.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->resolved_yaml, ParseScenario(again->resolved_yaml, "x.yaml")->resolved_yaml);
+}
+
+TEST(ScenarioTest, StreamingDilocoErrors) {
+  EXPECT_NE(ErrorOf("compare: [{algorithm: streaming-diloco, inner_steps: 10, fragments: 3}]\n")
+                .find("compare[0].fragments: inner_steps (10) must be a multiple of fragments (3)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: streaming-diloco, inner_steps: 10, fragments: 2, overlap_steps: 5}]\n")
+                .find("compare[0].overlap_steps: must be below inner_steps / fragments = 5"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("model: {preset: nano}\ncompare: [{algorithm: streaming-diloco, inner_steps: 12, fragments: 3}]\n")
+                .find("compare[0].fragments: expected at most model.n_layers = 2"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: streaming-diloco, drop_probability: 0.5}]\n").find("not supported"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: diloco, outer_gradient: fp8}]\n")
+                .find("compare[0].outer_gradient: expected one of fp32, bf16, fp16, int8, int4, topk, sign"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: ddp, outer_gradient: int8}]\n").find("unknown key"), std::string::npos);
+}
+
 TEST(ScenarioTest, OverrideErrorsNameTheOverride) {
   const std::string msg = ErrorOf("", {*ParseOverride("train.lr=fast")});
   EXPECT_NE(msg.find("--set train.lr=fast: train.lr: expected a number"), std::string::npos) << msg;

@@ -2,6 +2,8 @@
 // the in-process loopback and the emulator over the analytic and the packet-level ns-3 model.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -175,6 +177,42 @@ TEST_P(TransportContractTest, RingAllReduce) {
 TEST_P(TransportContractTest, StarAllReduce) { ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kStar); }
 TEST_P(TransportContractTest, HierarchicalAllReduce) {
   ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kHierarchical);
+}
+
+// The encoded all-reduce: every rank ends with the same values, the exact sum to within the
+// codec's error (one rounding per contribution and one of the sum), and sends the bytes the formula
+// says; the exact tail (counts, votes) is summed exactly.
+TEST_P(TransportContractTest, EncodedAllReduce) {
+  const int n = 4;
+  const int64_t count = 1003, tail = 5;
+  for (CodecFormat format : {CodecFormat::kInt8, CodecFormat::kBf16, CodecFormat::kInt4}) {
+    CodecSpec spec;
+    spec.format = format;
+    spec.block = 64;
+    const Codec codec(spec);
+    std::vector<std::vector<float>> results(n);
+    GetParam().run(n, [&](int rank, Transport& t) {
+      std::vector<float> data(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) data[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i + 101 * rank));
+      for (int64_t i = count - tail; i < count; ++i) data[static_cast<size_t>(i)] = static_cast<float>(rank + 1);
+      CollectiveOptions o;
+      o.group = {0, 1, 2, 3};
+      const auto before = t.stats().bytes_sent;
+      ASSERT_TRUE(AllReduceSumEncoded(t, data.data(), count, tail, codec, o).ok());
+      EXPECT_EQ(t.stats().bytes_sent - before, EncodedAllReduceBytesPerRank(codec, count, tail, n, rank));
+      results[static_cast<size_t>(rank)] = data;
+    });
+    // |x| <= 1 per rank: each decoded contribution is off by at most half a step of its block's
+    // scale (int: amax / qmax / 2; bf16: 2^-8 relative); the sum's re-encoding adds one such step of 4.
+    const double step = format == CodecFormat::kInt8 ? 1.0 / 127 : format == CodecFormat::kInt4 ? 1.0 / 7 : 1.0 / 128;
+    for (int64_t i = 0; i < count - tail; ++i) {
+      double exact = 0.0;
+      for (int r = 0; r < n; ++r) exact += std::sin(0.37f * static_cast<float>(i + 101 * r));
+      EXPECT_NEAR(results[0][static_cast<size_t>(i)], exact, n * step / 2 + n * step / 2 + 1e-5) << CodecName(format) << " " << i;
+      for (int r = 1; r < n; ++r) ASSERT_EQ(results[static_cast<size_t>(r)][static_cast<size_t>(i)], results[0][static_cast<size_t>(i)]);
+    }
+    for (int64_t i = count - tail; i < count; ++i) EXPECT_EQ(results[3][static_cast<size_t>(i)], 10.0f);
+  }
 }
 
 TEST_P(TransportContractTest, BroadcastFromRoot) {

@@ -2,7 +2,8 @@
 // parameters; at the round's end the members all-reduce their pseudo-gradients (global - local)
 // and apply the mean with the outer optimiser. Also local SGD (outer SGD, lr 1, no momentum) and
 // the paper's ablations: dropped outer gradients (a dropped worker continues from its own
-// parameters), an adaptive pool of workers (joiners receive the global and outer state).
+// parameters), an adaptive pool of workers (joiners receive the global and outer state), and
+// pseudo-gradients sent compressed (outer_gradient: bf16 ... sign, optionally with error feedback).
 #include <random>
 #include <sstream>
 
@@ -66,11 +67,12 @@ class Diloco final : public Algorithm {
         torch::NoGradGuard no_grad;
         ToHost(global_ - w_.replica.model().flat_params(), buffer.data());  // pseudo-gradient
       }
+      if (keep) error_feedback_.Apply(codec_, buffer.data(), n_params_);
       if (!keep) std::fill(buffer.begin(), buffer.end(), 0.0f);
       buffer[static_cast<size_t>(n_params_)] = keep ? 1.0f : 0.0f;
       std::fill(buffer.begin() + n_params_ + 1, buffer.end(), 0.0f);
       w_.roster->Vote(round->members, buffer.data() + n_params_ + 1);
-    }, true));
+    }, true, &codec_, /*exact_tail=*/1 + x_.num_workers));
     w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
     const float contributors = buffer[static_cast<size_t>(n_params_)];
     if (contributors > 0) {
@@ -117,6 +119,8 @@ class Diloco final : public Algorithm {
   OuterOptimizerState outer_;
   std::mt19937_64 drop_rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  const core::Codec codec_{x_.algo.outer_gradient};  // how pseudo-gradients travel
+  ErrorFeedback error_feedback_;
   int64_t rewarm_from_ = -1;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
 };

@@ -1,10 +1,14 @@
 // The outer optimiser of DiLoCo (arXiv 2311.08105 Alg. 1): a step on the global parameters from the
-// averaged pseudo-gradient (global - local). Shared by the DiLoCo family; one state per set of
-// parameters it updates (Streaming DiLoCo keeps one per fragment). Internal to trainer/.
+// averaged pseudo-gradient (global - local), and error feedback for compressed pseudo-gradients.
+// Shared by the DiLoCo family; one state per set of parameters it updates (Streaming DiLoCo keeps
+// one per fragment). Internal to trainer/.
 #pragma once
 
 #include <cmath>
 
+#include <vector>
+
+#include "core/codec.h"
 #include "core/scenario.h"
 #include "trainer/torch_pch.h"
 
@@ -48,5 +52,27 @@ inline void OuterStep(const core::AlgorithmSpec& a, torch::Tensor& global, const
     }
   }
 }
+
+// Error feedback for a lossy outer-gradient codec: what the codec lost of this worker's
+// contribution is added to its next one, so that nothing is lost for good, only delayed.
+class ErrorFeedback {
+ public:
+  // `values` (this worker's contribution) += the residual; the residual becomes what encoding the
+  // sum loses. A lossless codec, or error feedback off: nothing.
+  void Apply(const core::Codec& codec, float* values, int64_t count) {
+    if (codec.lossless() || !codec.spec().error_feedback) return;
+    residual_.resize(static_cast<size_t>(count), 0.0f);
+    wire_.resize(static_cast<size_t>(codec.EncodedBytes(count)));
+    decoded_.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) values[i] += residual_[static_cast<size_t>(i)];
+    codec.Encode(values, count, wire_.data());
+    codec.Decode(wire_.data(), count, decoded_.data());
+    for (int64_t i = 0; i < count; ++i) residual_[static_cast<size_t>(i)] = values[i] - decoded_[static_cast<size_t>(i)];
+  }
+
+ private:
+  std::vector<float> residual_, decoded_;
+  std::vector<uint8_t> wire_;
+};
 
 }  // namespace narrows::trainer

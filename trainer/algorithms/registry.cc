@@ -5,6 +5,7 @@ namespace narrows::trainer {
 
 std::unique_ptr<Algorithm> MakeDdp(WorkerContext& w);     // ddp.cc
 std::unique_ptr<Algorithm> MakeDiloco(WorkerContext& w);  // diloco.cc
+std::unique_ptr<Algorithm> MakeStreamingDiloco(WorkerContext& w);  // streaming_diloco.cc
 
 namespace {
 
@@ -17,6 +18,7 @@ struct Registered {
 constexpr Registered kAlgorithms[] = {
     {core::AlgorithmKind::kDdp, "ddp", MakeDdp},
     {core::AlgorithmKind::kDiloco, "diloco", MakeDiloco},
+    {core::AlgorithmKind::kStreamingDiloco, "streaming-diloco", MakeStreamingDiloco},
 };
 
 const Registered& Find(core::AlgorithmKind kind) {

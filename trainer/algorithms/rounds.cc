@@ -1,4 +1,5 @@
 // RunRounds: the loop every algorithm runs in (see algorithm.h), and live checkpoints.
+#include <algorithm>
 #include <cstdio>
 
 #include "core/run_writer.h"
@@ -133,6 +134,7 @@ core::Status RunRounds(WorkerContext& w, Algorithm& a) {
         x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});
       }
     }
+    const int64_t sent_at_start = w.Stats().bytes_sent;  // after the joiners' state: the algorithm's own bytes
     for (const auto& [step, crashed] : roster.Departures(rs, re)) {
       lost_state = lost_state || crashed;
       x.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
@@ -150,9 +152,10 @@ core::Status RunRounds(WorkerContext& w, Algorithm& a) {
         NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, a, a.Shared(), re, round.members));
       }
     }
+    w.peak_round_bytes = std::max(w.peak_round_bytes, w.Stats().bytes_sent - sent_at_start);
     roster.EndRound(round);
   }
-  return core::Status::Ok();
+  return a.Finish();
 }
 
 }  // namespace narrows::trainer

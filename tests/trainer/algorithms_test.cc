@@ -1,0 +1,157 @@
+// The algorithm modules beyond DDP and DiLoCo: Streaming DiLoCo's identities, fragment schedule and
+// overlap; compressed outer gradients' bytes; peak bandwidth per round.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/collectives.h"
+#include "tests/trainer/distributed_fixture.h"
+#include "trainer/algorithms/fragments.h"
+
+namespace narrows::trainer {
+namespace {
+
+using Json = nlohmann::json;
+
+std::vector<Json> Lines(const std::string& text) {
+  std::vector<Json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(Json::parse(line));
+  }
+  return out;
+}
+
+class AlgorithmsTest : public DistributedTest {
+ protected:
+  int64_t Params(const core::Scenario& sc) {
+    core::ModelSpec model = sc.model;
+    model.vocab_size = 256;
+    torch::manual_seed(0);
+    return Gpt(model, torch::kCPU).num_params();
+  }
+};
+
+TEST_F(AlgorithmsTest, StreamingWithOneFragmentNoOverlapAndAlphaOneIsDilocoStepForStep) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4,\n"
+                       "  {name: s, algorithm: streaming-diloco, inner_steps: 4, fragments: 1, overlap_steps: 0,"
+                       " merge_alpha: 1}]\n");
+  const EntryResult diloco = Run(sc, 0), streaming = Run(sc, 1);
+  const auto a = Lines(Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl"));
+  const auto b = Lines(Slurp(dir_ / "out" / "s" / "metrics.jsonl"));
+  ASSERT_EQ(a.size(), 4u);  // steps 4, 8, 10, 12: evaluations and log_every
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].at("train_loss").get<double>(), b[i].at("train_loss").get<double>()) << "step " << i + 1;
+    EXPECT_EQ(a[i].value("val_loss", -1.0), b[i].value("val_loss", -1.0)) << "step " << i + 1;
+  }
+  EXPECT_EQ(streaming.final_val_loss, diloco.final_val_loss);
+  EXPECT_EQ(streaming.bytes_sent_per_worker, diloco.bytes_sent_per_worker);
+  EXPECT_EQ(streaming.outer_syncs, diloco.outer_syncs);
+  EXPECT_NEAR(streaming.virtual_time_s, diloco.virtual_time_s, 1e-9 * diloco.virtual_time_s);
+}
+
+TEST_F(AlgorithmsTest, FragmentsHoldEveryParameterExactlyOnce) {
+  auto sc = core::ParseScenario("model: {preset: tiny}\n", "tiny.yaml");
+  ASSERT_TRUE(sc.ok());
+  core::ModelSpec model = sc->model;
+  model.vocab_size = 256;
+  torch::manual_seed(0);
+  const Gpt gpt(model, torch::kCPU);
+  for (auto pattern : {core::FragmentPattern::kStrided, core::FragmentPattern::kSequential}) {
+    for (int64_t p : {1, 2, 3, 4}) {
+      const auto fragments = SplitIntoFragments(gpt.slices(), model.n_layers, p, pattern);
+      ASSERT_EQ(static_cast<int64_t>(fragments.size()), p);
+      std::vector<int> owner(static_cast<size_t>(gpt.num_params()), 0);
+      for (const auto& f : fragments) {
+        int64_t numel = 0;
+        for (const auto& [offset, n] : f.ranges) {
+          for (int64_t i = offset; i < offset + n; ++i) ++owner[static_cast<size_t>(i)];
+          numel += n;
+        }
+        EXPECT_EQ(numel, f.numel);
+        EXPECT_GT(f.numel, 0) << "an empty fragment";
+      }
+      for (size_t i = 0; i < owner.size(); ++i) ASSERT_EQ(owner[i], 1) << "element " << i << ", P = " << p;
+    }
+  }
+  // Strided: block 1 of 4 with P = 2 is in fragment 1, as is block 3; sequential puts it in fragment 0.
+  const auto strided = SplitIntoFragments(gpt.slices(), 4, 2, core::FragmentPattern::kStrided);
+  const auto sequential = SplitIntoFragments(gpt.slices(), 4, 2, core::FragmentPattern::kSequential);
+  int64_t block1 = -1;
+  for (const auto& s : gpt.slices()) {
+    if (s.name.rfind("h.1.", 0) == 0) block1 = s.offset;
+  }
+  auto holds = [&](const Fragment& f) {
+    for (const auto& [offset, n] : f.ranges) {
+      if (block1 >= offset && block1 < offset + n) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(holds(strided[1]));
+  EXPECT_TRUE(holds(sequential[0]));
+}
+
+TEST_F(AlgorithmsTest, EachFragmentIsSynchronisedOnceEveryHSteps) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [{name: s, algorithm: streaming-diloco, inner_steps: 4,"
+                       " fragments: 2, overlap_steps: 1}]\n");
+  const EntryResult r = Run(sc);
+  EXPECT_EQ(r.outer_syncs, 6);  // 12 steps, a fragment every 2
+  std::map<int64_t, std::vector<int64_t>> steps_of;  // fragment -> the steps it was synchronised at
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "s" / "events.jsonl"))) {
+    if (e.at("type") == "outer_sync") steps_of[e.at("fragment").get<int64_t>()].push_back(e.at("step").get<int64_t>());
+  }
+  EXPECT_EQ(steps_of[1], (std::vector<int64_t>{2, 6, 10}));
+  EXPECT_EQ(steps_of[0], (std::vector<int64_t>{4, 8, 12}));
+}
+
+TEST_F(AlgorithmsTest, OverlapHidesTheFragmentsAllReduceBehindInnerSteps) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [\n"
+                       "  {name: tau0, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, overlap_steps: 0},\n"
+                       "  {name: tau1, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, overlap_steps: 1}]\n",
+                       "network: {profile: internet-1g}\n");
+  const EntryResult tau0 = Run(sc, 0), tau1 = Run(sc, 1);
+  EXPECT_LT(tau1.virtual_time_s, tau0.virtual_time_s);
+  EXPECT_GT(tau1.compute_utilization, tau0.compute_utilization);
+  EXPECT_EQ(tau1.bytes_sent_per_worker, tau0.bytes_sent_per_worker);
+  EXPECT_NE(tau1.final_val_loss, tau0.final_val_loss);  // the merge lands a step later: other numbers
+}
+
+TEST_F(AlgorithmsTest, CompressedOuterGradientsSendTheFormulasBytes) {
+  for (const char* format : {"int8", "int4", "bf16", "topk", "sign"}) {
+    const auto sc = Make(std::string("workers: {count: 4}\ncompare: [{name: c, algorithm: diloco, inner_steps: 4,"
+                                     " outer_gradient: {format: ") + format + ", block: 64, topk: 0.25}}]\n");
+    const EntryResult r = Run(sc);
+    const core::Codec codec(sc.compare[0].outer_gradient);
+    const int64_t count = Params(sc) + 1 + 4;  // pseudo-gradient, contributor count, join votes
+    double per_worker = 0.0;
+    for (int p = 0; p < 4; ++p) per_worker += core::EncodedAllReduceBytesPerRank(codec, count, 1 + 4, 4, p) / 4.0;
+    EXPECT_DOUBLE_EQ(r.bytes_sent_per_worker, per_worker * 3) << format;
+    EXPECT_GT(r.final_val_loss, 0.0) << format;
+    EXPECT_LT(r.final_val_loss, std::log(256.0)) << format;
+  }
+}
+
+TEST_F(AlgorithmsTest, ErrorFeedbackChangesWhatALossyCodecSends) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [\n"
+                       "  {name: plain, algorithm: diloco, inner_steps: 2, outer_gradient: {format: int4}},\n"
+                       "  {name: ef, algorithm: diloco, inner_steps: 2, outer_gradient: {format: int4, error_feedback: true}}]\n");
+  const EntryResult plain = Run(sc, 0), ef = Run(sc, 1);
+  EXPECT_NE(plain.final_val_loss, ef.final_val_loss);
+  EXPECT_EQ(plain.bytes_sent_per_worker, ef.bytes_sent_per_worker);
+}
+
+TEST_F(AlgorithmsTest, PeakBytesPerRoundFollowTheAlgorithm) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [{algorithm: ddp, overlap: false}, diloco-h4,\n"
+                       "  {name: s, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, overlap_steps: 0}]\n");
+  const EntryResult ddp = Run(sc, 0), diloco = Run(sc, 1), streaming = Run(sc, 2);
+  const int64_t n = Params(sc);
+  EXPECT_EQ(ddp.peak_bytes_per_round, core::RingAllReduceBytesPerRank(n + 1, 2, 0));  // every step
+  EXPECT_EQ(diloco.peak_bytes_per_round, core::RingAllReduceBytesPerRank(n + 3, 2, 0));
+  // Two fragments: about half of DiLoCo's peak (the embeddings make fragment 0 the larger).
+  EXPECT_LT(streaming.peak_bytes_per_round, 0.8 * diloco.peak_bytes_per_round);
+  EXPECT_GT(streaming.peak_bytes_per_round, 0.3 * diloco.peak_bytes_per_round);
+}
+
+}  // namespace
+}  // namespace narrows::trainer

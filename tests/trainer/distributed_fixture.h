@@ -1,0 +1,65 @@
+// The emulated-run fixture of the trainer's distributed tests: a small corpus, a nano model with
+// modelled compute, and Run(scenario, entry) under the emulator with the scenario's network.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "emu/engine.h"
+#include "emu/network_from_scenario.h"
+#include "trainer/experiment.h"
+
+namespace narrows::trainer {
+
+namespace fs = std::filesystem;
+
+class DistributedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("narrows_dist_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream text(dir_ / "corpus.txt");
+    for (int i = 0; i < 4000; ++i) text << "it is a truth universally acknowledged " << i % 23 << ".\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  core::Scenario Make(const std::string& extra, const std::string& network = "network: {profile: home-100m}\n") {
+    auto sc = core::ParseScenario("name: d\nthreads: 2\nmodel: {preset: nano}\n"
+                                  "train: {steps: 12, batch_size: 4, lr: 3e-3, warmup_steps: 2}\n"
+                                  "eval: {every: 4, batches: 2, batch_size: 4}\n"
+                                  "compute: {mode: modelled, device_flops: 1.0e9}\n"
+                                  "output: {dir: " + (dir_ / "runs").string() + "}\n"
+                                  "data: {path: " + (dir_ / "corpus.txt").string() + "}\n" + network + extra,
+                                  "d.yaml");
+    EXPECT_TRUE(sc.ok()) << sc.status().ToString();
+    return *sc;
+  }
+
+  EntryResult Run(const core::Scenario& sc, size_t entry = 0) {
+    auto data = LoadDataset(sc, "");
+    EXPECT_TRUE(data.ok()) << data.status().ToString();
+    auto exp = Experiment::Create(sc, sc.compare.at(entry), *data);
+    EXPECT_TRUE(exp.ok()) << exp.status().ToString();
+    emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+    engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });
+    auto r = (*exp)->Finish((dir_ / "out" / sc.compare[entry].name).string());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : EntryResult{};
+  }
+
+  std::string Slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace narrows::trainer

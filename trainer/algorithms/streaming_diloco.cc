@@ -1,0 +1,248 @@
+// Streaming DiLoCo (arXiv 2501.18512): DiLoCo whose parameters are split into P fragments of
+// transformer blocks (§2.2: strided — fragment p holds blocks p, p+P, ... — or sequential), each
+// synchronised every H inner steps at its own offset, so a round of H / P steps ends with one
+// fragment's outer step and the peak bandwidth is a P-th of DiLoCo's. The fragment's all-reduce
+// runs beside the next tau inner steps (§2.3, overlap); when it lands, the outer optimiser (one
+// state per fragment) updates the global fragment and the local one becomes
+// (1 - alpha) * local + alpha * global. Outer gradients may travel compressed (§2.4; outer_gradient).
+// Embeddings belong to the first fragment, the final LayerNorm to the last block's fragment.
+//
+// With P = 1, alpha = 1 and tau = 0 this is DiLoCo step for step (tested): the same buffer layout
+// (pseudo-gradient, contributor count, join votes), the same all-reduce, the same outer step.
+#include "trainer/algorithms/fragments.h"
+
+#include <algorithm>
+
+#include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer_optimizer.h"
+
+namespace narrows::trainer {
+
+std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, int64_t n_layers, int64_t fragments,
+                                         core::FragmentPattern pattern) {
+  std::vector<Fragment> out(static_cast<size_t>(fragments));
+  auto fragment_of_block = [&](int64_t block) {
+    if (pattern == core::FragmentPattern::kStrided) return block % fragments;
+    return block * fragments / n_layers;  // sequential: consecutive blocks, as even as they divide
+  };
+  for (const auto& s : slices) {
+    int64_t f = 0;
+    if (s.name.rfind("h.", 0) == 0) {
+      f = fragment_of_block(std::stoll(s.name.substr(2, s.name.find('.', 2) - 2)));
+    } else if (s.name.rfind("ln_f", 0) == 0) {
+      f = fragment_of_block(n_layers - 1);
+    }
+    Fragment& frag = out[static_cast<size_t>(f)];
+    // Adjacent slices of one fragment merge into one range.
+    if (!frag.ranges.empty() && frag.ranges.back().first + frag.ranges.back().second == s.offset) {
+      frag.ranges.back().second += s.numel;
+    } else {
+      frag.ranges.emplace_back(s.offset, s.numel);
+    }
+    frag.numel += s.numel;
+  }
+  return out;
+}
+
+namespace {
+
+class StreamingDiloco final : public Algorithm {
+ public:
+  explicit StreamingDiloco(WorkerContext& w)
+      : w_(w),
+        x_(w.x),
+        spacing_(x_.algo.inner_steps / x_.algo.fragments),
+        codec_(x_.algo.outer_gradient),
+        fragments_(SplitIntoFragments(w.replica.model().slices(), x_.model.n_layers, x_.algo.fragments,
+                                      x_.algo.fragment_pattern)) {
+    torch::Tensor flat = w.replica.model().flat_params().detach();
+    int64_t largest = 0;
+    for (auto& f : fragments_) {
+      state_.push_back({Gather(flat, f), OuterOptimizerState{}, ErrorFeedback{}});
+      state_.back().outer = OuterOptimizerState::Like(state_.back().global);
+      largest = std::max(largest, f.numel);
+    }
+    outer_steps_ = torch::zeros({x_.algo.fragments}, flat.options());
+    // One fragment's outer gradient, the contributor count, one join vote per worker.
+    w.buffer.resize(static_cast<size_t>(largest + 1 + x_.num_workers));
+  }
+
+  int64_t RoundSteps() const override { return spacing_; }
+
+  SharedState Shared() override {
+    SharedState s;
+    for (size_t f = 0; f < state_.size(); ++f) {
+      const std::string p = "fragment" + std::to_string(f) + ".";
+      s.tensors.emplace_back(p + "global", &state_[f].global);
+      s.tensors.emplace_back(p + "outer_momentum", &state_[f].outer.momentum);
+      s.tensors.emplace_back(p + "outer_adam_m", &state_[f].outer.adam_m);
+      s.tensors.emplace_back(p + "outer_adam_v", &state_[f].outer.adam_v);
+    }
+    // Outer step counts (per fragment: Adam's bias correction) travel as floats, exact below 2^24.
+    torch::Tensor steps = torch::empty({x_.algo.fragments}, torch::kFloat32);
+    for (size_t f = 0; f < state_.size(); ++f) steps[static_cast<int64_t>(f)] = static_cast<float>(state_[f].outer.steps);
+    outer_steps_.copy_(steps);
+    s.tensors.emplace_back("outer_steps", &outer_steps_);
+    s.counter = &counter_;
+    return s;
+  }
+
+  void OnJoin(int64_t step, bool lost_state) override {
+    const torch::Tensor steps = outer_steps_.to(torch::kCPU);
+    for (size_t f = 0; f < state_.size(); ++f) {
+      state_[f].outer.steps = static_cast<int64_t>(steps[static_cast<int64_t>(f)].item<float>());
+    }
+    torch::NoGradGuard no_grad;
+    for (size_t f = 0; f < state_.size(); ++f) Scatter(state_[f].global, fragments_[f]);
+    if (lost_state) w_.replica.optimizer().Reset();
+    rewarm_from_ = step;
+  }
+
+  core::Status Step(Round* /*round*/, int64_t step) override {
+    if (pending_.work && step >= pending_due_) NARROWS_RETURN_IF_ERROR(Complete());
+    const TokenBatch batch = w_.sampler.Next(x_.sc.train.batch_size);
+    double lr = LearningRate(x_.sc.train, step);
+    if (rewarm_from_ >= 0 && x_.sc.train.warmup_steps > 0) {
+      lr *= std::min(1.0, static_cast<double>(step - rewarm_from_ + 1) / x_.sc.train.warmup_steps);
+    }
+    const StepStats stats = w_.Compute(w_.StepFlops(), [&] { return w_.replica.TrainStep(batch, lr); });
+    w_.Record(step, stats.loss);
+    return core::Status::Ok();
+  }
+
+  // The round's fragment: its pseudo-gradient leaves now; the outer step lands tau steps later.
+  core::Status EndRound(Round* round) override {
+    if (pending_.work) NARROWS_RETURN_IF_ERROR(Complete());
+    const int64_t re = round->end;
+    pending_fragment_ = static_cast<size_t>((re / spacing_) % x_.algo.fragments);
+    const Fragment& frag = fragments_[pending_fragment_];
+    FragmentState& st = state_[pending_fragment_];
+    auto& buffer = w_.buffer;
+    count_ = frag.numel + 1 + x_.num_workers;
+    {
+      torch::NoGradGuard no_grad;
+      ToHost(st.global - Gather(w_.replica.model().flat_params(), frag), buffer.data());  // pseudo-gradient
+    }
+    st.error_feedback.Apply(codec_, buffer.data(), frag.numel);
+    buffer[static_cast<size_t>(frag.numel)] = 1.0f;
+    std::fill(buffer.begin() + frag.numel + 1, buffer.begin() + count_, 0.0f);
+    w_.roster->Vote(round->members, buffer.data() + frag.numel + 1);
+    contribution_.assign(buffer.begin(), buffer.begin() + count_);  // to send again if a member dies
+    pending_round_ = *round;
+    pending_due_ = re + x_.algo.overlap_steps;
+    comm_from_ = w_.Now();
+    pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, &codec_, 1 + x_.num_workers);
+    if (x_.algo.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
+    *round = pending_round_;  // survivors, if members died
+    return core::Status::Ok();
+  }
+
+  core::Status Finish() override {
+    if (pending_.work) NARROWS_RETURN_IF_ERROR(Complete());
+    return core::Status::Ok();
+  }
+
+ private:
+  struct FragmentState {
+    torch::Tensor global;  // the fragment's global parameters, packed
+    OuterOptimizerState outer;
+    ErrorFeedback error_feedback;
+  };
+
+  // The fragment's elements of `flat`, packed in order.
+  static torch::Tensor Gather(const torch::Tensor& flat, const Fragment& f) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& [offset, numel] : f.ranges) parts.push_back(flat.narrow(0, offset, numel));
+    return parts.size() == 1 ? parts[0].clone() : torch::cat(parts);
+  }
+  // Writes `packed` into the fragment's elements of the local parameters.
+  void Scatter(const torch::Tensor& packed, const Fragment& f) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor flat = w_.replica.model().flat_params();
+    int64_t at = 0;
+    for (const auto& [offset, numel] : f.ranges) {
+      flat.narrow(0, offset, numel).copy_(packed.narrow(0, at, numel));
+      at += numel;
+    }
+  }
+
+  // Waits for the fragment's all-reduce (live: repeated among the survivors if members died), then
+  // the outer step and the merge.
+  core::Status Complete() {
+    const Fragment& frag = fragments_[pending_fragment_];
+    FragmentState& st = state_[pending_fragment_];
+    auto& buffer = w_.buffer;
+    const double before = w_.Now();
+    core::Status s = pending_.work->Wait();
+    pending_ = {};
+    w_.comm_s += w_.Now() - before;  // the part of the all-reduce not hidden behind inner steps
+    if (!s.ok() && s.code() == core::StatusCode::kPeerUnavailable) {
+      NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&pending_round_.members, pending_round_.end, true, s));
+      s = w_.Reduce(&pending_round_.members, count_, pending_round_.end,
+                    [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, true, &codec_,
+                    1 + x_.num_workers);
+    }
+    NARROWS_RETURN_IF_ERROR(s);
+    w_.roster->CountVotes(pending_round_.members, buffer.data() + frag.numel + 1);
+    const float contributors = buffer[static_cast<size_t>(frag.numel)];
+    for (int64_t i = 0; i < frag.numel; ++i) buffer[static_cast<size_t>(i)] /= contributors;
+    torch::Tensor delta = torch::empty_like(st.global);
+    FromHost(buffer.data(), delta);
+    OuterStep(x_.algo, st.global, delta, st.outer);
+    const double alpha = x_.algo.merge_alpha;
+    if (alpha == 1.0) {
+      Scatter(st.global, frag);
+    } else {
+      torch::NoGradGuard no_grad;
+      Scatter(Gather(w_.replica.model().flat_params(), frag).mul_(1.0 - alpha).add_(st.global, alpha), frag);
+    }
+    const Round& r = pending_round_;
+    if (w_.rank == r.members.front()) {
+      {
+        std::lock_guard<std::mutex> lock(x_.mu);
+        ++x_.outer_syncs;
+      }
+      x_.Event({{"type", "outer_sync"}, {"step", r.end}, {"time", w_.Now()}, {"participants", r.members},
+                {"contributors", static_cast<int>(contributors)}, {"fragment", pending_fragment_},
+                {"sent_at", comm_from_}});
+      if (x_.EvalDue(r.start, r.end)) x_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
+    }
+    return core::Status::Ok();
+  }
+
+  // The global model: every fragment's global parameters in place.
+  torch::Tensor GlobalParams() {
+    torch::Tensor flat = w_.replica.model().flat_params().detach().clone();
+    for (size_t f = 0; f < fragments_.size(); ++f) {
+      int64_t at = 0;
+      for (const auto& [offset, numel] : fragments_[f].ranges) {
+        flat.narrow(0, offset, numel).copy_(state_[f].global.narrow(0, at, numel));
+        at += numel;
+      }
+    }
+    return flat;
+  }
+
+  WorkerContext& w_;
+  Experiment::Impl& x_;
+  const int64_t spacing_;  // H / P: steps between two fragments' synchronisations
+  const core::Codec codec_;
+  const std::vector<Fragment> fragments_;
+  std::vector<FragmentState> state_;
+  torch::Tensor outer_steps_;  // per fragment, for joiners
+  int64_t counter_ = 0;
+  int64_t rewarm_from_ = -1;
+  // The fragment all-reduce in flight.
+  WorkerContext::PendingReduce pending_;
+  size_t pending_fragment_ = 0;
+  int64_t pending_due_ = 0, count_ = 0;
+  Round pending_round_;
+  std::vector<float> contribution_;
+  double comm_from_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> MakeStreamingDiloco(WorkerContext& w) { return std::make_unique<StreamingDiloco>(w); }
+
+}  // namespace narrows::trainer
