@@ -554,6 +554,7 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
   a.overlap = s.Bool("overlap", true);
   a.bucket_mb = s.Double("bucket_mb", 25.0, 0.001, 1e6);
   if (a.kind != AlgorithmKind::kDdp) ReadOuterGradient(s, &a.outer_gradient);
+  if (a.kind == AlgorithmKind::kDiloco) a.dylu = s.Bool("dylu", false);
   if (a.kind == AlgorithmKind::kStreamingDiloco) {
     a.fragments = s.Int("fragments", 2, 1, 1024);
     a.fragment_pattern = s.Enum<FragmentPattern>(

@@ -166,6 +166,11 @@ struct AlgorithmSpec {
   // every inner_steps steps at offset p * inner_steps / fragments; its all-reduce overlaps
   // `overlap_steps` (tau) inner steps; the local fragment then becomes
   // (1 - merge_alpha) * local + merge_alpha * global.
+  // DiLoCo with heterogeneous workers: DyLU (Async Local-SGD, arXiv 2401.09135 §4.2) gives each
+  // worker floor(H * t_fastest / t_own) inner steps per round, t the step times measured in the last
+  // round (virtual compute under the emulator, wall time over a network), so that all arrive at the
+  // outer step together instead of everyone waiting for the slowest.
+  bool dylu = false;
   int64_t fragments = 2;
   FragmentPattern fragment_pattern = FragmentPattern::kStrided;
   int64_t overlap_steps = 1;

@@ -192,8 +192,7 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
     NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
     NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   }
-  nlohmann::json results = nlohmann::json::array();
-  std::vector<trainer::EntryResult> done;
+  nlohmann::json results = nlohmann::json::array(), summary = {{"results", nlohmann::json::array()}};
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!o.rejoin) {  // every entry starts together; rank 0 says when
       int32_t index = static_cast<int32_t>(i);
@@ -239,11 +238,12 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
                   missing.empty() ? "" : (" | " + std::to_string(missing.size()) + " worker(s) lost").c_str());
     progress.Finish(detail);
     results.push_back(EntryJson(*r, host_s));
-    done.push_back(*r);
-    NARROWS_RETURN_IF_ERROR(WriteSummary(sc, run_dir, results, "wall", !entry_name.empty()));
+    auto written = WriteSummary(sc, run_dir, results, "wall", !entry_name.empty());
+    if (!written.ok()) return written.status();
+    summary = *written;
   }
   if (rank == 0) {
-    PrintComparison(sc, done, "wall");
+    PrintComparison(summary);
     std::printf("results: %s/summary.json\n", run_dir.c_str());
   }
   return Status::Ok();

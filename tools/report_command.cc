@@ -251,12 +251,15 @@ json SummaryTable(const Run& run) {
     rows.push_back({s.value("name", ""), s.value("algorithm", ""), Format("%.0f", Num(s, "workers")),
                     Format("%.4f", Num(s, "final_val_loss")), Format("%.1f", t),
                     std::isnan(target) ? std::string("-") : Format("%.1f", target),
-                    BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "peak_bytes_per_round")),
-                    Format("%.0f", Num(s, "outer_syncs", 0.0)),
-                    Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Format("%.2fx", first / t)});
+                    BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "bytes_to_target")),
+                    BytesOrDash(Num(s, "peak_bytes_per_round")), Format("%.0f", Num(s, "outer_syncs", 0.0)),
+                    Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Format("%.2fx", first / t),
+                    std::isnan(Num(s, "speedup_at_target")) ? std::string("-")
+                                                            : Format("%.2fx", Num(s, "speedup_at_target"))});
   }
   return Table("Summary", {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
-                           "to target (s)", "sent/worker", "peak/round", "outer syncs", "compute", "speed-up vs first"},
+                           "to target (s)", "sent/worker", "sent to target", "peak/round", "outer syncs", "compute",
+                           "speed-up vs first", "at equal loss"},
                rows);
 }
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -54,8 +55,65 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
   return j;
 }
 
-core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, const nlohmann::json& results,
-                          const std::string& clock, bool keep_others) {
+namespace {
+
+// An entry's evaluations from its metrics.jsonl: (time, validation loss, bytes sent per worker).
+struct Evaluation {
+  double time_s, val_loss, bytes;
+};
+std::vector<Evaluation> Evaluations(const std::string& metrics_path) {
+  std::vector<Evaluation> out;
+  std::ifstream in(metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    try {
+      const auto m = nlohmann::json::parse(line);
+      if (!m.contains("val_loss")) continue;
+      const double t = m.contains("virtual_time_s") ? m["virtual_time_s"].get<double>() : m.value("wall_time_s", 0.0);
+      out.push_back({t, m["val_loss"].get<double>(), m.value("bytes_sent", 0.0)});
+    } catch (const std::exception&) {
+      // A torn last line of an interrupted run: the evaluations before it stand.
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary) {
+  auto& results = (*summary)["results"];
+  if (results.empty()) return;
+  double target = sc.target_loss;
+  std::string source = "scenario";
+  if (target <= 0) {
+    source = "worst final loss";
+    for (const auto& r : results) target = std::max(target, r.value("final_val_loss", 0.0));
+  }
+  (*summary)["target_loss"] = target;
+  (*summary)["target_source"] = source;
+  double first_time = -1.0, first_bytes = -1.0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto& r = results[i];
+    double time = -1.0, bytes = -1.0;
+    for (const auto& e : Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl")) {
+      if (e.val_loss <= target) {
+        time = e.time_s;
+        bytes = e.bytes;
+        break;
+      }
+    }
+    r["time_to_target_s"] = time >= 0 ? nlohmann::json(time) : nlohmann::json();
+    r["bytes_to_target"] = bytes >= 0 ? nlohmann::json(bytes) : nlohmann::json();
+    if (i == 0) {
+      first_time = time;
+      first_bytes = bytes;
+    }
+    r["speedup_at_target"] = time > 0 && first_time > 0 ? nlohmann::json(first_time / time) : nlohmann::json();
+    r["bytes_saved_at_target"] = bytes > 0 && first_bytes > 0 ? nlohmann::json(first_bytes / bytes) : nlohmann::json();
+  }
+}
+
+core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::string& run_dir,
+                                          const nlohmann::json& results, const std::string& clock, bool keep_others) {
   nlohmann::json merged = nlohmann::json::array();
   std::ifstream in(run_dir + "/summary.json");
   if (keep_others && in) {
@@ -78,35 +136,47 @@ core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, 
     }
     merged.push_back(e);
   }
-  const nlohmann::json summary = {{"scenario", sc.name}, {"clock", clock}, {"results", merged}};
-  return core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n");
+  nlohmann::json summary = {{"scenario", sc.name}, {"clock", clock}, {"results", merged}};
+  AddEqualQuality(sc, run_dir, &summary);
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
+  return summary;
 }
 
-void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryResult>& done, const std::string& clock) {
-  std::printf("%-16s %10s %12s %12s %14s %12s %8s %9s\n", "entry", "val loss", "time (s)",
-              sc.target_loss > 0 ? "to target" : "", "sent/worker", "peak/round", "syncs", "compute");
-  for (const auto& r : done) {
-    char target[32] = "";
-    if (sc.target_loss > 0) {
-      if (r.time_to_target_s >= 0) {
-        std::snprintf(target, sizeof target, "%.1f", r.time_to_target_s);
-      } else {
-        std::snprintf(target, sizeof target, "never");
-      }
-    }
-    std::printf("%-16s %10.4f %12.1f %12s %14s %12s %8lld %8.0f%%\n", r.name.c_str(), r.final_val_loss,
-                r.virtual_time_s, target, Bytes(r.bytes_sent_per_worker).c_str(),
-                Bytes(r.peak_bytes_per_round).c_str(), static_cast<long long>(r.outer_syncs),
-                100.0 * r.compute_utilization);
+void PrintComparison(const nlohmann::json& summary) {
+  const bool wall = summary.value("clock", std::string()) == "wall";
+  const auto& results = summary.at("results");
+  auto num = [](const nlohmann::json& r, const char* key) {
+    return r.contains(key) && r[key].is_number() ? r[key].get<double>() : -1.0;
+  };
+  std::printf("%-16s %9s %9s %10s %12s %12s %11s %6s %8s\n", "entry", "val loss", "time (s)", "to target",
+              "sent/worker", "to target", "peak/round", "syncs", "compute");
+  for (const auto& r : results) {
+    const double t = num(r, "time_to_target_s"), b = num(r, "bytes_to_target");
+    char to_time[32] = "never";
+    if (t >= 0) std::snprintf(to_time, sizeof to_time, "%.1f", t);
+    std::printf("%-16s %9.4f %9.1f %10s %12s %12s %11s %6lld %7.0f%%\n", r.value("name", std::string()).c_str(),
+                num(r, "final_val_loss"), num(r, "time_s"), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),
+                b >= 0 ? Bytes(b).c_str() : "never", Bytes(std::max(0.0, num(r, "peak_bytes_per_round"))).c_str(),
+                static_cast<long long>(num(r, "outer_syncs")), 100.0 * num(r, "compute_utilization"));
   }
-  if (done.size() >= 2) {
-    std::printf("%s wall-clock time relative to %s:", clock == "wall" ? "measured" : "virtual",
-                done.front().name.c_str());
-    for (size_t i = 1; i < done.size(); ++i) {
-      std::printf(" %s %.2fx faster", done[i].name.c_str(), done.front().virtual_time_s / done[i].virtual_time_s);
-    }
-    std::printf("\n");
+  if (results.size() < 2) return;
+  const std::string first = results[0].value("name", std::string());
+  std::printf("%s wall-clock time relative to %s:", wall ? "measured" : "virtual", first.c_str());
+  for (size_t i = 1; i < results.size(); ++i) {
+    std::printf(" %s %.2fx faster", results[i].value("name", std::string()).c_str(),
+                num(results[0], "time_s") / num(results[i], "time_s"));
   }
+  std::printf("\nat equal loss (%.4f, %s) relative to %s:", summary.value("target_loss", 0.0),
+              summary.value("target_source", std::string()).c_str(), first.c_str());
+  for (size_t i = 1; i < results.size(); ++i) {
+    const double speedup = num(results[i], "speedup_at_target"), saved = num(results[i], "bytes_saved_at_target");
+    if (speedup > 0) {
+      std::printf(" %s %.2fx faster, %.3gx fewer bytes", results[i].value("name", std::string()).c_str(), speedup, saved);
+    } else {
+      std::printf(" %s -", results[i].value("name", std::string()).c_str());
+    }
+  }
+  std::printf("\n");
 }
 
 core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
@@ -124,8 +194,7 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
 
-  nlohmann::json results = nlohmann::json::array();
-  std::vector<trainer::EntryResult> done;
+  nlohmann::json results = nlohmann::json::array(), summary = {{"results", nlohmann::json::array()}};
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " +
                               entries[i].name + " step";
@@ -147,11 +216,12 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
                   r->virtual_time_s, host_s);
     progress.Finish(detail);
     results.push_back(EntryJson(*r, host_s));
-    done.push_back(*r);
     // Rewritten after every entry, so a long comparison keeps what it finished.
-    NARROWS_RETURN_IF_ERROR(WriteSummary(sc, run_dir, results, "virtual", false));
+    auto written = WriteSummary(sc, run_dir, results, "virtual", false);
+    if (!written.ok()) return written.status();
+    summary = *written;
   }
-  PrintComparison(sc, done, "virtual");
+  PrintComparison(summary);
   std::printf("results: %s/summary.json\n", run_dir.c_str());
   if (!options.report) {
     std::printf("charts: narrows report %s (or run with --report)\n", run_dir.c_str());

@@ -27,13 +27,20 @@ core::Status RunScenario(const core::Scenario& scenario, const RunOptions& optio
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc);
 // One entry of summary.json's results.
 nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s);
-// Writes `run_dir`/summary.json with `results`; with `keep_others`, also the entries of an earlier
-// summary that this run did not repeat (a resumed or single-entry run adds to what is there).
-core::Status WriteSummary(const core::Scenario& sc, const std::string& run_dir, const nlohmann::json& results,
-                          const std::string& clock, bool keep_others);
+// Writes `run_dir`/summary.json with `results` and returns it; with `keep_others`, also the entries
+// of an earlier summary that this run did not repeat (a resumed or single-entry run adds to what is
+// there). The equal-quality figures (AddEqualQuality) are recomputed over all its entries.
+core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::string& run_dir,
+                                          const nlohmann::json& results, const std::string& clock, bool keep_others);
+// The comparison at equal quality, from the entries' metrics.jsonl under `run_dir`: `target_loss`
+// (the scenario's, or else the worst final loss among the entries, which every entry reaches) and
+// `target_source`; per entry `time_to_target_s` and `bytes_to_target` (per worker) at its first
+// evaluation at or below the target (null: never), `speedup_at_target` and `bytes_saved_at_target`
+// relative to the first entry.
+void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary);
 // "1.01 GB", "20.2 MB", "429 kB": bytes as the tables print them.
 std::string Bytes(double b);
-// The comparison table on stdout; `clock` is "virtual" or "wall".
-void PrintComparison(const core::Scenario& sc, const std::vector<trainer::EntryResult>& done, const std::string& clock);
+// The comparison table of a summary on stdout: at equal steps and at equal loss.
+void PrintComparison(const nlohmann::json& summary);
 
 }  // namespace narrows::tools

@@ -153,7 +153,8 @@ Status RunSweep(const SweepOptions& o) {
   std::ostringstream csv;
   csv.precision(10);
   for (const auto& axis : o.axes) csv << Csv(axis.key) << ",";
-  csv << "entry,algorithm,final_val_loss,time_s,bytes_sent_per_worker,compute_utilization,outer_syncs,speedup_vs_ddp\n";
+  csv << "entry,algorithm,final_val_loss,time_s,bytes_sent_per_worker,peak_bytes_per_round,compute_utilization,"
+         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_ddp\n";
   std::map<std::string, std::map<std::string, double>> speedups;  // first axis value -> entry -> speed-up
   for (size_t i = 0; i < scenarios.size(); ++i) {
     const auto summary = finished(scenarios[i]);
@@ -165,12 +166,17 @@ Status RunSweep(const SweepOptions& o) {
     for (const auto& r : summary->at("results")) {
       const double t = r.at("time_s");
       for (size_t a = 0; a < o.axes.size(); ++a) csv << Csv(o.axes[a].values[points[i][a]]) << ",";
+      auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
+        return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
+      };
       csv << Csv(r.at("name")) << "," << r.at("algorithm").get<std::string>() << "," << r.at("final_val_loss") << ","
-          << t << "," << r.at("bytes_sent_per_worker") << "," << r.at("compute_utilization") << ","
-          << r.at("outer_syncs") << ",";
+          << t << "," << r.at("bytes_sent_per_worker") << "," << cell(r, "peak_bytes_per_round") << ","
+          << r.at("compute_utilization") << "," << r.at("outer_syncs") << "," << cell(*summary, "target_loss") << ","
+          << cell(r, "time_to_target_s") << "," << cell(r, "bytes_to_target") << "," << cell(r, "speedup_at_target")
+          << ",";
       if (ddp_time > 0) csv << ddp_time / t;
       csv << "\n";
-      if (r.at("algorithm") == "diloco" && ddp_time > 0) {
+      if (r.at("algorithm") != "ddp" && ddp_time > 0) {
         std::string row;
         for (size_t a = 0; a < o.axes.size(); ++a) {
           if (o.axes[a].key != "compare") row += (row.empty() ? "" : " ") + o.axes[a].values[points[i][a]];
@@ -181,7 +187,7 @@ Status RunSweep(const SweepOptions& o) {
   }
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(sweep_dir + "/results.csv", csv.str()));
   if (!speedups.empty()) {
-    std::printf("DiLoCo wall-clock speed-up over DDP (time of DDP / time of the entry):\n");
+    std::printf("wall-clock speed-up over DDP (time of DDP / time of the entry):\n");
     std::vector<std::string> columns;
     for (const auto& [row, by_entry] : speedups) {
       for (const auto& [entry, s] : by_entry) {

@@ -153,5 +153,33 @@ TEST_F(AlgorithmsTest, PeakBytesPerRoundFollowTheAlgorithm) {
   EXPECT_GT(streaming.peak_bytes_per_round, 0.3 * diloco.peak_bytes_per_round);
 }
 
+TEST_F(AlgorithmsTest, DyluWithEqualSpeedsIsDiloco) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4, {name: dylu, algorithm: diloco, inner_steps: 4, dylu: true}]\n");
+  const EntryResult diloco = Run(sc, 0), dylu = Run(sc, 1);
+  const auto a = Lines(Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl"));
+  const auto b = Lines(Slurp(dir_ / "out" / "dylu" / "metrics.jsonl"));
+  ASSERT_EQ(a.size(), b.size());
+  // The step times ride in the all-reduce, which moves the ring's chunk boundaries: equal to rounding.
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i].at("train_loss").get<double>(), b[i].at("train_loss").get<double>(), 1e-5) << i;
+  }
+  EXPECT_NEAR(dylu.final_val_loss, diloco.final_val_loss, 1e-5);
+  EXPECT_EQ(dylu.tokens, diloco.tokens);
+  EXPECT_EQ(Slurp(dir_ / "out" / "dylu" / "events.jsonl").find("inner_steps"), std::string::npos);
+}
+
+TEST_F(AlgorithmsTest, DyluGivesASlowWorkerFewerInnerStepsSoNobodyWaits) {
+  const auto sc = Make("workers: {count: 2, speed: [1, 0.5]}\n"
+                       "compare: [{name: wait, algorithm: diloco, inner_steps: 4}, {name: dylu, algorithm: diloco,"
+                       " inner_steps: 4, dylu: true}]\n");
+  const EntryResult wait = Run(sc, 0), dylu = Run(sc, 1);
+  const std::string events = Slurp(dir_ / "out" / "dylu" / "events.jsonl");
+  EXPECT_NE(events.find("\"inner_steps\":2"), std::string::npos) << events;  // half speed: H / 2 from round 2
+  EXPECT_NE(events.find("\"worker\":1"), std::string::npos);
+  EXPECT_LT(dylu.virtual_time_s, wait.virtual_time_s);
+  EXPECT_GT(dylu.compute_utilization, wait.compute_utilization);
+  EXPECT_EQ(dylu.tokens, wait.tokens - 2 * 4 * 64 * 2);  // worker 1 skips 2 steps in rounds 2 and 3
+}
+
 }  // namespace
 }  // namespace narrows::trainer

@@ -3,7 +3,8 @@
 // and apply the mean with the outer optimiser. Also local SGD (outer SGD, lr 1, no momentum) and
 // the paper's ablations: dropped outer gradients (a dropped worker continues from its own
 // parameters), an adaptive pool of workers (joiners receive the global and outer state), and
-// pseudo-gradients sent compressed (outer_gradient: bf16 ... sign, optionally with error feedback).
+// pseudo-gradients sent compressed (outer_gradient: bf16 ... sign, optionally with error feedback),
+// and for workers of unequal speed DyLU: inner steps per round in proportion to each one's speed.
 #include <random>
 #include <sstream>
 
@@ -22,8 +23,10 @@ class Diloco final : public Algorithm {
         global_(w.replica.model().flat_params().detach().clone()),
         outer_(OuterOptimizerState::Like(global_)),
         drop_rng_(x_.sc.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(w.rank) + 1) {
-    // The outer gradient, the contributor count, and one join vote per worker (Roster::Vote).
-    w.buffer.resize(static_cast<size_t>(n_params_ + 1 + x_.num_workers));
+    // The outer gradient, the contributor count, one join vote per worker (Roster::Vote), and with
+    // DyLU each worker's mean step time of the round (in its own slot).
+    tail_ = 1 + x_.num_workers * (x_.algo.dylu ? 2 : 1);
+    w.buffer.resize(static_cast<size_t>(n_params_ + tail_));
   }
 
   int64_t RoundSteps() const override { return x_.algo.inner_steps; }
@@ -44,16 +47,21 @@ class Diloco final : public Algorithm {
   }
 
   core::Status Step(Round* round, int64_t step) override {
+    if (step == round->start) round_compute_from_ = w_.compute_s;
+    const int64_t my_end = std::min(round->end, round->start + my_inner_steps_);
+    if (step >= my_end) return core::Status::Ok();  // DyLU: this worker's share of the round is done
     const TokenBatch batch = w_.sampler.Next(x_.sc.train.batch_size);
     double lr = LearningRate(x_.sc.train, step);
     if (rewarm_from_ >= 0 && x_.sc.train.warmup_steps > 0) {
       lr *= std::min(1.0, static_cast<double>(step - rewarm_from_ + 1) / x_.sc.train.warmup_steps);
     }
     const StepStats stats = w_.Compute(w_.StepFlops(), [&] { return w_.replica.TrainStep(batch, lr); });
-    if (step + 1 < round->end) {
+    ++steps_this_round_;
+    if (step + 1 < my_end) {
       w_.Record(step, stats.loss);
     } else {
       last_loss_ = static_cast<float>(stats.loss);  // recorded after the outer step
+      last_step_ = step;
     }
     return core::Status::Ok();
   }
@@ -72,8 +80,14 @@ class Diloco final : public Algorithm {
       buffer[static_cast<size_t>(n_params_)] = keep ? 1.0f : 0.0f;
       std::fill(buffer.begin() + n_params_ + 1, buffer.end(), 0.0f);
       w_.roster->Vote(round->members, buffer.data() + n_params_ + 1);
-    }, true, &codec_, /*exact_tail=*/1 + x_.num_workers));
+      if (x_.algo.dylu && steps_this_round_ > 0) {
+        buffer[static_cast<size_t>(n_params_ + 1 + x_.num_workers + w_.rank)] =
+            static_cast<float>((w_.compute_s - round_compute_from_) / static_cast<double>(steps_this_round_));
+      }
+    }, true, &codec_, tail_));
     w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
+    if (x_.algo.dylu) PlanNextRound(*round);
+    steps_this_round_ = 0;
     const float contributors = buffer[static_cast<size_t>(n_params_)];
     if (contributors > 0) {
       for (int64_t i = 0; i < n_params_; ++i) buffer[static_cast<size_t>(i)] /= contributors;
@@ -85,7 +99,7 @@ class Diloco final : public Algorithm {
       torch::NoGradGuard no_grad;
       w_.replica.model().flat_params().copy_(global_);
     }
-    w_.Record(re - 1, last_loss_);
+    w_.Record(x_.algo.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
       {
         std::lock_guard<std::mutex> lock(x_.mu);
@@ -97,6 +111,24 @@ class Diloco final : public Algorithm {
     }
     if (!keep) x_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}});
     return core::Status::Ok();
+  }
+
+  // DyLU (arXiv 2401.09135): the next round's inner steps from the step times just exchanged.
+  void PlanNextRound(const Round& round) {
+    const float* times = w_.buffer.data() + n_params_ + 1 + x_.num_workers;
+    double fastest = 0.0;
+    for (int r : round.members) {
+      const double t = times[r];
+      if (t > 0 && (fastest == 0.0 || t < fastest)) fastest = t;
+    }
+    const double mine = times[w_.rank];
+    const int64_t H = x_.algo.inner_steps;
+    const int64_t next = fastest > 0 && mine > 0 ? std::clamp<int64_t>(static_cast<int64_t>(H * fastest / mine + 1e-9), 1, H) : H;
+    if (next != my_inner_steps_) {
+      x_.Event({{"type", "inner_steps"}, {"step", round.end}, {"worker", w_.rank}, {"inner_steps", next},
+                {"step_time_s", mine}, {"fastest_step_time_s", fastest}});
+    }
+    my_inner_steps_ = next;
   }
 
   bool Checkpoints() const override { return true; }
@@ -122,6 +154,10 @@ class Diloco final : public Algorithm {
   const core::Codec codec_{x_.algo.outer_gradient};  // how pseudo-gradients travel
   ErrorFeedback error_feedback_;
   int64_t rewarm_from_ = -1;
+  int64_t tail_ = 0;                             // floats after the pseudo-gradient, sent exactly
+  int64_t my_inner_steps_ = x_.algo.inner_steps;  // DyLU: this worker's inner steps per round
+  int64_t steps_this_round_ = 0, last_step_ = 0;
+  double round_compute_from_ = 0.0;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
 };
 
