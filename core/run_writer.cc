@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,7 +18,10 @@ Status MakeDirs(const std::string& dir) {
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
+  // A temporary name of this writer's own: processes that write the same file at once (workers of
+  // one machine caching a warm start) each rename a complete file into place.
+  static std::atomic<uint64_t> serial{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Status::IoError(tmp + ": " + std::strerror(errno));
   size_t written = 0;

@@ -830,6 +830,20 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     }
   }
   sc.target_loss = top.Double("target_loss", 0.0, 0.0, 100.0);
+  {
+    Section w = top.Sub("warm_start");
+    sc.warm_start.steps = w.Int("steps", 0, 0, 100'000'000);
+    sc.warm_start.checkpoint = w.String("checkpoint", "");
+    if (sc.warm_start.steps > 0 && !sc.warm_start.checkpoint.empty()) {
+      w.ErrorAt("checkpoint", "give steps (pre-train here) or checkpoint (a narrows train model.ckpt), not both");
+    } else if (!sc.warm_start.checkpoint.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(sc.warm_start.checkpoint, ec)) {
+        w.ErrorAt("checkpoint", "'" + sc.warm_start.checkpoint + "' is not a file (narrows train writes <run folder>/model.ckpt)");
+      }
+    }
+    w.Finish();
+  }
   top.Finish();
 
   if (!errors.empty()) {

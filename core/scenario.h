@@ -177,6 +177,15 @@ struct AlgorithmSpec {
   double merge_alpha = 0.5;
 };
 
+// Every entry of `compare:` starts from the same weights (the DiLoCo papers' setting): a model file
+// written by `narrows train` (<run folder>/model.ckpt), or `steps` of single-replica pre-training
+// done once and kept in the run folder, keyed by the model, data, seed and training settings.
+struct WarmStartSpec {
+  int64_t steps = 0;       // > 0: pre-train this many steps (the scenario's train settings)
+  std::string checkpoint;  // or: start from this file
+  bool enabled() const { return steps > 0 || !checkpoint.empty(); }
+};
+
 struct Scenario {
   std::string name;
   std::string source;  // the file it came from ("" for built-in)
@@ -194,7 +203,8 @@ struct Scenario {
   std::vector<FaultSpec> faults;
   DeploySpec deploy;
   std::vector<AlgorithmSpec> compare;  // empty: `narrows run` runs ddp alone
-  double target_loss = 0.0;            // > 0: report the virtual time to reach it
+  double target_loss = 0.0;            // > 0: compare entries at this loss (else at the worst final one)
+  WarmStartSpec warm_start;
   // The fully resolved scenario (every key, defaults included) as YAML text, for run folders.
   std::string resolved_yaml;
 };

@@ -17,6 +17,7 @@
 #include "deploy/zmq_transport.h"
 #include "tools/run_command.h"
 #include "trainer/experiment.h"
+#include "trainer/warm_start.h"
 
 extern char** environ;
 
@@ -184,6 +185,12 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
     auto e = trainer::Experiment::Create(sc, entry, *data, eo);
     if (!e.ok()) return e.status();
     experiments.push_back(std::move(e).value());
+  }
+  if (sc.warm_start.enabled()) {
+    // Every process pre-trains the same weights (deterministic) unless the cache already has them.
+    auto path = trainer::PrepareWarmStart(sc, **data, run_dir + "/warm_start", o.progress);
+    if (!path.ok()) return path.status();
+    for (auto& e : experiments) NARROWS_RETURN_IF_ERROR(e->SetWarmStart(*path));
   }
   auto transport = deploy::ZmqTransport::Connect(z);
   if (!transport.ok()) return transport.status();

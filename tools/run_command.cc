@@ -12,6 +12,7 @@
 #include "emu/network_from_scenario.h"
 #include "tools/report_command.h"
 #include "trainer/experiment.h"
+#include "trainer/warm_start.h"
 
 namespace narrows::tools {
 std::string Bytes(double b) {
@@ -193,6 +194,11 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
   const std::string run_dir = sc.output.dir + "/" + sc.name;
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  if (sc.warm_start.enabled()) {
+    auto path = trainer::PrepareWarmStart(sc, **data, run_dir + "/warm_start", options.progress);
+    if (!path.ok()) return path.status();
+    for (auto& e : experiments) NARROWS_RETURN_IF_ERROR(e->SetWarmStart(*path));
+  }
 
   nlohmann::json results = nlohmann::json::array(), summary = {{"results", nlohmann::json::array()}};
   for (size_t i = 0; i < entries.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/run_writer.h"
+#include "trainer/replica.h"
 
 namespace narrows::trainer {
 namespace {
@@ -106,6 +107,29 @@ core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path) {
   }
   if (off != bytes.size() - 4) return bad("trailing bytes after the tensors");
   return c;
+}
+
+core::Status WriteModelFile(const std::string& path, Replica& replica, int64_t steps, double val_loss) {
+  WorkerCheckpoint c;
+  c.step = steps;
+  c.adam_steps = replica.optimizer().steps_taken();
+  c.clock_s = val_loss;  // the model's validation loss, for whoever reads the file
+  c.tensors.emplace_back("params", replica.model().flat_params());
+  return WriteCheckpoint(path, c);
+}
+
+core::Result<torch::Tensor> ReadModelFile(const std::string& path, int64_t numel) {
+  auto c = ReadCheckpoint(path);
+  if (!c.ok()) return c.status();
+  if (c->tensors.empty() || c->tensors[0].first != "params") {
+    return core::Status::InvalidArgument(path + ": not a model file (no params tensor; narrows train writes model.ckpt)");
+  }
+  if (c->tensors[0].second.numel() != numel) {
+    return core::Status::InvalidArgument(path + ": holds " + std::to_string(c->tensors[0].second.numel()) +
+                                         " parameters, the scenario's model " + std::to_string(numel) +
+                                         " (another model?)");
+  }
+  return c->tensors[0].second;
 }
 
 }  // namespace narrows::trainer

@@ -38,4 +38,11 @@ std::string CheckpointPath(const std::string& dir, int rank);
 core::Status WriteCheckpoint(const std::string& path, const WorkerCheckpoint& c);
 core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path);
 
+// Model files (`narrows train`'s <run folder>/model.ckpt, warm starts): the same format with one
+// tensor, "params"; `step` holds the steps trained and `clock_s` the model's validation loss.
+class Replica;
+core::Status WriteModelFile(const std::string& path, Replica& replica, int64_t steps, double val_loss);
+// The parameters of a model file, which must hold `numel` of them (InvalidArgument otherwise).
+core::Result<torch::Tensor> ReadModelFile(const std::string& path, int64_t numel);
+
 }  // namespace narrows::trainer

@@ -5,6 +5,7 @@
 
 #include "core/run_writer.h"
 #include "trainer/algorithms/algorithm.h"
+#include "trainer/checkpoint.h"
 #include "trainer/worker.h"
 
 namespace narrows::trainer {
@@ -34,6 +35,13 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
 }
 
 void Experiment::SetProgress(ProgressFn fn) { impl_->progress = std::move(fn); }
+
+core::Status Experiment::SetWarmStart(const std::string& path) {
+  auto params = ReadModelFile(path, CostOf(impl_->model).params);
+  if (!params.ok()) return params.status();
+  impl_->initial_params = params->to(impl_->device);
+  return core::Status::Ok();
+}
 
 void Experiment::RunWorker(int rank, core::Transport& transport) {
   Impl& x = *impl_;

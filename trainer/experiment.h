@@ -67,6 +67,10 @@ class Experiment {
                                                           const ExperimentOptions& options = {});
   ~Experiment();
 
+  // Every worker (and the evaluator) starts from the parameters in the model file `path`
+  // (trainer/warm_start.h) instead of the seed's initialisation. Before RunWorker.
+  core::Status SetWarmStart(const std::string& path);
+
   // Called as training advances: the furthest step any worker finished, its virtual time and loss.
   // Called from the workers' threads, one at a time.
   using ProgressFn = std::function<void(int64_t steps_done, double virtual_time_s, double loss)>;

@@ -7,6 +7,7 @@
 
 #include "core/progress.h"
 #include "core/run_writer.h"
+#include "trainer/checkpoint.h"
 #include "trainer/dataset.h"
 #include "trainer/replica.h"
 
@@ -141,6 +142,8 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   };
   out["final_val_bpb"] = summary.final_val_bpb >= 0 ? nlohmann::json(summary.final_val_bpb) : nlohmann::json();
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", out.dump(2) + "\n"));
+  // The trained weights, for a comparison to start from (scenario warm_start.checkpoint).
+  NARROWS_RETURN_IF_ERROR(WriteModelFile(run_dir + "/model.ckpt", replica, summary.steps, summary.final_val_loss));
   return summary;
 }
 

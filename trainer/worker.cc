@@ -145,7 +145,12 @@ WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& tra
               impl.sc.data.sampling),
       speed(impl.sc.workers.speed[static_cast<size_t>(r)]),
       start_stats(transport.stats()),
-      roster(Roster::Create(*this)) {}
+      roster(Roster::Create(*this)) {
+  if (impl.initial_params.defined()) {
+    torch::NoGradGuard no_grad;
+    replica.model().flat_params().copy_(impl.initial_params);
+  }
+}
 
 core::TransportStats WorkerContext::Stats() const {
   core::TransportStats s = t.stats();

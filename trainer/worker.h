@@ -40,6 +40,7 @@ struct Experiment::Impl {
   std::shared_ptr<const Dataset> data;
   core::ModelSpec model;
   torch::Device device{torch::kCPU};
+  torch::Tensor initial_params;  // a warm start's parameters (undefined: the seed's initialisation)
   FaultPlan plan;
   int num_workers;
 

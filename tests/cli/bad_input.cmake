@@ -99,6 +99,28 @@ if(NOT rc EQUAL 0 OR NOT (reached STREQUAL "null" OR reached STREQUAL "") OR at 
   message(FATAL_ERROR "an unreachable target: exit ${rc}, time ${reached}\n${out}${err}")
 endif()
 
+# Warm starts: from `narrows train`'s model.ckpt, and from pre-training cached in the run folder.
+execute_process(COMMAND ${NARROWS} train small_run.yaml -q --set output.dir=trained RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/trained/small_run/model.ckpt)
+  message(FATAL_ERROR "narrows train wrote no model.ckpt: ${out}${err}")
+endif()
+execute_process(COMMAND ${NARROWS} run small_run.yaml -q --set output.dir=warm
+                --set warm_start.checkpoint=trained/small_run/model.ckpt
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "a run from a model.ckpt failed: ${out}${err}")
+endif()
+execute_process(COMMAND ${NARROWS} run small_run.yaml --set output.dir=warm --set warm_start.steps=3
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+file(GLOB cached ${WORK}/warm/small_run/warm_start/pretrained-*.ckpt)
+if(NOT rc EQUAL 0 OR NOT cached)
+  message(FATAL_ERROR "a run with warm_start.steps cached nothing: ${out}${err}")
+endif()
+file(WRITE ${WORK}/not_a_model.ckpt "NRWC but not really")
+expect_failure(bad_model_file 2 "not_a_model.ckpt" run small_run.yaml --set output.dir=warm
+               --set warm_start.checkpoint=not_a_model.ckpt)
+
 execute_process(COMMAND ${NARROWS} validate ${SRC}/scenarios/quickstart.yaml RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0)

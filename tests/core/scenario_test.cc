@@ -192,6 +192,18 @@ TEST(ScenarioTest, StreamingDilocoErrors) {
   EXPECT_NE(ErrorOf("compare: [{algorithm: ddp, outer_gradient: int8}]\n").find("unknown key"), std::string::npos);
 }
 
+TEST(ScenarioTest, WarmStart) {
+  auto sc = ParseScenario("warm_start: {steps: 500}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok());
+  EXPECT_TRUE(sc->warm_start.enabled());
+  EXPECT_EQ(sc->warm_start.steps, 500);
+  EXPECT_FALSE(ParseScenario("seed: 1\n", "x.yaml")->warm_start.enabled());
+  EXPECT_NE(ErrorOf("warm_start: {checkpoint: /nonexistent/model.ckpt}\n").find("bad.yaml:1:26: warm_start.checkpoint:"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("warm_start: {steps: 5, checkpoint: /etc/hostname}\n").find("not both"), std::string::npos);
+  EXPECT_NE(ErrorOf("warm_start: {stpes: 5}\n").find("unknown key"), std::string::npos);
+}
+
 TEST(ScenarioTest, OverrideErrorsNameTheOverride) {
   const std::string msg = ErrorOf("", {*ParseOverride("train.lr=fast")});
   EXPECT_NE(msg.find("--set train.lr=fast: train.lr: expected a number"), std::string::npos) << msg;

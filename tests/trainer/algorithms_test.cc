@@ -7,6 +7,7 @@
 #include "core/collectives.h"
 #include "tests/trainer/distributed_fixture.h"
 #include "trainer/algorithms/fragments.h"
+#include "trainer/warm_start.h"
 
 namespace narrows::trainer {
 namespace {
@@ -179,6 +180,49 @@ TEST_F(AlgorithmsTest, DyluGivesASlowWorkerFewerInnerStepsSoNobodyWaits) {
   EXPECT_LT(dylu.virtual_time_s, wait.virtual_time_s);
   EXPECT_GT(dylu.compute_utilization, wait.compute_utilization);
   EXPECT_EQ(dylu.tokens, wait.tokens - 2 * 4 * 64 * 2);  // worker 1 skips 2 steps in rounds 2 and 3
+}
+
+TEST_F(AlgorithmsTest, WarmStartPreTrainsOnceAndEveryEntryStartsFromIt) {
+  auto sc = Make("workers: {count: 2}\nwarm_start: {steps: 30}\ncompare: [ddp, diloco-h4]\n");
+  sc.output.log_every = 1;  // the first step's line
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok());
+  const std::string cache = (dir_ / "cache").string();
+  auto path = PrepareWarmStart(sc, **data, cache, nullptr);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  const auto written = fs::last_write_time(*path);
+  auto again = PrepareWarmStart(sc, **data, cache, nullptr);  // cached: the same file, not rewritten
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *path);
+  EXPECT_EQ(fs::last_write_time(*again), written);
+  auto other = sc;
+  other.seed = 9;
+  EXPECT_NE(*PrepareWarmStart(other, **data, cache, nullptr), *path);  // another seed, other weights
+
+  // Both entries start from the pre-trained weights: their first step's losses agree, and are far
+  // below a cold start's.
+  auto first_loss = [&](size_t entry, bool warm) {
+    auto exp = Experiment::Create(sc, sc.compare.at(entry), *data);
+    EXPECT_TRUE(exp.ok());
+    if (warm) EXPECT_TRUE((*exp)->SetWarmStart(*path).ok());
+    emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+    engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });
+    const std::string out = (dir_ / "warm" / (sc.compare[entry].name + (warm ? "-warm" : "-cold"))).string();
+    EXPECT_TRUE((*exp)->Finish(out).ok());
+    return Lines(Slurp(fs::path(out) / "metrics.jsonl")).front().at("train_loss").get<double>();
+  };
+  const double ddp = first_loss(0, true), diloco = first_loss(1, true), cold = first_loss(1, false);
+  EXPECT_NEAR(ddp, diloco, 1e-5);
+  EXPECT_LT(diloco, cold - 0.3);
+
+  // A model file of another model is refused, naming both sizes.
+  auto tiny = core::ParseScenario("model: {preset: tiny}\ncompare: [ddp]\n", "tiny.yaml");
+  ASSERT_TRUE(tiny.ok());
+  auto exp = Experiment::Create(*tiny, tiny->compare[0], *data);
+  ASSERT_TRUE(exp.ok());
+  const core::Status s = (*exp)->SetWarmStart(*path);
+  EXPECT_EQ(s.code(), core::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("another model"), std::string::npos) << s.ToString();
 }
 
 }  // namespace
