@@ -6,6 +6,7 @@
 
 #include "core/collectives.h"
 #include "tests/trainer/distributed_fixture.h"
+#include "tools/plan_command.h"
 #include "trainer/algorithms/fragments.h"
 #include "trainer/warm_start.h"
 
@@ -223,6 +224,26 @@ TEST_F(AlgorithmsTest, WarmStartPreTrainsOnceAndEveryEntryStartsFromIt) {
   const core::Status s = (*exp)->SetWarmStart(*path);
   EXPECT_EQ(s.code(), core::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("another model"), std::string::npos) << s.ToString();
+}
+
+TEST_F(AlgorithmsTest, PlanCountsStreamingAndCompressedBytesAsTheTrainerSends) {
+  // One definition of fragments, overlap and formats: the planner's bytes for these entries equal
+  // the emulated run's (fragments are whole blocks in the trainer, even shares in the planner: the
+  // same total per H steps), and its time is close.
+  const auto sc = Make("workers: {count: 4}\ncompare: [\n"
+                       "  {name: int8, algorithm: diloco, inner_steps: 4, outer_gradient: int8},\n"
+                       "  {name: s, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, overlap_steps: 1,"
+                       " outer_gradient: bf16}]\n",
+                       "network: {profile: internet-1g}\n");
+  auto plan = tools::MakePlan(sc, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->rows.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const EntryResult run = Run(sc, i);
+    EXPECT_EQ(plan->rows[i].syncs, run.outer_syncs) << run.name;
+    EXPECT_NEAR(plan->rows[i].bytes_per_worker / run.bytes_sent_per_worker, 1.0, 0.01) << run.name;
+    EXPECT_NEAR(plan->rows[i].time_s / run.virtual_time_s, 1.0, 0.05) << run.name;
+  }
 }
 
 }  // namespace
