@@ -246,5 +246,18 @@ TEST_F(AlgorithmsTest, PlanCountsStreamingAndCompressedBytesAsTheTrainerSends) {
   }
 }
 
+TEST_F(AlgorithmsTest, StreamingDilocoWithLeavesCrashesAndJoins) {
+  const auto sc = Make("workers: {count: 4}\n"
+                       "faults: [{type: leave, worker: 3, at_step: 3}, {type: join, worker: 3, at_step: 6},\n"
+                       "         {type: crash, worker: 1, at_step: 5}, {type: join, worker: 1, at_step: 10}]\n"
+                       "compare: [{name: s, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, overlap_steps: 1,"
+                       " outer_gradient: int8}]\n");
+  const EntryResult r = Run(sc);
+  EXPECT_LT(r.final_val_loss, std::log(256.0));
+  const std::string events = Slurp(dir_ / "out" / "s" / "events.jsonl");
+  for (const char* e : {"\"join\"", "\"crash\"", "\"leave\""}) EXPECT_NE(events.find(e), std::string::npos) << e;
+  EXPECT_EQ(r.outer_syncs, 6);
+}
+
 }  // namespace
 }  // namespace narrows::trainer

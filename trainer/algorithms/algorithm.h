@@ -2,8 +2,9 @@
 //
 // RunRounds (the driver) owns the loop: it cuts training into rounds of RoundSteps() steps, asks
 // the worker's Roster who takes part in each, sends a joiner the algorithm's SharedState from a
-// member, records leaves and crashes, calls Step for each step this worker trains and EndRound
-// for a member at the round's end, writes checkpoints, and calls Finish after the last round. It
+// member (after Finish, so nothing is in flight), records leaves and crashes, calls Step for each
+// step this worker trains and EndRound for a member at the round's end, writes checkpoints, and
+// calls Finish after the last round. It
 // also keeps the worker's peak bytes per round (the most it sent between two synchronisations:
 // the peak bandwidth the algorithm asks of the network). An algorithm fills in those calls and
 // never asks whether it runs under the emulator or over a real network.
@@ -44,7 +45,8 @@ class Algorithm {
   virtual core::Status Step(Round* round, int64_t step) = 0;
   // A member's end of the round (DiLoCo: the outer step).
   virtual core::Status EndRound(Round* /*round*/) { return core::Status::Ok(); }
-  // After the last round (every worker): completes what is still in flight.
+  // Completes what is still in flight (Streaming DiLoCo's overlapped all-reduce): after the last
+  // round, and on a member before it sends Shared() to joiners, so that they get settled state.
   virtual core::Status Finish() { return core::Status::Ok(); }
 
   // Live checkpoints (deploy.checkpoint_every): whether this algorithm writes them, and the state

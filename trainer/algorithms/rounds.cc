@@ -124,6 +124,7 @@ core::Status RunRounds(WorkerContext& w, Algorithm& a) {
     NARROWS_RETURN_IF_ERROR(roster.BeginRound(rs, re, &round));
     const bool joining = round.Joining(w.rank);
     if (!round.joiners.empty() && (joining || w.rank == round.root)) {
+      if (!joining) NARROWS_RETURN_IF_ERROR(a.Finish());
       const SharedState shared = a.Shared();
       NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
                                             roster.Tag(WorkerContext::kTagJoin, rs)));
