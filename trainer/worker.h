@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -85,7 +86,8 @@ struct WorkerContext {
   BatchSampler sampler;
   double speed;
   double compute_s = 0.0, comm_s = 0.0, idle_s = 0.0;
-  int64_t peak_round_bytes = 0;  // kept by the round driver
+  int64_t peak_round_bytes = 0;  // the most bytes one round's synchronisation sent
+  void CountSyncBytes(int64_t bytes) { peak_round_bytes = std::max(peak_round_bytes, bytes); }
   std::vector<float> buffer;  // the algorithm's all-reduce buffer
   // A resumed worker continues its predecessor's clock and byte counts.
   double time_offset = 0.0;

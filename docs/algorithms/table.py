@@ -22,9 +22,9 @@ def runs(folder):
         return
     sweep = json.loads((folder / "sweep.json").read_text())
     for p in sweep["points"]:
-        for run in (folder / p["name"]).iterdir():
-            if (run / "summary.json").exists():
-                yield ", ".join(p["values"]), run
+        run = folder / p["name"]
+        if (run / "summary.json").exists():  # a point not run yet has none
+            yield ", ".join(p["values"]), run
 
 
 def val_curve(entry_dir):

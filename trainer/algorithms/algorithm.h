@@ -49,6 +49,11 @@ class Algorithm {
   // round, and on a member before it sends Shared() to joiners, so that they get settled state.
   virtual core::Status Finish() { return core::Status::Ok(); }
 
+  // Whether communication started in one round may still send in the next (Streaming DiLoCo with
+  // tau > 0). Such an algorithm counts each synchronisation's bytes itself (WorkerContext::
+  // CountSyncBytes); for the others the driver counts the bytes sent within each round.
+  virtual bool OverlapsRounds() const { return false; }
+
   // Live checkpoints (deploy.checkpoint_every): whether this algorithm writes them, and the state
   // beyond Shared() and the replica that a resumed worker needs (as text).
   virtual bool Checkpoints() const { return false; }

@@ -153,7 +153,7 @@ core::Status RunRounds(WorkerContext& w, Algorithm& a) {
         NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, a, a.Shared(), re, round.members));
       }
     }
-    w.peak_round_bytes = std::max(w.peak_round_bytes, w.Stats().bytes_sent - sent_at_start);
+    if (!a.OverlapsRounds()) w.CountSyncBytes(w.Stats().bytes_sent - sent_at_start);
     roster.EndRound(round);
   }
   return a.Finish();

@@ -131,11 +131,14 @@ class StreamingDiloco final : public Algorithm {
     pending_round_ = *round;
     pending_due_ = re + x_.algo.overlap_steps;
     comm_from_ = w_.Now();
+    sent_before_ = w_.Stats().bytes_sent;
     pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, &codec_, 1 + x_.num_workers);
     if (x_.algo.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
     *round = pending_round_;  // survivors, if members died
     return core::Status::Ok();
   }
+
+  bool OverlapsRounds() const override { return x_.algo.overlap_steps > 0; }
 
   core::Status Finish() override {
     if (pending_.work) NARROWS_RETURN_IF_ERROR(Complete());
@@ -183,6 +186,7 @@ class StreamingDiloco final : public Algorithm {
                     1 + x_.num_workers);
     }
     NARROWS_RETURN_IF_ERROR(s);
+    if (OverlapsRounds()) w_.CountSyncBytes(w_.Stats().bytes_sent - sent_before_);  // this fragment's bytes
     w_.roster->CountVotes(pending_round_.members, buffer.data() + frag.numel + 1);
     const float contributors = buffer[static_cast<size_t>(frag.numel)];
     for (int64_t i = 0; i < frag.numel; ++i) buffer[static_cast<size_t>(i)] /= contributors;
@@ -239,6 +243,7 @@ class StreamingDiloco final : public Algorithm {
   Round pending_round_;
   std::vector<float> contribution_;
   double comm_from_ = 0.0;
+  int64_t sent_before_ = 0;
 };
 
 }  // namespace
