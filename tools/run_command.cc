@@ -164,15 +164,17 @@ void PrintComparison(const nlohmann::json& summary) {
   const std::string first = results[0].value("name", std::string());
   std::printf("%s wall-clock time relative to %s:", wall ? "measured" : "virtual", first.c_str());
   for (size_t i = 1; i < results.size(); ++i) {
-    std::printf(" %s %.2fx faster", results[i].value("name", std::string()).c_str(),
-                num(results[0], "time_s") / num(results[i], "time_s"));
+    const double x = num(results[0], "time_s") / num(results[i], "time_s");
+    std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
+                x >= 1 ? "faster" : "slower");
   }
   std::printf("\nat equal loss (%.4f, %s) relative to %s:", summary.value("target_loss", 0.0),
               summary.value("target_source", std::string()).c_str(), first.c_str());
   for (size_t i = 1; i < results.size(); ++i) {
     const double speedup = num(results[i], "speedup_at_target"), saved = num(results[i], "bytes_saved_at_target");
     if (speedup > 0) {
-      std::printf(" %s %.2fx faster, %.3gx fewer bytes", results[i].value("name", std::string()).c_str(), speedup, saved);
+      std::printf(" %s %.2fx %s, %.3gx fewer bytes", results[i].value("name", std::string()).c_str(),
+                  speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower", saved);
     } else {
       std::printf(" %s -", results[i].value("name", std::string()).c_str());
     }
