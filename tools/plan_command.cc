@@ -24,18 +24,21 @@ struct Workload {
   std::string label;
 };
 
+// When the last of `messages`, all sent at time 0, arrives on the scenario's network model.
+double SlowestDelivery(const core::Scenario& sc, const std::vector<sim::Message>& messages) {
+  auto model = emu::NetworkFromScenario(sc);
+  const auto delivered = sim::SimulateMessages(*model, messages);
+  return *std::max_element(delivered.begin(), delivered.end());
+}
+
 // The time of a ring all-reduce of `bytes` among the scenario's workers on its network model:
 // 2(M-1) ring steps, in each of which every worker sends bytes/M to the next at once.
 double RingAllReduceSeconds(const core::Scenario& sc, double bytes) {
   const int m = sc.workers.count;
   if (m < 2 || bytes <= 0) return 0.0;
-  auto model = emu::NetworkFromScenario(sc);
   std::vector<sim::Message> step;
-  for (int w = 0; w < m; ++w) {
-    step.push_back({w, (w + 1) % m, static_cast<int64_t>(std::ceil(bytes / m)), 0.0});
-  }
-  const auto delivered = sim::SimulateMessages(*model, step);
-  return 2.0 * (m - 1) * *std::max_element(delivered.begin(), delivered.end());
+  for (int w = 0; w < m; ++w) step.push_back({w, (w + 1) % m, static_cast<int64_t>(std::ceil(bytes / m)), 0.0});
+  return 2.0 * (m - 1) * SlowestDelivery(sc, step);
 }
 
 // The time of core::AllReduceSumEncoded of `bytes` (encoded): two phases, in each of which every
@@ -43,15 +46,13 @@ double RingAllReduceSeconds(const core::Scenario& sc, double bytes) {
 double EncodedAllReduceSeconds(const core::Scenario& sc, double bytes) {
   const int m = sc.workers.count;
   if (m < 2 || bytes <= 0) return 0.0;
-  auto model = emu::NetworkFromScenario(sc);
   std::vector<sim::Message> phase;
   for (int w = 0; w < m; ++w) {
     for (int v = 0; v < m; ++v) {
       if (v != w) phase.push_back({w, v, static_cast<int64_t>(std::ceil(bytes / m)), 0.0});
     }
   }
-  const auto delivered = sim::SimulateMessages(*model, phase);
-  return 2.0 * *std::max_element(delivered.begin(), delivered.end());
+  return 2.0 * SlowestDelivery(sc, phase);
 }
 
 struct Row {

@@ -7,6 +7,12 @@
 #include <cmath>
 
 namespace narrows::trainer {
+
+int64_t BlockOf(const ParamSlice& slice) {
+  if (slice.name.rfind("h.", 0) != 0) return -1;
+  return std::stoll(slice.name.substr(2, slice.name.find('.', 2) - 2));
+}
+
 namespace {
 
 struct PendingParam {

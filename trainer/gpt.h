@@ -25,6 +25,9 @@ struct ParamSlice {
   int64_t numel = 0;
 };
 
+// The transformer block a parameter slice belongs to ("h.N.*": N), or -1 (embeddings, final norm).
+int64_t BlockOf(const ParamSlice& slice);
+
 struct GroupSlice {
   ParamGroupKind kind;
   int64_t offset = 0;

@@ -174,6 +174,15 @@ double WorkerContext::StepFlops() {
   return replica.model().TrainFlopsPerToken() * static_cast<double>(x.sc.train.batch_size * x.model.seq_len);
 }
 
+StepStats WorkerContext::InnerStep(int64_t step, int64_t rewarm_from) {
+  const TokenBatch batch = sampler.Next(x.sc.train.batch_size);
+  double lr = LearningRate(x.sc.train, step);
+  if (rewarm_from >= 0 && x.sc.train.warmup_steps > 0) {
+    lr *= std::min(1.0, static_cast<double>(step - rewarm_from + 1) / x.sc.train.warmup_steps);
+  }
+  return Compute(StepFlops(), [&] { return replica.TrainStep(batch, lr); });
+}
+
 core::Status WorkerContext::Timed(bool as_idle, const std::function<core::Status()>& fn) {
   const double before = Now();
   core::Status s = fn();

@@ -115,6 +115,10 @@ struct WorkerContext {
   void ChargeCompute(double modelled_flops, double host_s);
   // Training FLOPs of one inner step of this worker's batch.
   double StepFlops();
+  // One local AdamW step on this worker's next batch, its compute charged to the clock. The
+  // learning rate follows the schedule, warmed up again from `rewarm_from` (>= 0: the step this
+  // worker joined at: a fresh Adam's first steps are full-size sign steps).
+  StepStats InnerStep(int64_t step, int64_t rewarm_from);
   // A collective, with its virtual duration counted as communication (or idle, for joiners).
   core::Status Timed(bool as_idle, const std::function<core::Status()>& fn);
   void Record(int64_t step, double loss);

@@ -208,7 +208,9 @@ TEST_F(AlgorithmsTest, WarmStartPreTrainsOnceAndEveryEntryStartsFromIt) {
   auto first_loss = [&](size_t entry, bool warm) {
     auto exp = Experiment::Create(sc, sc.compare.at(entry), *data);
     EXPECT_TRUE(exp.ok());
-    if (warm) EXPECT_TRUE((*exp)->SetWarmStart(*path).ok());
+    if (warm) {
+      EXPECT_TRUE((*exp)->SetWarmStart(*path).ok());
+    }
     emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
     engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });
     const std::string out = (dir_ / "warm" / (sc.compare[entry].name + (warm ? "-warm" : "-cold"))).string();

@@ -4,10 +4,10 @@
 // the worker's Roster who takes part in each, sends a joiner the algorithm's SharedState from a
 // member (after Finish, so nothing is in flight), records leaves and crashes, calls Step for each
 // step this worker trains and EndRound for a member at the round's end, writes checkpoints, and
-// calls Finish after the last round. It
-// also keeps the worker's peak bytes per round (the most it sent between two synchronisations:
-// the peak bandwidth the algorithm asks of the network). An algorithm fills in those calls and
-// never asks whether it runs under the emulator or over a real network.
+// calls Finish after the last round. It also keeps the worker's peak bytes per round (the most it
+// sent between two synchronisations: the peak bandwidth the algorithm asks of the network). An
+// algorithm fills in those calls and never asks whether it runs under the emulator or over a real
+// network.
 //
 // Adding one: a file under trainer/algorithms/ with a class deriving from Algorithm, and a line in
 // the registry of registry.cc. Internal to trainer/ (LibTorch). One instance per worker thread.

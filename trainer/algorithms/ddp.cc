@@ -20,14 +20,14 @@ class OverlappedGradients {
   OverlappedGradients(WorkerContext& w, double bucket_mb) : w_(w) {
     const auto& slices = w.replica.model().slices();
     const int64_t layers = w.x.model.n_layers;
-    auto readiness = [&](const std::string& name) -> int64_t {  // higher = ready earlier
-      if (name.rfind("h.", 0) == 0) return std::stoll(name.substr(2, name.find('.', 2) - 2));
-      return name.rfind("ln_f", 0) == 0 ? layers : -1;
+    auto readiness = [&](const ParamSlice& s) -> int64_t {  // higher = ready earlier
+      if (const int64_t block = BlockOf(s); block >= 0) return block;
+      return s.name.rfind("ln_f", 0) == 0 ? layers : -1;
     };
     std::vector<size_t> order(slices.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return readiness(slices[a].name) > readiness(slices[b].name);
+      return readiness(slices[a]) > readiness(slices[b]);
     });
     place_.resize(slices.size());
     for (size_t i : order) {
@@ -136,7 +136,6 @@ class OverlappedGradients {
   SteadyClock::time_point mark_;
   double step_flops_ = 0.0, charged_flops_ = 0.0, loss_ = 0.0;
 };
-
 
 class Ddp final : public Algorithm {
  public:

@@ -37,8 +37,8 @@ class Diloco final : public Algorithm {
             &outer_.steps};
   }
 
-  // A joiner starts from the global parameters and warms its inner learning rate up again (a fresh
-  // Adam's first steps are full-size sign steps, and a stale one's moments belong to other parameters).
+  // A joiner starts from the global parameters and warms its inner learning rate up again
+  // (WorkerContext::InnerStep; a stale Adam's moments belong to other parameters).
   void OnJoin(int64_t step, bool lost_state) override {
     torch::NoGradGuard no_grad;
     w_.replica.model().flat_params().copy_(global_);
@@ -50,12 +50,7 @@ class Diloco final : public Algorithm {
     if (step == round->start) round_compute_from_ = w_.compute_s;
     const int64_t my_end = std::min(round->end, round->start + my_inner_steps_);
     if (step >= my_end) return core::Status::Ok();  // DyLU: this worker's share of the round is done
-    const TokenBatch batch = w_.sampler.Next(x_.sc.train.batch_size);
-    double lr = LearningRate(x_.sc.train, step);
-    if (rewarm_from_ >= 0 && x_.sc.train.warmup_steps > 0) {
-      lr *= std::min(1.0, static_cast<double>(step - rewarm_from_ + 1) / x_.sc.train.warmup_steps);
-    }
-    const StepStats stats = w_.Compute(w_.StepFlops(), [&] { return w_.replica.TrainStep(batch, lr); });
+    const StepStats stats = w_.InnerStep(step, rewarm_from_);
     ++steps_this_round_;
     if (step + 1 < my_end) {
       w_.Record(step, stats.loss);

@@ -27,8 +27,8 @@ std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, 
   };
   for (const auto& s : slices) {
     int64_t f = 0;
-    if (s.name.rfind("h.", 0) == 0) {
-      f = fragment_of_block(std::stoll(s.name.substr(2, s.name.find('.', 2) - 2)));
+    if (const int64_t block = BlockOf(s); block >= 0) {
+      f = fragment_of_block(block);
     } else if (s.name.rfind("ln_f", 0) == 0) {
       f = fragment_of_block(n_layers - 1);
     }
@@ -100,12 +100,7 @@ class StreamingDiloco final : public Algorithm {
 
   core::Status Step(Round* /*round*/, int64_t step) override {
     if (pending_.work && step >= pending_due_) NARROWS_RETURN_IF_ERROR(Complete());
-    const TokenBatch batch = w_.sampler.Next(x_.sc.train.batch_size);
-    double lr = LearningRate(x_.sc.train, step);
-    if (rewarm_from_ >= 0 && x_.sc.train.warmup_steps > 0) {
-      lr *= std::min(1.0, static_cast<double>(step - rewarm_from_ + 1) / x_.sc.train.warmup_steps);
-    }
-    const StepStats stats = w_.Compute(w_.StepFlops(), [&] { return w_.replica.TrainStep(batch, lr); });
+    const StepStats stats = w_.InnerStep(step, rewarm_from_);
     w_.Record(step, stats.loss);
     return core::Status::Ok();
   }
