@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,13 +49,15 @@ std::vector<std::unique_ptr<ZmqTransport>> ConnectAll(std::vector<ZmqOptions> op
   return out;
 }
 
-// Runs `child` in a forked process (its own ZeroMQ context); returns its pid.
-pid_t Fork(const std::function<void()>& child) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    child();
-    ::_exit(0);
-  }
+// Starts tests/deploy/zmq_peer as rank 1 in `role` against the master on `port`; returns its pid.
+// A process of its own, spawned rather than forked: a fork taken while another thread holds one of
+// libzmq's global locks (context creation takes one) leaves the child deadlocked.
+pid_t SpawnPeer(int port, const char* role) {
+  const std::string port_s = std::to_string(port);
+  char* argv[] = {const_cast<char*>(NARROWS_ZMQ_PEER), const_cast<char*>(port_s.c_str()), const_cast<char*>(role),
+                  nullptr};
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, NARROWS_ZMQ_PEER, nullptr, nullptr, argv, environ) != 0) return -1;
   return pid;
 }
 
@@ -178,18 +181,17 @@ TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
   const int port = deploy::FreeLoopbackPort();
   auto opts = Options(0, 2, port);
   std::unique_ptr<ZmqTransport> t0;
-  std::thread connect([&] { t0 = std::move(*ZmqTransport::Connect(opts)); });
-  const pid_t first = Fork([&] {
-    auto t = ZmqTransport::Connect(Options(1, 2, port));
-    if (!t.ok()) ::_exit(3);
-    int32_t v = 1;
-    (void)(*t)->Send(0, 1, &v, 4);
-    (void)(*t)->Send(0, 2, &v, 4);  // never read by rank 0: dies with this incarnation
-    ::sleep(1);
-    ::raise(SIGKILL);
+  core::Status connected;
+  std::thread connect([&] {
+    auto t = ZmqTransport::Connect(opts);
+    if (t.ok()) t0 = std::move(*t);
+    else connected = t.status();
   });
+  const pid_t first = SpawnPeer(port, "first");
+  ASSERT_GT(first, 0);
   connect.join();
-  ASSERT_NE(t0, nullptr);
+  if (t0 == nullptr) ::kill(first, SIGKILL);
+  ASSERT_NE(t0, nullptr) << connected.ToString();
   int32_t v = 0;
   ASSERT_TRUE(t0->Recv(1, 1, &v, 4, 5.0).ok());
   EXPECT_EQ(v, 1);
@@ -204,17 +206,8 @@ TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
   EXPECT_EQ(t0->Members(), std::vector<int>{0});
   EXPECT_EQ(t0->Send(1, 1, &v, 4).code(), core::StatusCode::kPeerUnavailable);
 
-  const pid_t second = Fork([&] {
-    auto t = ZmqTransport::Connect(Options(1, 2, port));
-    if (!t.ok()) ::_exit(3);
-    int32_t w = 0;
-    if (!(*t)->Recv(0, 4, &w, 4, 10.0).ok() || w != 42) ::_exit(4);
-    w = 43;
-    if (!(*t)->Send(0, 4, &w, 4).ok()) ::_exit(5);
-    int32_t done = 0;
-    (void)(*t)->Recv(0, 5, &done, 4, 10.0);
-    ::_exit(0);
-  });
+  const pid_t second = SpawnPeer(port, "second");
+  ASSERT_GT(second, 0);
   for (int i = 0; i < 200 && t0->Members().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   EXPECT_EQ(t0->Members(), (std::vector<int>{0, 1}));
   v = 42;
