@@ -22,21 +22,30 @@ std::vector<int> GroupGuard::Lost(Transport& t, const std::vector<int>& group, c
   return out;
 }
 
-Status GroupGuard::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
+Result<int> GroupGuard::Guarded(int src, double timeout_s, const std::function<Result<int>(double)>& receive) {
   const double limit = std::min(timeout_s, timeout_s_);
   const auto start = std::chrono::steady_clock::now();
+  const std::string who = src == kAnySource ? "any rank" : "rank " + std::to_string(src);
   while (true) {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited >= limit) {
-      return Status::Timeout("no message from rank " + std::to_string(src) + " within " + std::to_string(limit) + " s");
-    }
-    Status s = inner_.Recv(src, tag, data, bytes, std::min(poll_s_, limit - waited));
-    if (s.code() != StatusCode::kTimeout) return s;
+    if (waited >= limit) return Status::Timeout("no message from " + who + " within " + std::to_string(limit) + " s");
+    auto got = receive(std::min(poll_s_, limit - waited));
+    if (got.ok() || got.status().code() != StatusCode::kTimeout) return got;
     const auto lost = Lost(inner_, group_, generations_);
-    if (!lost.empty()) {
-      return Status::PeerUnavailable("rank " + std::to_string(lost.front()) + " left the group");
-    }
+    if (!lost.empty()) return Status::PeerUnavailable("rank " + std::to_string(lost.front()) + " left the group");
   }
+}
+
+Status GroupGuard::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
+  auto got = Guarded(src, timeout_s, [&](double wait_s) -> Result<int> {
+    NARROWS_RETURN_IF_ERROR(inner_.Recv(src, tag, data, bytes, wait_s));
+    return src;
+  });
+  return got.ok() ? Status::Ok() : got.status();
+}
+
+Result<int> GroupGuard::RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) {
+  return Guarded(src, timeout_s, [&](double wait_s) { return inner_.RecvMessage(src, tag, out, wait_s); });
 }
 
 std::unique_ptr<Work> GroupGuard::Start(AsyncOp op) {

@@ -8,6 +8,7 @@
 // started with Start are guarded the same way. Used by workers over a real network.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/transport.h"
@@ -24,6 +25,7 @@ class GroupGuard : public Transport {
   int world_size() const override { return inner_.world_size(); }
   Status Send(int dst, int tag, const void* data, size_t bytes) override { return inner_.Send(dst, tag, data, bytes); }
   Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) override;
+  Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s = kForever) override;
   std::vector<int> Members() override { return inner_.Members(); }
   int64_t Generation(int rank) override { return inner_.Generation(rank); }
   Clock& clock() override { return inner_.clock(); }
@@ -34,6 +36,10 @@ class GroupGuard : public Transport {
   static std::vector<int> Lost(Transport& t, const std::vector<int>& group, const std::vector<int64_t>& generations);
 
  private:
+  // Calls `receive(wait_s)` in slices of poll_s until it answers other than Timeout, a member is
+  // lost, or min(timeout_s, the guard's timeout) passed.
+  Result<int> Guarded(int src, double timeout_s, const std::function<Result<int>(double wait_s)>& receive);
+
   Transport& inner_;
   std::vector<int> group_;
   double timeout_s_;

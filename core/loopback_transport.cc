@@ -24,7 +24,7 @@ class LoopbackHub::Endpoint : public Transport {
   int world_size() const override { return static_cast<int>(hub_->mailboxes_.size()); }
 
   Status Send(int dst, int tag, const void* data, size_t bytes) override {
-    if (dst < 0 || dst >= world_size() || dst == rank_) {
+    if (dst < 0 || dst >= world_size()) {
       return Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
     }
     Message m{rank_, tag, std::vector<uint8_t>(bytes)};
@@ -33,39 +33,36 @@ class LoopbackHub::Endpoint : public Transport {
       std::lock_guard<std::mutex> lock(hub_->mu_);
       if (!hub_->alive_[dst]) return Status::PeerUnavailable("rank " + std::to_string(dst) + " has left");
       hub_->mailboxes_[dst].push_back(std::move(m));
-      hub_->stats_[rank_].bytes_sent += static_cast<int64_t>(bytes);
-      ++hub_->stats_[rank_].messages_sent;
+      if (dst != rank_) {
+        hub_->stats_[rank_].bytes_sent += static_cast<int64_t>(bytes);
+        ++hub_->stats_[rank_].messages_sent;
+      }
     }
     hub_->cv_.notify_all();
     return Status::Ok();
   }
 
   Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s) override {
-    std::unique_lock<std::mutex> lock(hub_->mu_);
-    auto& box = hub_->mailboxes_[rank_];
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(std::min(timeout_s, 1e6));
-    while (true) {
-      for (auto it = box.begin(); it != box.end(); ++it) {
-        if (it->src != src || it->tag != tag) continue;
-        if (it->payload.size() != bytes) {
-          const size_t got = it->payload.size();
-          box.erase(it);
-          return Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
-                                         std::to_string(got) + " bytes, expected " + std::to_string(bytes));
-        }
-        if (bytes) std::memcpy(data, it->payload.data(), bytes);
-        box.erase(it);
-        hub_->stats_[rank_].bytes_received += static_cast<int64_t>(bytes);
-        ++hub_->stats_[rank_].messages_received;
-        return Status::Ok();
+    if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+    auto got = Receive(src, tag, timeout_s, [&](Message& m) {
+      if (m.payload.size() != bytes) {
+        return Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
+                                       std::to_string(m.payload.size()) + " bytes, expected " + std::to_string(bytes));
       }
-      if (!hub_->alive_[src]) return Status::PeerUnavailable("rank " + std::to_string(src) + " has left");
-      if (hub_->cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        return Status::Timeout("no message from rank " + std::to_string(src) + " within " +
-                               std::to_string(timeout_s) + " s");
-      }
+      if (bytes) std::memcpy(data, m.payload.data(), bytes);
+      return Status::Ok();
+    });
+    return got.ok() ? Status::Ok() : got.status();
+  }
+
+  Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) override {
+    if (src != kAnySource && (src < 0 || src >= world_size())) {
+      return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
     }
+    return Receive(src, tag, timeout_s, [&](Message& m) {
+      *out = std::move(m.payload);
+      return Status::Ok();
+    });
   }
 
   std::vector<int> Members() override {
@@ -87,6 +84,31 @@ class LoopbackHub::Endpoint : public Transport {
   }
 
  private:
+  Result<int> Receive(int src, int tag, double timeout_s, const std::function<Status(Message&)>& accept) {
+    std::unique_lock<std::mutex> lock(hub_->mu_);
+    auto& box = hub_->mailboxes_[rank_];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(timeout_s, 1e6));
+    const std::string who = src == kAnySource ? "any rank" : "rank " + std::to_string(src);
+    while (true) {
+      for (auto it = box.begin(); it != box.end(); ++it) {
+        if (it->tag != tag || (src != kAnySource && it->src != src)) continue;
+        Message m = std::move(*it);
+        box.erase(it);
+        const auto size = static_cast<int64_t>(m.payload.size());
+        NARROWS_RETURN_IF_ERROR(accept(m));
+        if (m.src != rank_) {
+          hub_->stats_[rank_].bytes_received += size;
+          ++hub_->stats_[rank_].messages_received;
+        }
+        return m.src;
+      }
+      if (src != kAnySource && !hub_->alive_[src]) return Status::PeerUnavailable(who + " has left");
+      if (hub_->cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        return Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) + " s");
+      }
+    }
+  }
+
   LoopbackHub* hub_;
   int rank_;
   WallClock clock_;

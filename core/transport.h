@@ -7,6 +7,11 @@
 // left or crashed. Transports move bytes, not tensors. Implementations: the in-process loopback
 // (core/loopback_transport.h), the emulated transport (emu/), ZeroMQ (deploy/). Every one passes
 // the contract suite in tests/core/transport_contract_test.cc. An endpoint is used by one thread.
+//
+// For servers (asynchronous outer updates), RecvMessage also takes messages of any size and from
+// any source (kAnySource: the earliest arrival first), and a rank may send to itself: a message
+// between two endpoints of one rank (an operation started with Start and its caller) is delivered
+// at once, off the network, and not counted in the stats.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +27,7 @@
 namespace narrows::core {
 
 constexpr double kForever = std::numeric_limits<double>::infinity();
+constexpr int kAnySource = -1;  // RecvMessage from whichever rank's message arrives first
 
 struct TransportStats {
   int64_t bytes_sent = 0;
@@ -51,11 +57,17 @@ class Transport {
   virtual ~Transport() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // REQUIRES: dst != rank(). Copies `bytes` bytes from `data`.
+  // Copies `bytes` bytes from `data`. dst == rank(): delivered at once to this rank's endpoint that
+  // waits for it (see above), not counted in the stats.
   virtual Status Send(int dst, int tag, const void* data, size_t bytes) = 0;
   // Receives the next message from `src` with `tag` into `data`; its size must equal `bytes`
   // (InvalidArgument otherwise: a frame of the wrong size is never written into the buffer).
   virtual Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) = 0;
+  // Receives the next message with `tag` from `src`, or from any rank (kAnySource: messages in the
+  // order they arrived), whatever its size, into `*out`; returns its source. With kAnySource there is
+  // no one source to be declared gone: it waits for `timeout_s` (the emulator answers
+  // PeerUnavailable when no rank can ever send).
+  virtual Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s = kForever) = 0;
   // Ranks currently alive, ascending.
   virtual std::vector<int> Members() = 0;
   // How many times `rank`'s process has been replaced by a new one (a restart that rejoined). A

@@ -186,7 +186,13 @@ struct ZmqTransport::Node {
   mutable std::mutex mu;  // everything below
   std::condition_variable cv;
   std::vector<std::unique_ptr<Peer>> peers;
-  std::map<std::pair<int, int>, std::deque<zmq::message_t>> mailbox;
+  // (source, tag) -> messages in arrival order; `seq` orders arrivals across sources.
+  struct Arrival {
+    uint64_t seq;
+    zmq::message_t payload;
+  };
+  std::map<std::pair<int, int>, std::deque<Arrival>> mailbox;
+  uint64_t arrivals = 0;
   core::TransportStats stats;
   int64_t rejected = 0;
   std::string evicted;  // non-empty: why this rank stopped
@@ -328,7 +334,7 @@ struct ZmqTransport::Node {
       Peer& p = *peers[static_cast<size_t>(src)];
       if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
       p.last_seen = Seconds();
-      mailbox[{src, tag}].push_back(std::move(payload));
+      mailbox[{src, tag}].push_back({arrivals++, std::move(payload)});
       if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
     }
     cv.notify_all();
@@ -673,8 +679,14 @@ int ZmqTransport::world_size() const { return node_->opt.world_size; }
 
 Status ZmqTransport::Send(int dst, int tag, const void* data, size_t bytes) {
   Node& n = *node_;
-  if (dst < 0 || dst >= world_size() || dst == rank()) {
-    return Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
+  if (dst < 0 || dst >= world_size()) return Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
+  if (dst == rank()) {  // between two endpoints of this process: at once, off the network
+    {
+      std::lock_guard<std::mutex> lock(n.mu);
+      n.mailbox[{dst, tag}].push_back({n.arrivals++, zmq::message_t(data, bytes)});
+    }
+    n.cv.notify_all();
+    return Status::Ok();
   }
   Node::Peer& p = *n.peers[static_cast<size_t>(dst)];
   {
@@ -697,37 +709,78 @@ Status ZmqTransport::Send(int dst, int tag, const void* data, size_t bytes) {
   return Status::Ok();
 }
 
-Status ZmqTransport::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
-  Node& n = *node_;
-  if (src < 0 || src >= world_size() || src == rank()) {
-    return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
-  }
+namespace {
+// The next message with `tag` from `src` (or any source) in `n`'s mailbox handed to `accept`.
+core::Result<int> Receive(ZmqTransport::Node& n, int me, int world_size, int src, int tag, double timeout_s,
+                          const std::function<Status(zmq::message_t&)>& accept) {
+  using Node = ZmqTransport::Node;
   std::unique_lock<std::mutex> lock(n.mu);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(timeout_s, 1e7));
-  const Node::Peer& p = *n.peers[static_cast<size_t>(src)];
+  const std::string who = src == core::kAnySource ? "any rank" : Rank(src);
   while (true) {
     if (!n.evicted.empty()) return Status::PeerUnavailable(n.evicted);
-    auto it = n.mailbox.find({src, tag});
-    if (it != n.mailbox.end() && !it->second.empty()) {
-      zmq::message_t m = std::move(it->second.front());
-      it->second.pop_front();
-      if (m.size() != bytes) {
-        return Status::InvalidArgument("message from " + Rank(src) + " has " + std::to_string(m.size()) +
-                                       " bytes, expected " + std::to_string(bytes));
+    // The earliest arrival from `src` (or from anyone) with `tag`.
+    std::deque<Node::Arrival>* queue = nullptr;
+    int from = -1;
+    for (int r = src == core::kAnySource ? 0 : src; r < (src == core::kAnySource ? world_size : src + 1); ++r) {
+      auto it = n.mailbox.find({r, tag});
+      if (it == n.mailbox.end() || it->second.empty()) continue;
+      if (!queue || it->second.front().seq < queue->front().seq) {
+        queue = &it->second;
+        from = r;
       }
-      n.stats.bytes_received += static_cast<int64_t>(bytes);
-      ++n.stats.messages_received;
-      lock.unlock();
-      if (bytes) std::memcpy(data, m.data(), bytes);
-      return Status::Ok();
     }
-    if (p.state != Node::PeerState::kAlive) {
-      return Status::PeerUnavailable(Rank(src) + (p.state == Node::PeerState::kLeft ? " has left" : " is dead"));
+    if (queue) {
+      zmq::message_t m = std::move(queue->front().payload);
+      queue->pop_front();
+      const auto size = static_cast<int64_t>(m.size());
+      NARROWS_RETURN_IF_ERROR(accept(m));
+      if (from != me) {
+        n.stats.bytes_received += size;
+        ++n.stats.messages_received;
+      }
+      return from;
+    }
+    if (src != core::kAnySource && src != me) {
+      const Node::Peer& p = *n.peers[static_cast<size_t>(src)];
+      if (p.state != Node::PeerState::kAlive) {
+        return Status::PeerUnavailable(Rank(src) + (p.state == Node::PeerState::kLeft ? " has left" : " is dead"));
+      }
     }
     if (n.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return Status::Timeout("no message from " + Rank(src) + " within " + std::to_string(timeout_s) + " s");
+      return Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) + " s");
     }
   }
+}
+}  // namespace
+
+Status ZmqTransport::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
+  if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+  zmq::message_t m;
+  auto got = Receive(*node_, rank(), world_size(), src, tag, timeout_s, [&](zmq::message_t& arrived) {
+    if (arrived.size() != bytes) {
+      return Status::InvalidArgument("message from " + Rank(src) + " has " + std::to_string(arrived.size()) +
+                                     " bytes, expected " + std::to_string(bytes));
+    }
+    m = std::move(arrived);
+    return Status::Ok();
+  });
+  if (!got.ok()) return got.status();
+  if (bytes) std::memcpy(data, m.data(), bytes);  // outside the lock
+  return Status::Ok();
+}
+
+core::Result<int> ZmqTransport::RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) {
+  if (src != core::kAnySource && (src < 0 || src >= world_size())) {
+    return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+  }
+  zmq::message_t m;
+  auto got = Receive(*node_, rank(), world_size(), src, tag, timeout_s, [&](zmq::message_t& arrived) {
+    m = std::move(arrived);
+    return Status::Ok();
+  });
+  if (got.ok()) out->assign(static_cast<const uint8_t*>(m.data()), static_cast<const uint8_t*>(m.data()) + m.size());
+  return got;
 }
 
 std::vector<int> ZmqTransport::Members() {

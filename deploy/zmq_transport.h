@@ -82,6 +82,8 @@ class ZmqTransport : public core::Transport {
   int world_size() const override;
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = core::kForever) override;
+  core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out,
+                                double timeout_s = core::kForever) override;
   std::vector<int> Members() override;
   int64_t Generation(int rank) override;
   core::Clock& clock() override;

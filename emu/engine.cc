@@ -31,7 +31,7 @@ class Engine::Endpoint : public core::Transport {
   int world_size() const override { return engine_->num_workers_; }
 
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override {
-    if (dst < 0 || dst >= world_size() || dst == rank_) {
+    if (dst < 0 || dst >= world_size()) {
       return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
     }
     std::unique_lock<std::mutex> lock(engine_->mu_);
@@ -39,6 +39,10 @@ class Engine::Endpoint : public core::Transport {
     Message m{rank_, tag, std::vector<uint8_t>(bytes)};
     if (bytes) std::memcpy(m.payload.data(), data, bytes);
     const double now = engine_->actors_[actor_]->clock;
+    if (dst == rank_) {  // between two endpoints of this rank: at once, off the network
+      engine_->Arrive(dst, std::move(m), now);
+      return core::Status::Ok();
+    }
     std::vector<sim::Delivery> delivered;
     engine_->network_->AdvanceTo(now, &delivered);
     engine_->Deliver(delivered);
@@ -50,41 +54,27 @@ class Engine::Endpoint : public core::Transport {
   }
 
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s) override {
-    std::unique_lock<std::mutex> lock(engine_->mu_);
-    engine_->Yield(actor_, lock);
-    auto& box = engine_->mailboxes_[rank_];
-    auto take = [&]() -> std::optional<core::Status> {
-      for (auto it = box.begin(); it != box.end(); ++it) {
-        if (it->src != src || it->tag != tag) continue;
-        const size_t got = it->payload.size();
-        if (got != bytes) {
-          box.erase(it);
-          return core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
-                                               std::to_string(got) + " bytes, expected " + std::to_string(bytes));
-        }
-        if (bytes) std::memcpy(data, it->payload.data(), bytes);
-        box.erase(it);
-        engine_->stats_[rank_].bytes_received += static_cast<int64_t>(bytes);
-        ++engine_->stats_[rank_].messages_received;
-        return core::Status::Ok();
+    if (src < 0 || src >= world_size()) return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+    auto got = Receive(src, tag, timeout_s, [&](Message& m) {
+      if (m.payload.size() != bytes) {
+        return core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
+                                             std::to_string(m.payload.size()) + " bytes, expected " +
+                                             std::to_string(bytes));
       }
-      return std::nullopt;
-    };
-    if (auto s = take()) return *s;
-    if (!engine_->alive_[src]) {
-      return core::Status::PeerUnavailable("rank " + std::to_string(src) + " has left");
+      if (bytes) std::memcpy(data, m.payload.data(), bytes);
+      return core::Status::Ok();
+    });
+    return got.ok() ? core::Status::Ok() : got.status();
+  }
+
+  core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) override {
+    if (src != core::kAnySource && (src < 0 || src >= world_size())) {
+      return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
     }
-    Actor& me = *engine_->actors_[actor_];
-    me.wait_src = src;
-    me.wait_tag = tag;
-    const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
-    if (auto s = take()) return *s;
-    if (wake == Wake::kTimeout) {
-      return core::Status::Timeout("no message from rank " + std::to_string(src) + " within " +
-                                   std::to_string(timeout_s) + " s of virtual time");
-    }
-    return core::Status::PeerUnavailable("rank " + std::to_string(src) +
-                                         " will never send (it finished, left or waits too)");
+    return Receive(src, tag, timeout_s, [&](Message& m) {
+      *out = std::move(m.payload);
+      return core::Status::Ok();
+    });
   }
 
   std::vector<int> Members() override {
@@ -103,6 +93,42 @@ class Engine::Endpoint : public core::Transport {
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override { return engine_->Start(actor_, std::move(op)); }
 
  private:
+  // The next message with `tag` from `src` (or any source) handed to `accept`, or why none came.
+  core::Result<int> Receive(int src, int tag, double timeout_s, const std::function<core::Status(Message&)>& accept) {
+    std::unique_lock<std::mutex> lock(engine_->mu_);
+    engine_->Yield(actor_, lock);
+    auto& box = engine_->mailboxes_[rank_];
+    auto take = [&]() -> std::optional<core::Result<int>> {
+      for (auto it = box.begin(); it != box.end(); ++it) {
+        if (it->tag != tag || (src != core::kAnySource && it->src != src)) continue;
+        Message m = std::move(*it);
+        box.erase(it);
+        const auto size = static_cast<int64_t>(m.payload.size());
+        const core::Status s = accept(m);
+        if (!s.ok()) return core::Result<int>(s);
+        if (m.src != rank_) {
+          engine_->stats_[rank_].bytes_received += size;
+          ++engine_->stats_[rank_].messages_received;
+        }
+        return core::Result<int>(m.src);
+      }
+      return std::nullopt;
+    };
+    if (auto got = take()) return std::move(*got);
+    const std::string who = src == core::kAnySource ? "any rank" : "rank " + std::to_string(src);
+    if (src != core::kAnySource && !engine_->alive_[src]) return core::Status::PeerUnavailable(who + " has left");
+    Actor& me = *engine_->actors_[actor_];
+    me.wait_src = src;
+    me.wait_tag = tag;
+    const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
+    if (auto got = take()) return std::move(*got);
+    if (wake == Wake::kTimeout) {
+      return core::Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) +
+                                   " s of virtual time");
+    }
+    return core::Status::PeerUnavailable(who + " will never send (it finished, left or waits too)");
+  }
+
   Engine* engine_;
   int actor_, rank_;
   VirtualClock clock_;
@@ -205,7 +231,8 @@ Engine::Wake Engine::Block(int actor, double deadline, std::unique_lock<std::mut
   running_ = -1;
   scheduler_cv_.notify_one();
   a.cv.wait(lock, [&] { return running_ == actor; });
-  a.wait_src = a.wait_tag = a.wait_actor = -1;
+  a.wait_src = a.wait_actor = -1;
+  a.wait_tag = kNoTag;
   return a.wake;
 }
 
@@ -213,19 +240,22 @@ void Engine::Deliver(const std::vector<sim::Delivery>& deliveries) {
   for (const auto& d : deliveries) {
     auto it = in_flight_.find(d.flow);
     NARROWS_CHECK(it != in_flight_.end()) << "unknown flow " << d.flow;
-    const int dst = it->second.first;
-    const Message& m = it->second.second;
-    for (auto& a : actors_) {  // wake the first endpoint of `dst` waiting for this (src, tag)
-      if (a->rank == dst && a->state == State::kBlocked && a->wait_src == m.src && a->wait_tag == m.tag) {
-        a->state = State::kReady;
-        a->wake = Wake::kMessage;
-        a->clock = std::max(a->clock, d.time);
-        break;
-      }
-    }
-    mailboxes_[dst].push_back(std::move(it->second.second));
+    Arrive(it->second.first, std::move(it->second.second), d.time);
     in_flight_.erase(it);
   }
+}
+
+void Engine::Arrive(int dst, Message m, double time) {
+  for (auto& a : actors_) {  // wake the first endpoint of `dst` waiting for this (src, tag)
+    if (a->rank == dst && a->state == State::kBlocked && a->wait_tag == m.tag &&
+        (a->wait_src == m.src || a->wait_src == core::kAnySource)) {
+      a->state = State::kReady;
+      a->wake = Wake::kMessage;
+      a->clock = std::max(a->clock, time);
+      break;
+    }
+  }
+  mailboxes_[dst].push_back(std::move(m));
 }
 
 void Engine::StartThread(int actor, std::function<void()> body) {

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,7 @@ class Engine {
   class EmulatedWork;
   enum class State { kRunning, kReady, kBlocked, kDone };
   enum class Wake { kNone, kMessage, kTimeout, kDeadlock };
+  static constexpr int kNoTag = std::numeric_limits<int>::min();
   struct Message {
     int src, tag;
     std::vector<uint8_t> payload;
@@ -57,8 +59,9 @@ class Engine {
     int rank = 0;
     State state = State::kReady;
     double clock = 0.0;
-    // While blocked: in Recv on (wait_src, wait_tag), or in Work::Wait on actor `wait_actor`.
-    int wait_src = -1, wait_tag = -1, wait_actor = -1;
+    // While blocked: in Recv on (wait_src, wait_tag) (wait_src may be core::kAnySource), or in
+    // Work::Wait on actor `wait_actor` (wait_tag kNoTag: no message wakes it).
+    int wait_src = -1, wait_tag = kNoTag, wait_actor = -1;
     double deadline = sim::kNever;
     Wake wake = Wake::kNone;
     std::condition_variable cv;
@@ -72,6 +75,8 @@ class Engine {
   Wake Block(int actor, double deadline, std::unique_lock<std::mutex>& lock);
   void Schedule(std::unique_lock<std::mutex>& lock);
   void Deliver(const std::vector<sim::Delivery>& deliveries);
+  // Message `m` reaches rank `dst` at `time`: the first of its endpoints waiting for it wakes.
+  void Arrive(int dst, Message m, double time);
   int AddActor(int rank, double clock);  // REQUIRES: mu_ held
   void StartThread(int actor, std::function<void()> body);  // REQUIRES: mu_ held
   std::unique_ptr<core::Work> Start(int parent, core::AsyncOp op);

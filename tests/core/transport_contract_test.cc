@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -145,10 +146,69 @@ TEST_P(TransportContractTest, RecvTimesOut) {
 }
 
 TEST_P(TransportContractTest, InvalidDestinationIsAnError) {
-  GetParam().run(2, [](int rank, Transport& t) {
+  GetParam().run(2, [](int, Transport& t) {
     int32_t x = 0;
-    EXPECT_EQ(t.Send(rank, 0, &x, 4).code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(t.Send(5, 0, &x, 4).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.Send(-1, 0, &x, 4).code(), StatusCode::kInvalidArgument);
+    std::vector<uint8_t> out;
+    EXPECT_EQ(t.RecvMessage(7, 0, &out, 0.01).status().code(), StatusCode::kInvalidArgument);
+  });
+}
+
+// A server's receive: messages of any size from any source, each with its source; one from the
+// rank itself (an operation started beside its worker) arrives off the network, uncounted.
+TEST_P(TransportContractTest, RecvMessageFromAnySourceNamesTheSource) {
+  GetParam().run(4, [](int rank, Transport& t) {
+    if (rank != 0) {
+      const std::vector<uint8_t> payload(static_cast<size_t>(100 * rank), static_cast<uint8_t>(rank));
+      ASSERT_TRUE(t.Send(0, 11, payload.data(), payload.size()).ok());
+      ASSERT_TRUE(t.Send(0, 11, payload.data(), 1).ok());  // a second, shorter one
+      return;
+    }
+    auto server = t.Start([](Transport& s) -> Status {
+      std::vector<int> first_from, second_from;
+      for (int i = 0; i < 7; ++i) {
+        std::vector<uint8_t> got;
+        auto src = s.RecvMessage(kAnySource, 11, &got, 30.0);
+        if (!src.ok()) return src.status();
+        const int r = *src;
+        if (r < 0 || r > 3 || got.empty() || got[0] != r) return Status::InvalidArgument("wrong source or payload");
+        const bool second = std::count(first_from.begin(), first_from.end(), r) > 0;
+        const size_t expected = second || r == 0 ? 1u : 100u * static_cast<size_t>(r);
+        if (got.size() != expected) return Status::InvalidArgument("wrong size");
+        (second ? second_from : first_from).push_back(r);  // per source, in the order sent
+      }
+      std::sort(first_from.begin(), first_from.end());
+      std::sort(second_from.begin(), second_from.end());
+      if (first_from != std::vector<int>{0, 1, 2, 3} || second_from != std::vector<int>{1, 2, 3}) {
+        return Status::InvalidArgument("not every message arrived once");
+      }
+      return Status::Ok();
+    });
+    const auto before = t.stats();
+    const std::vector<uint8_t> mine(1, 0);
+    ASSERT_TRUE(t.Send(0, 11, mine.data(), mine.size()).ok());  // to itself: its server's endpoint
+    EXPECT_EQ(t.stats().bytes_sent, before.bytes_sent);
+    const Status s = server->Wait(60.0);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(t.stats().bytes_received, 3 * 1 + 100 + 200 + 300);
+  });
+}
+
+TEST_P(TransportContractTest, RecvMessageFromANamedSourceAndTimeout) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    if (rank == 1) {
+      const uint8_t a[3] = {1, 2, 3};
+      ASSERT_TRUE(t.Send(0, 5, a, 3).ok());
+      return;
+    }
+    std::vector<uint8_t> got;
+    auto src = t.RecvMessage(1, 5, &got, 30.0);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    EXPECT_EQ(*src, 1);
+    EXPECT_EQ(got, (std::vector<uint8_t>{1, 2, 3}));
+    const auto none = t.RecvMessage(kAnySource, 6, &got, 0.05);
+    EXPECT_FALSE(none.ok());
   });
 }
 

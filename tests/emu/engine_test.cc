@@ -77,6 +77,38 @@ TEST(EngineTest, WaitingForAFinishedPeerFailsInsteadOfHanging) {
   });
 }
 
+// A server's receive from any source takes messages in the order they arrive in virtual time (not
+// the order the senders ran), and a message from the rank itself arrives at once.
+TEST(EngineTest, ReceiveFromAnySourceIsInVirtualArrivalOrder) {
+  Engine engine(4, Star(4, 8e6, 0.010));  // 1 MB/s
+  engine.Run([&](int r) {
+    core::Transport& t = engine.endpoint(r);
+    std::vector<uint8_t> buf(100'000, static_cast<uint8_t>(r));
+    if (r != 0) {
+      t.clock().ChargeCompute(1.0 * (4 - r));  // rank 3 sends first, rank 1 last
+      ASSERT_TRUE(t.Send(0, 1, buf.data(), buf.size()).ok());
+      return;
+    }
+    t.clock().ChargeCompute(0.5);
+    ASSERT_TRUE(t.Send(0, 1, buf.data(), 10).ok());  // to itself, at 0.5 s
+    std::vector<int> order;
+    std::vector<double> at;
+    for (int i = 0; i < 4; ++i) {
+      std::vector<uint8_t> got;
+      auto src = t.RecvMessage(core::kAnySource, 1, &got);
+      ASSERT_TRUE(src.ok()) << src.status().ToString();
+      order.push_back(*src);
+      at.push_back(t.clock().Now());
+    }
+    EXPECT_EQ(order, (std::vector<int>{0, 3, 2, 1}));
+    EXPECT_NEAR(at[0], 0.5, 1e-12);
+    EXPECT_NEAR(at[1], 1.0 + 0.010 + 0.1, 1e-9);  // sent at 1 s, 0.1 s on the wire
+    EXPECT_NEAR(at[3], 3.0 + 0.010 + 0.1, 1e-9);
+    std::vector<uint8_t> none;
+    EXPECT_EQ(t.RecvMessage(core::kAnySource, 1, &none).status().code(), core::StatusCode::kPeerUnavailable);
+  });
+}
+
 // Communication started asynchronously overlaps computation: time = max(compute, comm), not the sum.
 TEST(EngineTest, AsyncCollectiveOverlapsCompute) {
   const int n = 4;
