@@ -462,6 +462,7 @@ std::string AlgorithmKindName(AlgorithmKind kind) {
     case AlgorithmKind::kDdp: return "ddp";
     case AlgorithmKind::kDiloco: return "diloco";
     case AlgorithmKind::kStreamingDiloco: return "streaming-diloco";
+    case AlgorithmKind::kAsyncDiloco: return "async-diloco";
   }
   return "?";
 }
@@ -509,6 +510,9 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     } else if (const int64_t h3 = h_suffix("streaming-diloco"); h3 > 0) {
       a.kind = AlgorithmKind::kStreamingDiloco;
       a.inner_steps = h3;
+    } else if (const int64_t h4 = h_suffix("async-diloco"); h4 > 0) {
+      a.kind = AlgorithmKind::kAsyncDiloco;
+      a.inner_steps = h4;
     } else if (const int64_t h2 = h_suffix("local-sgd"); h2 > 0) {
       a.kind = AlgorithmKind::kDiloco;
       a.inner_steps = h2;
@@ -518,7 +522,7 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     } else {
       s.Error(node, s.path(), "unknown algorithm '" + text +
                                   "' (expected ddp, diloco, diloco-hN, local-sgd-hN, streaming-diloco, "
-                                  "streaming-diloco-hN, or a mapping)");
+                                  "streaming-diloco-hN, async-diloco, async-diloco-hN, or a mapping)");
     }
     // The resolved scenario spells the shorthand out.
     s.Set("name", a.name);
@@ -538,7 +542,8 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
   a.kind = s.Enum<AlgorithmKind>("algorithm", AlgorithmKind::kDiloco,
                                  {{"ddp", AlgorithmKind::kDdp},
                                   {"diloco", AlgorithmKind::kDiloco},
-                                  {"streaming-diloco", AlgorithmKind::kStreamingDiloco}});
+                                  {"streaming-diloco", AlgorithmKind::kStreamingDiloco},
+                                  {"async-diloco", AlgorithmKind::kAsyncDiloco}});
   a.inner_steps = s.Int("inner_steps", 50, 1);
   a.outer_optimizer = s.Enum<OuterOptimizer>(
       "outer_optimizer", OuterOptimizer::kNesterov,
@@ -554,7 +559,13 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
   a.overlap = s.Bool("overlap", true);
   a.bucket_mb = s.Double("bucket_mb", 25.0, 0.001, 1e6);
   if (a.kind != AlgorithmKind::kDdp) ReadOuterGradient(s, &a.outer_gradient);
-  if (a.kind == AlgorithmKind::kDiloco) a.dylu = s.Bool("dylu", false);
+  if (a.kind == AlgorithmKind::kDiloco || a.kind == AlgorithmKind::kAsyncDiloco) a.dylu = s.Bool("dylu", false);
+  if (a.kind == AlgorithmKind::kAsyncDiloco) {
+    a.nesterov_delay = s.Int("nesterov_delay", 0, 0, 1 << 20);
+    if (a.drop_probability > 0) {
+      s.Error(s.node(), s.path() + ".drop_probability", "is not supported by async-diloco (diloco only)");
+    }
+  }
   if (a.kind == AlgorithmKind::kStreamingDiloco) {
     a.fragments = s.Int("fragments", 2, 1, 1024);
     a.fragment_pattern = s.Enum<FragmentPattern>(
@@ -819,6 +830,17 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
       item.Error(node, item.path() + ".fragments",
                  "expected at most model.n_layers = " + std::to_string(sc.model.n_layers) +
                      " fragments (a fragment is a set of transformer blocks)");
+    }
+    if (a.kind == AlgorithmKind::kAsyncDiloco) {
+      // Worker 0 hosts the server; the pool shrinks but never grows (a joiner would need the
+      // server's state mid-flight, which is not built).
+      for (const auto& f : sc.faults) {
+        if (f.kind == FaultKind::kJoin || (f.kind != FaultKind::kLinkDown && f.worker == 0)) {
+          item.Error(node, item.path(), "async-diloco supports leave and crash faults of workers other than 0 "
+                                        "(worker 0 hosts the server; joins are not supported)");
+          break;
+        }
+      }
     }
   });
   {

@@ -129,7 +129,7 @@ struct FaultSpec {
   double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
 };
 
-enum class AlgorithmKind { kDdp, kDiloco, kStreamingDiloco };
+enum class AlgorithmKind { kDdp, kDiloco, kStreamingDiloco, kAsyncDiloco };
 enum class FragmentPattern { kStrided, kSequential };
 enum class OuterOptimizer { kSgd, kNesterov, kAdam };
 enum class CollectiveKind { kRing, kStar, kHierarchical };
@@ -171,6 +171,12 @@ struct AlgorithmSpec {
   // round (virtual compute under the emulator, wall time over a network), so that all arrive at the
   // outer step together instead of everyone waiting for the slowest.
   bool dylu = false;
+  // Asynchronous outer updates (async-diloco; Async Local-SGD, arXiv 2401.09135): a server applies
+  // each worker's pseudo-gradient as it arrives and sends back the global parameters; with the
+  // Nesterov outer optimiser, delayed Nesterov: the momentum takes the mean of the last
+  // `nesterov_delay` pseudo-gradients once every that many arrivals (0: the worker count; 1: plain
+  // Nesterov on every arrival, the naive asynchronous baseline).
+  int64_t nesterov_delay = 0;
   int64_t fragments = 2;
   FragmentPattern fragment_pattern = FragmentPattern::kStrided;
   int64_t overlap_steps = 1;

@@ -48,7 +48,7 @@ void Experiment::RunWorker(int rank, core::Transport& transport) {
   ConfigureThreads(x.sc.threads);
   WorkerContext w(x, rank, transport);
   const std::unique_ptr<Algorithm> algorithm = MakeAlgorithm(w);
-  const core::Status s = RunRounds(w, *algorithm);
+  const core::Status s = algorithm->Run(w);
   const bool dropped = s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout;
   if (w.live() && dropped) {
     // Live: a worker the others dropped (or that lost them) ends; the run goes on without it.

@@ -264,5 +264,100 @@ TEST_F(AlgorithmsTest, StreamingDilocoWithLeavesCrashesAndJoins) {
   EXPECT_EQ(r.outer_syncs, 6);
 }
 
+// Asynchronous outer updates: with one worker the server applies each pseudo-gradient as DiLoCo's
+// outer step would (delayed Nesterov with N = 1 is Nesterov), so the run is DiLoCo's, line for line.
+TEST_F(AlgorithmsTest, AsyncWithOneWorkerIsDilocoWithOneWorker) {
+  const auto sc = Make("workers: {count: 1}\ncompare: [diloco-h4, async-diloco-h4]\n");
+  const EntryResult diloco = Run(sc, 0), async = Run(sc, 1);
+  const auto a = Lines(Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl"));
+  const auto b = Lines(Slurp(dir_ / "out" / "async-diloco-h4" / "metrics.jsonl"));
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].at("train_loss").get<double>(), b[i].at("train_loss").get<double>()) << "line " << i;
+    EXPECT_EQ(a[i].value("val_loss", -1.0), b[i].value("val_loss", -1.0)) << "line " << i;
+  }
+  EXPECT_EQ(async.final_val_loss, diloco.final_val_loss);
+  EXPECT_EQ(async.outer_syncs, diloco.outer_syncs);
+  EXPECT_EQ(async.tokens, diloco.tokens);
+  EXPECT_EQ(async.bytes_sent_per_worker, 0);  // its server is beside it: nothing crosses the network
+}
+
+// A straggler at half speed: synchronous DiLoCo waits for it every round; asynchronous workers do
+// not, and the fast ones contribute more of the same token budget. With DyLU the straggler is
+// given H/2 inner steps. (Outer lr 0.35: delayed Nesterov at 0.7 overshoots on this 12-step run.)
+TEST_F(AlgorithmsTest, AsyncWorkersDoNotWaitForAStraggler) {
+  const auto sc = Make("workers: {count: 3, speed: [1, 1, 0.5]}\n"
+                       "compare: [diloco-h4, {name: async, algorithm: async-diloco, inner_steps: 4, outer_lr: 0.35},"
+                       " {name: dylu, algorithm: async-diloco, inner_steps: 4, outer_lr: 0.35, dylu: true}]\n");
+  const EntryResult wait = Run(sc, 0), async = Run(sc, 1), dylu = Run(sc, 2);
+  EXPECT_LT(async.virtual_time_s, 0.8 * wait.virtual_time_s);
+  EXPECT_GT(async.compute_utilization, wait.compute_utilization);
+  // The budget is DiLoCo's tokens, applied in updates of H steps; steps a worker was still taking
+  // when the budget ran out are counted as trained but never applied.
+  EXPECT_EQ(async.outer_syncs, 3 * 12 / 4);
+  EXPECT_GE(async.tokens, wait.tokens);
+  EXPECT_LT(async.tokens, wait.tokens + 2 * 4 * 4 * sc.model.seq_len);
+  EXPECT_LT(async.final_val_loss, std::log(256.0));
+  const auto events = Lines(Slurp(dir_ / "out" / "async" / "events.jsonl"));
+  std::vector<int> pushes(3, 0);
+  int64_t max_staleness = 0;
+  for (const auto& e : events) {
+    if (e.at("type") != "outer_sync") continue;
+    ++pushes[e.at("worker").get<size_t>()];
+    max_staleness = std::max(max_staleness, e.at("staleness").get<int64_t>());
+  }
+  EXPECT_GT(pushes[0], pushes[2]);
+  EXPECT_GT(pushes[1], pushes[2]);
+  EXPECT_GT(max_staleness, 0);
+  bool halved = false;
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "dylu" / "events.jsonl"))) {
+    if (e.at("type") == "inner_steps") halved = halved || (e.at("worker") == 2 && e.at("inner_steps") == 2);
+    if (e.at("type") == "outer_sync" && e.at("worker") != 2) EXPECT_EQ(e.at("inner_steps"), 4);
+  }
+  EXPECT_TRUE(halved);
+  EXPECT_LT(dylu.final_val_loss, std::log(256.0));
+}
+
+// Pseudo-gradients travel through the outer_gradient codec: int8 pushes are a quarter of fp32's
+// (plus a scale per block); the parameters sent back stay fp32.
+TEST_F(AlgorithmsTest, AsyncPushesAreEncoded) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [{name: fp32, algorithm: async-diloco, inner_steps: 4},"
+                       " {name: int8, algorithm: async-diloco, inner_steps: 4, outer_gradient: int8}]\n");
+  Run(sc, 0);
+  Run(sc, 1);
+  auto worker1_sent = [&](const char* entry) {
+    const auto lines = Lines(Slurp(dir_ / "out" / entry / "metrics.jsonl"));
+    return lines.back().at("workers").at(1).at("bytes_sent").get<int64_t>();
+  };
+  // What worker 1 had sent by its last step: the pushes of its first two rounds, with a header each.
+  const int64_t n = Params(sc), pushes = 2, header = 24;
+  const core::Codec int8({core::CodecFormat::kInt8});
+  EXPECT_EQ(worker1_sent("fp32"), pushes * (header + 4 * n));
+  EXPECT_EQ(worker1_sent("int8"), pushes * (header + int8.EncodedBytes(n)));
+}
+
+// Workers leave and crash; the survivors spend the budget and the server ends when all said goodbye.
+TEST_F(AlgorithmsTest, AsyncGoesOnWithoutWorkersThatLeave) {
+  const auto sc = Make("workers: {count: 3}\n"
+                       "faults: [{type: leave, worker: 2, at_step: 3}, {type: crash, worker: 1, at_step: 6}]\n"
+                       "compare: [{name: async-diloco-h2, algorithm: async-diloco, inner_steps: 2, outer_lr: 0.35}]\n");
+  const EntryResult r = Run(sc);
+  EXPECT_EQ(r.outer_syncs, 3 * 12 / 2);  // the survivors spend the whole budget
+  EXPECT_LT(r.final_val_loss, std::log(256.0));
+  const std::string events = Slurp(dir_ / "out" / "async-diloco-h2" / "events.jsonl");
+  for (const char* e : {"\"crash\"", "\"leave\""}) EXPECT_NE(events.find(e), std::string::npos) << e;
+}
+
+TEST_F(AlgorithmsTest, AsyncRefusesJoinsAndFaultsOfTheServersWorker) {
+  for (const char* faults : {"[{type: join, worker: 1, at_step: 3}]", "[{type: leave, worker: 0, at_step: 3}]"}) {
+    auto sc = core::ParseScenario(std::string("name: a\nworkers: {count: 3}\nfaults: ") + faults +
+                                  "\ncompare: [async-diloco-h4]\n", "a.yaml");
+    ASSERT_FALSE(sc.ok()) << faults;
+    EXPECT_NE(sc.status().message().find("a.yaml:"), std::string::npos) << sc.status().message();
+    EXPECT_NE(sc.status().message().find("worker 0 hosts the server"), std::string::npos) << sc.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace narrows::trainer

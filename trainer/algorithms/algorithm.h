@@ -29,9 +29,17 @@ struct SharedState {
   int64_t* counter = nullptr;
 };
 
+class Algorithm;
+// The whole training of worker `w` with `algorithm` (the driver described above).
+core::Status RunRounds(WorkerContext& w, Algorithm& algorithm);
+
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
+
+  // The whole training of this worker: RunRounds, unless the algorithm is not round-based
+  // (asynchronous outer updates run their own loop and leave the calls below unused).
+  virtual core::Status Run(WorkerContext& w) { return RunRounds(w, *this); }
 
   // Steps between two synchronisations: the roster is asked once per round.
   virtual int64_t RoundSteps() const = 0;
@@ -65,8 +73,5 @@ class Algorithm {
 std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w);
 // Its name in summaries ("ddp", "diloco", ...).
 std::string AlgorithmName(core::AlgorithmKind kind);
-
-// The whole training of worker `w` with `algorithm` (the driver described above).
-core::Status RunRounds(WorkerContext& w, Algorithm& algorithm);
 
 }  // namespace narrows::trainer

@@ -6,6 +6,7 @@ namespace narrows::trainer {
 std::unique_ptr<Algorithm> MakeDdp(WorkerContext& w);     // ddp.cc
 std::unique_ptr<Algorithm> MakeDiloco(WorkerContext& w);  // diloco.cc
 std::unique_ptr<Algorithm> MakeStreamingDiloco(WorkerContext& w);  // streaming_diloco.cc
+std::unique_ptr<Algorithm> MakeAsyncDiloco(WorkerContext& w);      // async_diloco.cc
 
 namespace {
 
@@ -19,6 +20,7 @@ constexpr Registered kAlgorithms[] = {
     {core::AlgorithmKind::kDdp, "ddp", MakeDdp},
     {core::AlgorithmKind::kDiloco, "diloco", MakeDiloco},
     {core::AlgorithmKind::kStreamingDiloco, "streaming-diloco", MakeStreamingDiloco},
+    {core::AlgorithmKind::kAsyncDiloco, "async-diloco", MakeAsyncDiloco},
 };
 
 const Registered& Find(core::AlgorithmKind kind) {

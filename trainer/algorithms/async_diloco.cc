@@ -1,0 +1,335 @@
+// Asynchronous DiLoCo (Async Local-SGD, arXiv 2401.09135): no rounds, nobody waits for the slowest.
+//
+// A server holds the global parameters. It runs beside worker 0, as an operation started on its
+// endpoint (core::Transport::Start), so worker 0's link carries every pseudo-gradient in and the
+// parameters out: a parameter server on one worker's link, not on a datacenter's. A worker takes
+// H inner steps from the parameters it last received, sends its pseudo-gradient (those parameters
+// minus its own, through the outer_gradient codec) and continues from the parameters the server
+// sends back, which already hold the updates of every worker that arrived meanwhile (their
+// staleness is recorded per update).
+//
+// The server applies each pseudo-gradient as it arrives (in arrival order: virtual time under the
+// emulator, the network's over ZeroMQ). With the Nesterov outer optimiser it uses delayed Nesterov:
+// every arrival moves the parameters by lr * g / N; every N-th arrival also folds the mean of the
+// last N into the momentum and adds lr * mu * momentum, so that N updates computed from the same
+// parameters move them exactly as one synchronous Nesterov step on their mean (N = nesterov_delay,
+// by default the worker count; N = 1 is plain Nesterov on every arrival, the naive baseline). SGD
+// and Adam outer optimisers are applied on every arrival. With dylu the server answers each worker
+// with its next inner-step count, floor(H * t_fastest / t_own) from the step times the workers
+// report, so that slow workers push as often as fast ones.
+//
+// The run ends at DiLoCo's token count: once the server has applied workers * train.steps inner
+// steps it sends every worker a stop; each then says goodbye, and the server ends when all have (or
+// left: a scripted departure says goodbye; over a network a dead worker drops out of Members()).
+// The learning-rate schedule follows the run's progress (applied inner steps / workers).
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer_optimizer.h"
+
+namespace narrows::trainer {
+namespace {
+
+constexpr int kTagPush = 400;   // worker -> server: PushHeader, then the encoded pseudo-gradient
+constexpr int kTagReply = 401;  // server -> worker: ReplyHeader, then the global parameters
+constexpr int kTagStop = 402;   // server -> worker, once: the token budget is spent
+constexpr int kServer = 0;      // the rank whose endpoint hosts the server
+
+struct PushHeader {
+  int32_t kind;        // kUpdate or kBye
+  int32_t steps;       // inner steps behind this pseudo-gradient
+  int64_t base_version;  // the server version the worker started them from
+  double step_time_s;  // the worker's mean compute time per inner step (DyLU)
+};
+struct ReplyHeader {
+  int32_t kind;  // kParams, kStopped (the update was not applied) or kAck (to a bye)
+  int32_t next_inner_steps;
+  int64_t version;
+  int64_t global_step;  // applied inner steps / workers: the run's progress
+  int32_t stop_sent;    // a stop is on its way to this worker
+  int32_t unused = 0;
+};
+enum : int32_t { kUpdate = 0, kBye = 1, kParams = 0, kStopped = 1, kAck = 2 };
+
+template <typename Header>
+std::vector<uint8_t> Message(const Header& h, size_t payload_bytes) {
+  std::vector<uint8_t> out(sizeof h + payload_bytes);
+  std::memcpy(out.data(), &h, sizeof h);
+  return out;
+}
+
+template <typename Header>
+core::Result<Header> ReadHeader(const std::vector<uint8_t>& m, size_t payload_bytes, int src, const char* what) {
+  Header h;
+  if (m.size() < sizeof h) {
+    return core::Status::InvalidArgument(std::string(what) + " from rank " + std::to_string(src) + " has " +
+                                         std::to_string(m.size()) + " bytes, shorter than its header");
+  }
+  std::memcpy(&h, m.data(), sizeof h);
+  const bool full = (std::is_same_v<Header, PushHeader> ? h.kind == kUpdate : h.kind == kParams);
+  if (m.size() != sizeof h + (full ? payload_bytes : 0)) {
+    return core::Status::InvalidArgument(std::string(what) + " from rank " + std::to_string(src) + " has " +
+                                         std::to_string(m.size()) + " bytes, expected " +
+                                         std::to_string(sizeof h + (full ? payload_bytes : 0)));
+  }
+  return h;
+}
+
+// The server: the global parameters, the outer optimiser, and who is still expected.
+class Server {
+ public:
+  Server(Experiment::Impl& x, const torch::Tensor& initial)
+      : x_(x),
+        n_params_(initial.numel()),
+        global_(initial.detach().clone()),
+        pending_(torch::zeros_like(global_)),
+        outer_(OuterOptimizerState::Like(global_)),
+        delay_(x.algo.nesterov_delay > 0 ? x.algo.nesterov_delay : x.num_workers),
+        step_time_(static_cast<size_t>(x.num_workers), 0.0),
+        expected_(static_cast<size_t>(x.num_workers), true),
+        stop_sent_(static_cast<size_t>(x.num_workers), false) {}
+
+  core::Status Serve(core::Transport& t, bool live) {
+    const int64_t budget = static_cast<int64_t>(x_.num_workers) * x_.sc.train.steps;
+    const size_t payload = static_cast<size_t>(codec_.EncodedBytes(n_params_));
+    std::vector<uint8_t> m;
+    std::vector<float> g(static_cast<size_t>(n_params_));
+    while (std::count(expected_.begin(), expected_.end(), true) > 0) {
+      auto from = t.RecvMessage(core::kAnySource, kTagPush, &m, live ? 1.0 : core::kForever);
+      if (!from.ok()) {
+        // The emulator: no worker can send any more (one that failed says no goodbye; its error is
+        // reported by its own worker).
+        if (from.status().code() == core::StatusCode::kPeerUnavailable) return core::Status::Ok();
+        if (!live || from.status().code() != core::StatusCode::kTimeout) return from.status();
+        const std::vector<int> members = t.Members();
+        for (int r = 0; r < x_.num_workers; ++r) {
+          if (expected_[static_cast<size_t>(r)] && std::find(members.begin(), members.end(), r) == members.end()) {
+            expected_[static_cast<size_t>(r)] = false;  // died without a goodbye
+          }
+        }
+        continue;
+      }
+      const int src = *from;
+      auto header = ReadHeader<PushHeader>(m, payload, src, "async push");
+      if (!header.ok()) return header.status();
+      ReplyHeader reply{kParams, static_cast<int32_t>(x_.algo.inner_steps), version_, global_step_, 0, 0};
+      if (header->kind == kBye) {
+        expected_[static_cast<size_t>(src)] = false;
+        reply.kind = kAck;
+      } else if (stopped_) {
+        reply.kind = kStopped;  // spent after this worker started: its steps are not applied
+      } else {
+        codec_.Decode(m.data() + sizeof(PushHeader), n_params_, g.data());
+        Apply(g, *header, src, t.clock().Now());
+        if (x_.algo.dylu) reply.next_inner_steps = static_cast<int32_t>(NextInnerSteps(src));
+        if (applied_steps_ >= budget) {
+          stopped_ = true;
+          const int32_t stop = 1;
+          for (int r = 0; r < x_.num_workers; ++r) {
+            if (!expected_[static_cast<size_t>(r)]) continue;
+            NARROWS_RETURN_IF_ERROR(t.Send(r, kTagStop, &stop, sizeof stop));
+            stop_sent_[static_cast<size_t>(r)] = true;
+          }
+        }
+        reply.version = version_;
+        reply.global_step = global_step_;
+      }
+      reply.stop_sent = stop_sent_[static_cast<size_t>(src)] ? 1 : 0;
+      const size_t params_bytes = reply.kind == kParams ? static_cast<size_t>(n_params_) * sizeof(float) : 0;
+      std::vector<uint8_t> out = Message(reply, params_bytes);
+      if (params_bytes) ToHost(global_, reinterpret_cast<float*>(out.data() + sizeof reply));
+      const core::Status s = t.Send(src, kTagReply, out.data(), out.size());
+      if (!s.ok() && !(live && s.code() == core::StatusCode::kPeerUnavailable)) return s;
+    }
+    return core::Status::Ok();
+  }
+
+ private:
+  void Apply(const std::vector<float>& values, const PushHeader& h, int src, double now) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor g = torch::empty_like(global_);
+    FromHost(values.data(), g);
+    if (x_.algo.outer_optimizer == core::OuterOptimizer::kNesterov) {
+      // Delayed Nesterov (see the top of this file).
+      const double lr = x_.algo.outer_lr, mu = x_.algo.outer_momentum, n = static_cast<double>(delay_);
+      pending_.add_(g);
+      if (++arrivals_ % delay_ == 0) {
+        outer_.momentum.mul_(mu).add_(pending_ / n);
+        global_.sub_(g / n + mu * outer_.momentum, lr);
+        pending_.zero_();
+      } else {
+        global_.sub_(g / n, lr);
+      }
+    } else {
+      OuterStep(x_.algo, global_, g, outer_);
+    }
+    const int64_t staleness = version_ - h.base_version;
+    ++version_;
+    applied_steps_ += h.steps;
+    if (h.step_time_s > 0) step_time_[static_cast<size_t>(src)] = h.step_time_s;
+    const int64_t before = global_step_;
+    global_step_ = std::min(x_.sc.train.steps, applied_steps_ / x_.num_workers);
+    {
+      std::lock_guard<std::mutex> lock(x_.mu);
+      ++x_.outer_syncs;
+    }
+    x_.Event({{"type", "outer_sync"}, {"step", global_step_}, {"time", now}, {"worker", src},
+              {"inner_steps", h.steps}, {"staleness", staleness}, {"version", version_}});
+    if (global_step_ > before) x_.MaybeEvaluate(before, global_step_, now, global_);
+  }
+
+  int64_t NextInnerSteps(int src) const {
+    double fastest = 0.0;
+    for (double t : step_time_) {
+      if (t > 0 && (fastest == 0.0 || t < fastest)) fastest = t;
+    }
+    const double mine = step_time_[static_cast<size_t>(src)];
+    const int64_t H = x_.algo.inner_steps;
+    return fastest > 0 && mine > 0 ? std::clamp<int64_t>(static_cast<int64_t>(H * fastest / mine + 1e-9), 1, H) : H;
+  }
+
+  Experiment::Impl& x_;
+  const int64_t n_params_;
+  torch::Tensor global_, pending_;
+  OuterOptimizerState outer_;
+  const core::Codec codec_{x_.algo.outer_gradient};
+  const int64_t delay_;
+  int64_t arrivals_ = 0, version_ = 0, applied_steps_ = 0, global_step_ = 0;
+  std::vector<double> step_time_;
+  std::vector<bool> expected_, stop_sent_;
+  bool stopped_ = false;
+};
+
+class AsyncDiloco final : public Algorithm {
+ public:
+  explicit AsyncDiloco(WorkerContext& w)
+      : w_(w), x_(w.x), n_params_(w.replica.model().flat_params().numel()),
+        base_(w.replica.model().flat_params().detach().clone()) {}
+
+  // Not round-based: Run below is the whole loop, so the driver's calls are never made.
+  int64_t RoundSteps() const override { return x_.sc.train.steps; }
+  SharedState Shared() override { return {{{"base", &base_}}, &version_}; }
+  void OnJoin(int64_t, bool) override {}
+  core::Status Step(Round*, int64_t) override {
+    return core::Status::Internal("async-diloco runs its own loop (AsyncDiloco::Run)");
+  }
+
+  core::Status Run(WorkerContext& w) override {
+    if (w.live() && (x_.opt.rejoin || !x_.opt.resume_from.empty())) {
+      return core::Status::InvalidArgument("async-diloco: restarted and resumed workers are not supported");
+    }
+    std::unique_ptr<core::Work> server;
+    if (w.rank == kServer) {
+      auto state = std::make_shared<Server>(x_, base_);
+      const bool live = w.live();
+      server = w.t.Start([state, live](core::Transport& t) { return state->Serve(t, live); });
+    }
+    core::Status s = Train();
+    if (server) {
+      const core::Status served = server->Wait();
+      if (s.ok()) s = served;
+    }
+    return s;
+  }
+
+ private:
+  core::Status Train() {
+    const int64_t S = x_.sc.train.steps;
+    int64_t inner_steps = x_.algo.inner_steps, global_step = 0, chunk = 0, sent_at_push = w_.Stats().bytes_sent;
+    double chunk_compute_from = w_.compute_s;
+    for (int64_t local = 0;; ++local) {
+      if (local < S && !w_.roster->Trains(local)) {  // a scripted departure
+        for (const auto& [step, crashed] : w_.roster->Departures(local, local + 1)) {
+          x_.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank}});
+        }
+        return Goodbye();
+      }
+      std::vector<uint8_t> stop;
+      if (w_.t.RecvMessage(kServer, kTagStop, &stop, 0.0).ok()) {
+        stop_received_ = true;
+        return Goodbye();
+      }
+      const StepStats stats = w_.InnerStep(std::min(S - 1, global_step + chunk), -1);
+      w_.Record(local, stats.loss);
+      if (++chunk < inner_steps) continue;
+      const double step_time = (w_.compute_s - chunk_compute_from) / static_cast<double>(chunk);
+      auto reply = Push(chunk, step_time);
+      if (!reply.ok()) return reply.status();
+      w_.CountSyncBytes(w_.Stats().bytes_sent - sent_at_push);
+      sent_at_push = w_.Stats().bytes_sent;
+      if (reply->kind == kStopped || reply->stop_sent) {
+        int32_t flag = 0;
+        NARROWS_RETURN_IF_ERROR(w_.t.Recv(kServer, kTagStop, &flag, sizeof flag));
+        stop_received_ = true;
+        return Goodbye();
+      }
+      if (x_.algo.dylu && reply->next_inner_steps != inner_steps) {
+        x_.Event({{"type", "inner_steps"}, {"step", local + 1}, {"worker", w_.rank},
+                  {"inner_steps", reply->next_inner_steps}, {"step_time_s", step_time}});
+      }
+      inner_steps = reply->next_inner_steps;
+      global_step = reply->global_step;
+      chunk = 0;
+      chunk_compute_from = w_.compute_s;
+    }
+  }
+
+  // Sends this worker's pseudo-gradient; on kParams, continues from the parameters sent back.
+  core::Result<ReplyHeader> Push(int64_t steps, double step_time) {
+    const size_t payload = static_cast<size_t>(codec_.EncodedBytes(n_params_));
+    std::vector<float>& g = w_.buffer;
+    g.resize(static_cast<size_t>(n_params_));
+    {
+      torch::NoGradGuard no_grad;
+      ToHost(base_ - w_.replica.model().flat_params(), g.data());
+    }
+    error_feedback_.Apply(codec_, g.data(), n_params_);
+    std::vector<uint8_t> out = Message(PushHeader{kUpdate, static_cast<int32_t>(steps), version_, step_time}, payload);
+    codec_.Encode(g.data(), n_params_, out.data() + sizeof(PushHeader));
+    std::vector<uint8_t> in;
+    NARROWS_RETURN_IF_ERROR(w_.Timed(false, [&]() -> core::Status {
+      NARROWS_RETURN_IF_ERROR(w_.t.Send(kServer, kTagPush, out.data(), out.size()));
+      auto from = w_.t.RecvMessage(kServer, kTagReply, &in);
+      return from.ok() ? core::Status::Ok() : from.status();
+    }));
+    auto reply = ReadHeader<ReplyHeader>(in, static_cast<size_t>(n_params_) * sizeof(float), kServer, "async reply");
+    if (!reply.ok() || reply->kind != kParams) return reply;
+    torch::NoGradGuard no_grad;
+    FromHost(reinterpret_cast<const float*>(in.data() + sizeof(ReplyHeader)), base_);
+    w_.replica.model().flat_params().copy_(base_);
+    version_ = reply->version;
+    return reply;
+  }
+
+  // Tells the server this worker is done (it stops expecting it) and takes a stop still on its way.
+  core::Status Goodbye() {
+    std::vector<uint8_t> out = Message(PushHeader{kBye, 0, version_, 0.0}, 0), in;
+    NARROWS_RETURN_IF_ERROR(w_.t.Send(kServer, kTagPush, out.data(), out.size()));
+    auto from = w_.t.RecvMessage(kServer, kTagReply, &in);
+    if (!from.ok()) return from.status();
+    auto ack = ReadHeader<ReplyHeader>(in, 0, kServer, "async goodbye");
+    if (!ack.ok()) return ack.status();
+    if (ack->stop_sent && !stop_received_) {
+      int32_t stop = 0;
+      NARROWS_RETURN_IF_ERROR(w_.t.Recv(kServer, kTagStop, &stop, sizeof stop));
+    }
+    return core::Status::Ok();
+  }
+
+  WorkerContext& w_;
+  Experiment::Impl& x_;
+  const int64_t n_params_;
+  torch::Tensor base_;  // the global parameters this worker's inner steps started from
+  int64_t version_ = 0;
+  const core::Codec codec_{x_.algo.outer_gradient};
+  ErrorFeedback error_feedback_;
+  bool stop_received_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> MakeAsyncDiloco(WorkerContext& w) { return std::make_unique<AsyncDiloco>(w); }
+
+}  // namespace narrows::trainer
