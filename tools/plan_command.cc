@@ -84,6 +84,63 @@ core::Result<core::CodecSpec> CodecForBits(int bits) {
   return c;
 }
 
+// async-diloco (trainer/algorithms/async_diloco.cc): the budget of workers * steps inner steps is
+// applied in U updates of H steps. Worker i cycles through H steps at its own speed and a round trip
+// to the server beside worker 0 (its encoded push in, the fp32 parameters back; none for worker 0),
+// so the updates arrive at known times, unless worker 0's link, which carries every remote push in
+// and every reply out, is slower still. Assumes no DyLU (each push is H steps) and the
+// scenario's uniform access links; queueing at the server is counted only as that link's load.
+Row PredictAsync(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double steps,
+                 double nominal, Row r) {
+  const int m = sc.workers.count;
+  const double updates = std::ceil(steps * m / static_cast<double>(a.inner_steps));
+  constexpr double kHeader = 24;  // trainer/algorithms/async_diloco.cc: PushHeader, ReplyHeader
+  const double push = kHeader + static_cast<double>(core::Codec(a.outer_gradient).EncodedBytes(static_cast<int64_t>(w.params)));
+  const double reply = kHeader + 4.0 * static_cast<double>(w.params);
+  double round_trip = 0, server_link = 0;
+  if (m > 1) {
+    round_trip = SlowestDelivery(sc, {{1, 0, static_cast<int64_t>(push), 0.0}}) +
+                 SlowestDelivery(sc, {{0, 1, static_cast<int64_t>(reply), 0.0}});
+    std::vector<sim::Message> in, out;
+    for (int v = 1; v < m; ++v) {
+      in.push_back({v, 0, static_cast<int64_t>(push), 0.0});
+      out.push_back({0, v, static_cast<int64_t>(reply), 0.0});
+    }
+    server_link = std::max(SlowestDelivery(sc, in), SlowestDelivery(sc, out)) / (m - 1);  // per remote update
+  }
+  // The updates in the order they arrive: worker i's k-th at k * cycle_i (the budget runs out at the
+  // U-th; the others then stop at once), unless the server's link is the slower.
+  std::vector<double> cycle(static_cast<size_t>(m)), next(static_cast<size_t>(m));
+  std::vector<int64_t> pushes(static_cast<size_t>(m), 0);
+  for (int i = 0; i < m; ++i) {
+    cycle[static_cast<size_t>(i)] =
+        static_cast<double>(a.inner_steps) * nominal / sc.workers.speed[static_cast<size_t>(i)] + (i == 0 ? 0.0 : round_trip);
+    next[static_cast<size_t>(i)] = cycle[static_cast<size_t>(i)];
+  }
+  double by_workers = 0;
+  int64_t remote = 0;
+  for (int64_t u = 0; u < static_cast<int64_t>(updates); ++u) {
+    const auto i = static_cast<size_t>(std::min_element(next.begin(), next.end()) - next.begin());
+    by_workers = next[i];
+    next[i] += cycle[i];
+    ++pushes[i];
+    if (i > 0) ++remote;
+  }
+  r.time_s = std::max(by_workers, static_cast<double>(remote) * server_link);
+  r.compute_s = 0;  // every worker computes but for its round trips
+  for (int i = 0; i < m; ++i) {
+    const double waiting = static_cast<double>(pushes[static_cast<size_t>(i)]) * (i == 0 ? 0.0 : round_trip);
+    const double chunk = cycle[static_cast<size_t>(i)] - (i == 0 ? 0.0 : round_trip);
+    // Computing but for its round trips, and at most the chunk after its last push; a slower server
+    // link only adds waiting.
+    r.compute_s += std::min(std::max(0.0, by_workers - waiting),
+                            static_cast<double>(pushes[static_cast<size_t>(i)] + 1) * chunk) / m;
+  }
+  r.syncs = static_cast<int64_t>(updates);
+  r.bytes_per_worker = static_cast<double>(remote) * (push + reply) / m;
+  return r;
+}
+
 // The prediction for one entry: DDP, or a DiLoCo-family entry synchronising as `how`.
 Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
             const Streaming& how) {
@@ -115,6 +172,7 @@ Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Worklo
     r.bytes_per_worker = steps * ring * bytes;
     return r;
   }
+  if (a.kind == core::AlgorithmKind::kAsyncDiloco) return PredictAsync(sc, a, w, steps, nominal, r);
   // Each fragment every H steps: P synchronisations per H steps, each of a fragment's outer
   // gradient encoded as the trainer sends it, plus the contributor count and one join vote per
   // worker in fp32; each behind tau inner steps of compute.

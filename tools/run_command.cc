@@ -173,8 +173,9 @@ void PrintComparison(const nlohmann::json& summary) {
   for (size_t i = 1; i < results.size(); ++i) {
     const double speedup = num(results[i], "speedup_at_target"), saved = num(results[i], "bytes_saved_at_target");
     if (speedup > 0) {
-      std::printf(" %s %.2fx %s, %.3gx fewer bytes", results[i].value("name", std::string()).c_str(),
-                  speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower", saved);
+      std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), speedup >= 1 ? speedup : 1 / speedup,
+                  speedup >= 1 ? "faster" : "slower");
+      if (saved > 0) std::printf(", %.3gx %s bytes", saved >= 1 ? saved : 1 / saved, saved >= 1 ? "fewer" : "more");
     } else {
       std::printf(" %s -", results[i].value("name", std::string()).c_str());
     }

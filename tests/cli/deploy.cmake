@@ -133,6 +133,33 @@ file(READ ${WORK}/out/crash/report.html html)
 expect_in(report_clock "measured wall-clock time (s)" "${html}")
 expect_in(report_crash "\"crash\"]" "${html}")
 
+# 2b. Asynchronous outer updates over ZeroMQ. One worker (its server beside it) equals the emulator
+# bit for bit; with three, arrival order is the network's, and worker 2 killed with SIGKILL drops out
+# of the server's expectations: the survivors spend the whole budget (3 * 24 / 8 updates).
+file(WRITE ${WORK}/async1.yaml "name: async1\n${common}workers: {count: 1}\noutput: {dir: out, log_every: 1}\n"
+     "deploy: {security: plain}\ncompare: [async-diloco-h8]\n")
+run_ok(async_emulated ${NARROWS} run async1.yaml -q --set output.dir=emu)
+run_ok(async_launch ${NARROWS} launch --local 1 async1.yaml -q)
+expect_same_metrics(equality_async ${WORK}/emu/async1/async-diloco-h8/metrics.jsonl
+                    ${WORK}/out/async1/async-diloco-h8/metrics.jsonl 0)
+file(WRITE ${WORK}/async3.yaml "name: async3\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 4}\n"
+     "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0}\n"
+     "faults: [{type: crash, worker: 2, at_step: 12}]\n"
+     "compare: [{algorithm: async-diloco, inner_steps: 8, outer_lr: 0.35, name: async}]\n")
+run_ok(async_crash ${NARROWS} launch --local 3 async3.yaml -q)
+expect_in(async_crash_reported "worker 2 was killed by signal 9" "${out}")
+file(READ ${WORK}/out/async3/async/events.jsonl events)
+expect_in(async_crash_event "\"type\":\"crash\",\"worker\":2" "${events}")
+file(READ ${WORK}/out/async3/summary.json summary)
+string(JSON syncs GET "${summary}" results 0 outer_syncs)
+if(NOT syncs EQUAL 9)
+  message(FATAL_ERROR "async over ZeroMQ with a crash: ${syncs} updates applied, expected 9")
+endif()
+string(JSON val GET "${summary}" results 0 final_val_loss)
+if(val GREATER 5.6)
+  message(FATAL_ERROR "async over ZeroMQ: final validation loss ${val}")
+endif()
+
 # 3. DDP told to stop: a clear error, exit 1, the steps before the crash kept.
 execute_process(COMMAND ${NARROWS} launch --local 4 crash.yaml -q --set "compare=[ddp]" --set deploy.on_failure=stop
                 --set name=stop RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK}

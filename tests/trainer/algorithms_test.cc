@@ -251,6 +251,20 @@ TEST_F(AlgorithmsTest, PlanCountsStreamingAndCompressedBytesAsTheTrainerSends) {
   }
 }
 
+// The planner's asynchronous row: the same number of updates, and bytes and time close to the
+// emulated run's (the run also sends goodbyes and the pushes the budget stopped).
+TEST_F(AlgorithmsTest, PlanPredictsAsyncUpdatesTimeAndBytes) {
+  const auto sc = Make("workers: {count: 4, speed: [1, 1, 1, 0.5]}\n"
+                       "compare: [{name: a, algorithm: async-diloco, inner_steps: 4, outer_gradient: int8}]\n",
+                       "network: {profile: home-100m}\n");
+  auto plan = tools::MakePlan(sc, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const EntryResult run = Run(sc);
+  EXPECT_EQ(plan->rows[0].syncs, run.outer_syncs);
+  EXPECT_NEAR(plan->rows[0].bytes_per_worker / run.bytes_sent_per_worker, 1.0, 0.10);
+  EXPECT_NEAR(plan->rows[0].time_s / run.virtual_time_s, 1.0, 0.10);
+}
+
 TEST_F(AlgorithmsTest, StreamingDilocoWithLeavesCrashesAndJoins) {
   const auto sc = Make("workers: {count: 4}\n"
                        "faults: [{type: leave, worker: 3, at_step: 3}, {type: join, worker: 3, at_step: 6},\n"
@@ -313,7 +327,9 @@ TEST_F(AlgorithmsTest, AsyncWorkersDoNotWaitForAStraggler) {
   bool halved = false;
   for (const auto& e : Lines(Slurp(dir_ / "out" / "dylu" / "events.jsonl"))) {
     if (e.at("type") == "inner_steps") halved = halved || (e.at("worker") == 2 && e.at("inner_steps") == 2);
-    if (e.at("type") == "outer_sync" && e.at("worker") != 2) EXPECT_EQ(e.at("inner_steps"), 4);
+    if (e.at("type") == "outer_sync" && e.at("worker") != 2) {
+      EXPECT_EQ(e.at("inner_steps"), 4);
+    }
   }
   EXPECT_TRUE(halved);
   EXPECT_LT(dylu.final_val_loss, std::log(256.0));
@@ -330,8 +346,8 @@ TEST_F(AlgorithmsTest, AsyncPushesAreEncoded) {
     const auto lines = Lines(Slurp(dir_ / "out" / entry / "metrics.jsonl"));
     return lines.back().at("workers").at(1).at("bytes_sent").get<int64_t>();
   };
-  // What worker 1 had sent by its last step: the pushes of its first two rounds, with a header each.
-  const int64_t n = Params(sc), pushes = 2, header = 24;
+  // What worker 1 had sent by its last step: its three pushes, with a header each.
+  const int64_t n = Params(sc), pushes = 3, header = 24;
   const core::Codec int8({core::CodecFormat::kInt8});
   EXPECT_EQ(worker1_sent("fp32"), pushes * (header + 4 * n));
   EXPECT_EQ(worker1_sent("int8"), pushes * (header + int8.EncodedBytes(n)));

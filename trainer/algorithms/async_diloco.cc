@@ -107,6 +107,7 @@ class Server {
         for (int r = 0; r < x_.num_workers; ++r) {
           if (expected_[static_cast<size_t>(r)] && std::find(members.begin(), members.end(), r) == members.end()) {
             expected_[static_cast<size_t>(r)] = false;  // died without a goodbye
+            x_.Event({{"type", "crash"}, {"step", global_step_}, {"time", t.clock().Now()}, {"worker", r}});
           }
         }
         continue;
@@ -252,11 +253,14 @@ class AsyncDiloco final : public Algorithm {
         return Goodbye();
       }
       const StepStats stats = w_.InnerStep(std::min(S - 1, global_step + chunk), -1);
-      w_.Record(local, stats.loss);
-      if (++chunk < inner_steps) continue;
+      if (++chunk < inner_steps) {
+        w_.Record(local, stats.loss);
+        continue;
+      }
       const double step_time = (w_.compute_s - chunk_compute_from) / static_cast<double>(chunk);
       auto reply = Push(chunk, step_time);
       if (!reply.ok()) return reply.status();
+      w_.Record(local, stats.loss);  // after the push, as DiLoCo records a round's last step
       w_.CountSyncBytes(w_.Stats().bytes_sent - sent_at_push);
       sent_at_push = w_.Stats().bytes_sent;
       if (reply->kind == kStopped || reply->stop_sent) {
