@@ -1,6 +1,7 @@
 #include "core/collectives.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace narrows::core {
@@ -48,9 +49,20 @@ Status Exchange(Transport& t, int next, int prev, int tag, double timeout, const
       s_at += piece;
     }
     const int64_t r_end = std::min(re, r_at + piece);
-    float* into = incoming ? incoming : const_cast<float*>(data) + r_at;
-    NARROWS_RETURN_IF_ERROR(t.Recv(prev, tag, into, static_cast<size_t>(r_end - r_at) * sizeof(float), timeout));
-    on_piece(r_at, r_end, into);
+    const auto bytes = static_cast<size_t>(r_end - r_at) * sizeof(float);
+    if (incoming) {  // reduce: read the piece where the transport holds it (no copy out first)
+      NARROWS_RETURN_IF_ERROR(t.RecvInPlace(prev, tag, bytes, [&](const void* in) {
+        if (reinterpret_cast<uintptr_t>(in) % alignof(float) == 0) {
+          on_piece(r_at, r_end, static_cast<const float*>(in));
+        } else {
+          std::memcpy(incoming, in, bytes);
+          on_piece(r_at, r_end, incoming);
+        }
+      }, timeout));
+    } else {
+      NARROWS_RETURN_IF_ERROR(t.Recv(prev, tag, const_cast<float*>(data) + r_at, bytes, timeout));
+      on_piece(r_at, r_end, const_cast<float*>(data) + r_at);
+    }
   }
   for (; s_at < se; s_at += piece) NARROWS_RETURN_IF_ERROR(send(s_at));
   return Status::Ok();

@@ -44,6 +44,15 @@ Status GroupGuard::Recv(int src, int tag, void* data, size_t bytes, double timeo
   return got.ok() ? Status::Ok() : got.status();
 }
 
+Status GroupGuard::RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                               double timeout_s) {
+  auto got = Guarded(src, timeout_s, [&](double wait_s) -> Result<int> {
+    NARROWS_RETURN_IF_ERROR(inner_.RecvInPlace(src, tag, bytes, consume, wait_s));
+    return src;
+  });
+  return got.ok() ? Status::Ok() : got.status();
+}
+
 Result<int> GroupGuard::RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) {
   return Guarded(src, timeout_s, [&](double wait_s) { return inner_.RecvMessage(src, tag, out, wait_s); });
 }

@@ -26,6 +26,8 @@ class GroupGuard : public Transport {
   Status Send(int dst, int tag, const void* data, size_t bytes) override { return inner_.Send(dst, tag, data, bytes); }
   Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) override;
   Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s = kForever) override;
+  Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                     double timeout_s = kForever) override;
   std::vector<int> Members() override { return inner_.Members(); }
   int64_t Generation(int rank) override { return inner_.Generation(rank); }
   Clock& clock() override { return inner_.clock(); }

@@ -1,5 +1,7 @@
 #include "core/progress.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -37,6 +39,7 @@ std::string Progress::Line(int64_t done, const std::string& detail) const {
 
 void Progress::Update(int64_t done, const std::string& detail) {
   if (!out_) return;
+  done = std::min(done, total_);  // asynchronous workers may step past the run's steps per worker
   const auto now = std::chrono::steady_clock::now();
   if (interactive_) {
     if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
@@ -46,7 +49,7 @@ void Progress::Update(int64_t done, const std::string& detail) {
     return;
   }
   const int64_t tenth = std::max<int64_t>(1, total_ / 10);
-  if (done / tenth != last_printed_ / tenth || done == total_) {
+  if (done / tenth != last_printed_ / tenth || (done == total_ && last_printed_ != total_)) {
     last_printed_ = done;
     std::fprintf(out_, "%s\n", Line(done, detail).c_str());
     std::fflush(out_);

@@ -63,6 +63,16 @@ class Transport {
   // Receives the next message from `src` with `tag` into `data`; its size must equal `bytes`
   // (InvalidArgument otherwise: a frame of the wrong size is never written into the buffer).
   virtual Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) = 0;
+  // Receives the next message from `src` with `tag` (`bytes` long, as Recv) and hands its bytes to
+  // `consume` where they lie: a collective that reduces a piece reads it from the transport's own
+  // buffer (ZeroMQ's message) instead of copying it out first. The default receives into a buffer.
+  virtual Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                             double timeout_s = kForever) {
+    std::vector<uint8_t> buffer(bytes);
+    NARROWS_RETURN_IF_ERROR(Recv(src, tag, buffer.data(), bytes, timeout_s));
+    consume(buffer.data());
+    return Status::Ok();
+  }
   // Receives the next message with `tag` from `src`, or from any rank (kAnySource: messages in the
   // order they arrived), whatever its size, into `*out`; returns its source. With kAnySource there is
   // no one source to be declared gone: it waits for `timeout_s` (the emulator answers

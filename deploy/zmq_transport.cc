@@ -770,6 +770,23 @@ Status ZmqTransport::Recv(int src, int tag, void* data, size_t bytes, double tim
   return Status::Ok();
 }
 
+Status ZmqTransport::RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                                 double timeout_s) {
+  if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+  zmq::message_t m;
+  auto got = Receive(*node_, rank(), world_size(), src, tag, timeout_s, [&](zmq::message_t& arrived) {
+    if (arrived.size() != bytes) {
+      return Status::InvalidArgument("message from " + Rank(src) + " has " + std::to_string(arrived.size()) +
+                                     " bytes, expected " + std::to_string(bytes));
+    }
+    m = std::move(arrived);
+    return Status::Ok();
+  });
+  if (!got.ok()) return got.status();
+  consume(m.data());  // outside the lock, from ZeroMQ's buffer
+  return Status::Ok();
+}
+
 core::Result<int> ZmqTransport::RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) {
   if (src != core::kAnySource && (src < 0 || src >= world_size())) {
     return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));

@@ -84,6 +84,8 @@ class ZmqTransport : public core::Transport {
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = core::kForever) override;
   core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out,
                                 double timeout_s = core::kForever) override;
+  core::Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                           double timeout_s = core::kForever) override;
   std::vector<int> Members() override;
   int64_t Generation(int rank) override;
   core::Clock& clock() override;

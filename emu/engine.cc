@@ -67,6 +67,21 @@ class Engine::Endpoint : public core::Transport {
     return got.ok() ? core::Status::Ok() : got.status();
   }
 
+  core::Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                           double timeout_s) override {
+    if (src < 0 || src >= world_size()) return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+    auto got = Receive(src, tag, timeout_s, [&](Message& m) {
+      if (m.payload.size() != bytes) {
+        return core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
+                                             std::to_string(m.payload.size()) + " bytes, expected " +
+                                             std::to_string(bytes));
+      }
+      consume(m.payload.data());
+      return core::Status::Ok();
+    });
+    return got.ok() ? core::Status::Ok() : got.status();
+  }
+
   core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) override {
     if (src != core::kAnySource && (src < 0 || src >= world_size())) {
       return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));

@@ -135,6 +135,28 @@ TEST_P(TransportContractTest, WrongSizeIsRejectedNotWritten) {
   });
 }
 
+// A receive whose bytes are read where they lie (the ring's reduce), with Recv's size check.
+TEST_P(TransportContractTest, RecvInPlaceHandsOverTheBytes) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    const std::vector<float> sent = {1.5f, -2.0f, 3.25f};
+    if (rank == 0) {
+      ASSERT_TRUE(t.Send(1, 4, sent.data(), 12).ok());
+      ASSERT_TRUE(t.Send(1, 4, sent.data(), 8).ok());
+      return;
+    }
+    std::vector<float> got;
+    ASSERT_TRUE(t.RecvInPlace(0, 4, 12, [&](const void* p) {
+      const auto* f = static_cast<const float*>(p);
+      got.assign(f, f + 3);
+    }).ok());
+    EXPECT_EQ(got, sent);
+    bool called = false;
+    EXPECT_EQ(t.RecvInPlace(0, 4, 12, [&](const void*) { called = true; }).code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(called);
+    EXPECT_EQ(t.stats().bytes_received, 12);
+  });
+}
+
 TEST_P(TransportContractTest, RecvTimesOut) {
   GetParam().run(2, [](int rank, Transport& t) {
     if (rank == 1) {

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Reproduces the first part of docs/results.md (the papers' setting: a warm start, DiLoCo Tables
+# 2 and 3, H, the outer learning rate): two streams of runs side by side, one thread each, modelled
+# compute (identical numbers every time). About an hour on 2 cores.
+# Usage: docs/results/papers/papers.sh [PATH_TO_NARROWS]   (from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+narrows=${1:-build/narrows}
+d=docs/results/papers
+[ -f runs/papers/pretrain/model.ckpt ] || "$narrows" train $d/pretrain.yaml -q
+(
+  "$narrows" run $d/table2.yaml -q
+  "$narrows" run $d/table2.yaml -q --set workers.count=1 --set name=table2-baseline --set 'compare=[ddp]'
+  "$narrows" run $d/table2.yaml -q --set workers.count=1 --set name=table2-baseline-8x --set 'compare=[ddp]' \
+    --set train.steps=2400
+  "$narrows" run $d/h.yaml -q
+  "$narrows" sweep $d/outer-lr.yaml -q --grid workers.count=2,8
+) > runs/papers-stream-1.log 2>&1 &
+(
+  "$narrows" sweep $d/table3.yaml -q --grid workers.count=1,4,8,16 --grid data.sampling=iid,non-iid
+  "$narrows" run $d/table3.yaml -q --set workers.count=64 --set name=table3-64
+) > runs/papers-stream-2.log 2>&1 &
+wait
