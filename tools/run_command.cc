@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 
 #include "core/progress.h"
@@ -86,8 +87,26 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
   double target = sc.target_loss;
   std::string source = "scenario";
   if (target <= 0) {
+    // The worst final loss among the entries that learned: one that ended above its first
+    // evaluation (it diverged) would make any loss a target; it is reported as never reaching it.
     source = "worst final loss";
-    for (const auto& r : results) target = std::max(target, r.value("final_val_loss", 0.0));
+    for (auto& r : results) {
+      const auto evals = Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl");
+      const double final_loss = r.value("final_val_loss", 0.0);
+      const double uniform = sc.model.vocab_size > 0 ? std::log(static_cast<double>(sc.model.vocab_size)) : 1e300;
+      const bool diverged = !std::isfinite(final_loss) || final_loss > uniform ||
+                            (!evals.empty() && final_loss > evals.front().val_loss);
+      if (diverged) {
+        r["diverged"] = true;
+        source = "worst final loss of the entries that did not diverge";
+      } else {
+        target = std::max(target, final_loss);
+      }
+    }
+    if (target <= 0) {  // every entry diverged
+      source = "worst final loss";
+      for (const auto& r : results) target = std::max(target, r.value("final_val_loss", 0.0));
+    }
   }
   (*summary)["target_loss"] = target;
   (*summary)["target_source"] = source;
@@ -154,6 +173,7 @@ void PrintComparison(const nlohmann::json& summary) {
   for (const auto& r : results) {
     const double t = num(r, "time_to_target_s"), b = num(r, "bytes_to_target");
     char to_time[32] = "never";
+    if (r.value("diverged", false)) std::snprintf(to_time, sizeof to_time, "diverged");
     if (t >= 0) std::snprintf(to_time, sizeof to_time, "%.1f", t);
     std::printf("%-16s %9.4f %9.1f %10s %12s %12s %11s %6lld %7.0f%%\n", r.value("name", std::string()).c_str(),
                 num(r, "final_val_loss"), num(r, "time_s"), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),

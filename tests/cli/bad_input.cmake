@@ -99,6 +99,20 @@ if(NOT rc EQUAL 0 OR NOT (reached STREQUAL "null" OR reached STREQUAL "") OR at 
   message(FATAL_ERROR "an unreachable target: exit ${rc}, time ${reached}\n${out}${err}")
 endif()
 
+# An entry that diverges (outer lr 100) does not set the target: the others' worst final loss does,
+# and the table says "diverged" for it.
+execute_process(COMMAND ${NARROWS} run small_run.yaml -q --set output.dir=diverged
+                --set "compare=[ddp, {name: blowup, algorithm: diloco, inner_steps: 2, outer_lr: 100}]"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+file(READ ${WORK}/diverged/small_run/summary.json summary)
+string(JSON target GET "${summary}" target_loss)
+string(JSON ddp_final GET "${summary}" results 0 final_val_loss)
+string(JSON blowup_diverged GET "${summary}" results 1 diverged)
+string(FIND "${out}" "diverged" at)
+if(NOT rc EQUAL 0 OR NOT target STREQUAL ddp_final OR NOT blowup_diverged STREQUAL "ON" OR at EQUAL -1)
+  message(FATAL_ERROR "a diverged entry: exit ${rc}, target ${target} (ddp ${ddp_final}), diverged ${blowup_diverged}\n${out}${err}")
+endif()
+
 # Warm starts: from `narrows train`'s model.ckpt, and from pre-training cached in the run folder.
 execute_process(COMMAND ${NARROWS} train small_run.yaml -q --set output.dir=trained RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
