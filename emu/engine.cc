@@ -215,6 +215,7 @@ int Engine::AddActor(int rank, double clock) {
   a->clock = clock;
   a->endpoint = std::make_unique<Endpoint>(this, id, rank);
   actors_.push_back(std::move(a));
+  live_.push_back(id);
   return id;
 }
 
@@ -261,7 +262,8 @@ void Engine::Deliver(const std::vector<sim::Delivery>& deliveries) {
 }
 
 void Engine::Arrive(int dst, Message m, double time) {
-  for (auto& a : actors_) {  // wake the first endpoint of `dst` waiting for this (src, tag)
+  for (int id : live_) {  // wake the first endpoint of `dst` waiting for this (src, tag)
+    Actor* a = actors_[static_cast<size_t>(id)].get();
     if (a->rank == dst && a->state == State::kBlocked && a->wait_tag == m.tag &&
         (a->wait_src == m.src || a->wait_src == core::kAnySource)) {
       a->state = State::kReady;
@@ -274,7 +276,7 @@ void Engine::Arrive(int dst, Message m, double time) {
 }
 
 void Engine::StartThread(int actor, std::function<void()> body) {
-  threads_.emplace_back([this, actor, body = std::move(body)] {
+  actors_[actor]->thread = std::thread([this, actor, body = std::move(body)] {
     {
       std::unique_lock<std::mutex> l(mu_);
       actors_[actor]->cv.wait(l, [&] { return running_ == actor; });
@@ -283,11 +285,14 @@ void Engine::StartThread(int actor, std::function<void()> body) {
     std::lock_guard<std::mutex> l(mu_);
     Actor& me = *actors_[actor];
     me.state = State::kDone;
-    for (auto& a : actors_) {  // whoever waits for this operation resumes at the later clock
-      if (a->state == State::kBlocked && a->wait_actor == actor) {
-        a->state = State::kReady;
-        a->wake = Wake::kMessage;
-        a->clock = std::max(a->clock, me.clock);
+    live_.erase(std::find(live_.begin(), live_.end(), actor));
+    finished_.push_back(actor);
+    for (int id : live_) {  // whoever waits for this operation resumes at the later clock
+      Actor& a = *actors_[static_cast<size_t>(id)];
+      if (a.state == State::kBlocked && a.wait_actor == actor) {
+        a.state = State::kReady;
+        a.wake = Wake::kMessage;
+        a.clock = std::max(a.clock, me.clock);
       }
     }
     running_ = -1;
@@ -310,17 +315,20 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
   std::vector<sim::Delivery> delivered;
   while (true) {
     scheduler_cv_.wait(lock, [&] { return running_ == -1; });
-    int next = -1, deadline_actor = -1, blocked = 0, done = 0;
-    for (int i = 0; i < static_cast<int>(actors_.size()); ++i) {
-      const Actor& a = *actors_[i];
-      if (a.state == State::kDone) ++done;
+    // Threads of finished actors hold nothing any more (they released the lock): join them now, so
+    // that a long run's thousands of started operations do not accumulate.
+    for (int id : finished_) actors_[static_cast<size_t>(id)]->thread.join();
+    finished_.clear();
+    if (live_.empty()) return;
+    int next = -1, deadline_actor = -1, blocked = 0;
+    for (int i : live_) {  // ascending ids: ties go to the lower one
+      const Actor& a = *actors_[static_cast<size_t>(i)];
       if (a.state == State::kReady && (next < 0 || a.clock < actors_[next]->clock)) next = i;
       if (a.state == State::kBlocked) {
         ++blocked;
         if (deadline_actor < 0 || a.deadline < actors_[deadline_actor]->deadline) deadline_actor = i;
       }
     }
-    if (done == static_cast<int>(actors_.size())) return;
     const double t_actor = next >= 0 ? actors_[next]->clock : sim::kNever;
     const double t_net = network_->NextEventTime();
     const double t_deadline = deadline_actor >= 0 ? actors_[deadline_actor]->deadline : sim::kNever;
@@ -345,10 +353,11 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
     }
     // Nothing can happen: every remaining actor waits for something that will never come.
     NARROWS_CHECK(blocked > 0);
-    for (auto& a : actors_) {
-      if (a->state == State::kBlocked) {
-        a->state = State::kReady;
-        a->wake = Wake::kDeadlock;
+    for (int i : live_) {
+      Actor& a = *actors_[static_cast<size_t>(i)];
+      if (a.state == State::kBlocked) {
+        a.state = State::kReady;
+        a.wake = Wake::kDeadlock;
       }
     }
   }
@@ -362,10 +371,10 @@ void Engine::Run(const std::function<void(int rank)>& body) {
   }
   running_ = -1;
   Schedule(lock);
-  std::vector<std::thread> threads = std::move(threads_);
-  threads_.clear();
   lock.unlock();
-  for (auto& t : threads) t.join();
+  for (auto& a : actors_) {
+    if (a->thread.joinable()) a->thread.join();
+  }
 }
 
 }  // namespace narrows::emu

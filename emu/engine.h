@@ -67,6 +67,7 @@ class Engine {
     std::condition_variable cv;
     std::unique_ptr<Endpoint> endpoint;
     core::Status result;  // of a started operation
+    std::thread thread;
   };
 
   // Called by an actor: give up the baton until every earlier event has happened.
@@ -86,12 +87,13 @@ class Engine {
   int running_ = -1;
   int num_workers_;
   std::unique_ptr<sim::NetworkModel> network_;
-  std::vector<std::unique_ptr<Actor>> actors_;
+  std::vector<std::unique_ptr<Actor>> actors_;  // by id; finished ones stay (their Work may ask)
+  std::vector<int> live_;      // ids of the actors not finished, ascending: what scheduling scans
+  std::vector<int> finished_;  // finished since the scheduler last ran: their threads to join
   std::vector<std::deque<Message>> mailboxes_;  // per rank: delivered, not yet received
   std::vector<core::TransportStats> stats_;     // per rank
   std::vector<bool> alive_;
   std::map<int64_t, std::pair<int, Message>> in_flight_;  // flow -> (dst rank, message)
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace narrows::emu

@@ -64,8 +64,8 @@ for k in (1, 4, 8, 16, 64):
         iid = summary("table3-64").get("diloco-h50")
         non = None
     else:
-        iid = summary(f"table3-sweep/count-{k}-sampling-iid").get("diloco-h50")
-        non = summary(f"table3-sweep/count-{k}-sampling-non-iid").get("diloco-h50")
+        iid = summary(f"table3-sweep/count-{k}_sampling-iid").get("diloco-h50")
+        non = summary(f"table3-sweep/count-{k}_sampling-non-iid").get("diloco-h50")
     print(f"| {k} | {iid['final_val_loss']:.3f} | {non['final_val_loss']:.3f} | " if non else
           f"| {k} | {iid['final_val_loss']:.3f} | (not run) | ", end="")
     print(f"{iid['virtual_time_s']:.0f} | {mb(iid['bytes_sent_per_worker'])} |")
