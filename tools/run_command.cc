@@ -87,15 +87,16 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
   double target = sc.target_loss;
   std::string source = "scenario";
   if (target <= 0) {
-    // The worst final loss among the entries that learned: one that ended above its first
-    // evaluation (it diverged) would make any loss a target; it is reported as never reaching it.
+    // The worst final loss among the entries that learned: one that diverged (its final loss is
+    // worse than predicting every token uniformly, or 50% above its first evaluation) would make
+    // almost any loss a target; it is reported as never reaching it.
     source = "worst final loss";
     for (auto& r : results) {
       const auto evals = Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl");
       const double final_loss = r.value("final_val_loss", 0.0);
       const double uniform = sc.model.vocab_size > 0 ? std::log(static_cast<double>(sc.model.vocab_size)) : 1e300;
       const bool diverged = !std::isfinite(final_loss) || final_loss > uniform ||
-                            (!evals.empty() && final_loss > evals.front().val_loss);
+                            (!evals.empty() && final_loss > 1.5 * evals.front().val_loss);
       if (diverged) {
         r["diverged"] = true;
         source = "worst final loss of the entries that did not diverge";
