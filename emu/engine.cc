@@ -248,8 +248,7 @@ void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
   if (RunsNext(actor)) return;
   Actor& a = *actors_[actor];
   a.state = State::kReady;
-  running_ = -1;
-  scheduler_cv_.notify_one();
+  Dispatch(actor);
   a.cv.wait(lock, [&] { return running_ == actor; });
 }
 
@@ -258,8 +257,7 @@ Engine::Wake Engine::Block(int actor, double deadline, std::unique_lock<std::mut
   a.state = State::kBlocked;
   a.deadline = deadline;
   a.wake = Wake::kNone;
-  running_ = -1;
-  scheduler_cv_.notify_one();
+  Dispatch(actor);
   a.cv.wait(lock, [&] { return running_ == actor; });
   a.wait_src = a.wait_actor = -1;
   a.wait_tag = kNoTag;
@@ -309,8 +307,7 @@ void Engine::StartThread(int actor, std::function<void()> body) {
         a.clock = std::max(a.clock, me.clock);
       }
     }
-    running_ = -1;
-    scheduler_cv_.notify_one();
+    Dispatch(actor);
   });
 }
 
@@ -325,15 +322,28 @@ std::unique_ptr<core::Work> Engine::Start(int parent, core::AsyncOp op) {
   return std::make_unique<EmulatedWork>(this, parent, child);
 }
 
-void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
+void Engine::Dispatch(int self) {
+  // Threads of finished actors hold nothing any more (they released the lock; the caller's own
+  // thread, if it is finishing, is joined by a later dispatch): join them, so that a long run's
+  // thousands of started operations do not accumulate.
+  const auto me = std::this_thread::get_id();
+  size_t kept = 0;
+  for (int id : finished_) {
+    std::thread& t = actors_[static_cast<size_t>(id)]->thread;
+    if (t.get_id() == me) {
+      finished_[kept++] = id;
+    } else {
+      t.join();
+    }
+  }
+  finished_.resize(kept);
   std::vector<sim::Delivery> delivered;
   while (true) {
-    scheduler_cv_.wait(lock, [&] { return running_ == -1; });
-    // Threads of finished actors hold nothing any more (they released the lock): join them now, so
-    // that a long run's thousands of started operations do not accumulate.
-    for (int id : finished_) actors_[static_cast<size_t>(id)]->thread.join();
-    finished_.clear();
-    if (live_.empty()) return;
+    if (live_.empty()) {
+      running_ = -1;
+      scheduler_cv_.notify_one();  // Run: every actor finished
+      return;
+    }
     int next = -1, deadline_actor = -1, blocked = 0;
     for (int i : live_) {  // ascending ids: ties go to the lower one
       const Actor& a = *actors_[static_cast<size_t>(i)];
@@ -359,11 +369,11 @@ void Engine::Schedule(std::unique_lock<std::mutex>& lock) {
       a.clock = std::max(a.clock, a.deadline);
       continue;
     }
-    if (next >= 0) {
+    if (next >= 0) {  // hand the baton straight to it (no scheduler thread in between)
       actors_[next]->state = State::kRunning;
       running_ = next;
-      actors_[next]->cv.notify_one();
-      continue;
+      if (next != self) actors_[next]->cv.notify_one();
+      return;
     }
     // Nothing can happen: every remaining actor waits for something that will never come.
     NARROWS_CHECK(blocked > 0);
@@ -383,8 +393,8 @@ void Engine::Run(const std::function<void(int rank)>& body) {
     actors_[r]->state = State::kReady;
     StartThread(r, [&body, r] { body(r); });
   }
-  running_ = -1;
-  Schedule(lock);
+  Dispatch(-1);
+  scheduler_cv_.wait(lock, [&] { return live_.empty(); });
   lock.unlock();
   for (auto& a : actors_) {
     if (a->thread.joinable()) a->thread.join();

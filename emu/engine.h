@@ -6,7 +6,9 @@
 // deliveries, link changes) has been processed; ties go to the network, then to the lower rank.
 // Computation is charged to an actor's clock (Clock::ChargeCompute) and does not interact with
 // anything, so the actor computes for real, under the baton, before its next call. Results are
-// therefore independent of host timing whenever compute time is modelled.
+// therefore independent of host timing whenever compute time is modelled. The baton passes from
+// actor to actor directly: the thread that gives it up processes the network's due events and
+// wakes the next actor (Dispatch), one thread switch per hand-over.
 //
 // A worker waiting for a message that can never come (every other actor finished or waiting too)
 // gets PeerUnavailable instead of hanging. Transport::Start adds an actor for the same rank whose
@@ -72,11 +74,13 @@ class Engine {
 
   // Called by an actor: give up the baton until every earlier event has happened.
   void Yield(int actor, std::unique_lock<std::mutex>& lock);
-  // Whether Schedule, called now, would pick `actor` (running) again. REQUIRES: mu_ held.
+  // Whether Dispatch, called now, would pick `actor` (running) again. REQUIRES: mu_ held.
   bool RunsNext(int actor) const;
   // Called by an actor: block until woken (a message, a finished operation, a deadline, deadlock).
   Wake Block(int actor, double deadline, std::unique_lock<std::mutex>& lock);
-  void Schedule(std::unique_lock<std::mutex>& lock);
+  // Gives the baton to whoever runs next, processing the network's events and deadlines due before
+  // it; called by the thread that gives it up (`self`: its actor, -1 for Run). REQUIRES: mu_ held.
+  void Dispatch(int self);
   void Deliver(const std::vector<sim::Delivery>& deliveries);
   // Message `m` reaches rank `dst` at `time`: the first of its endpoints waiting for it wakes.
   void Arrive(int dst, Message m, double time);
