@@ -755,19 +755,9 @@ core::Result<int> Receive(ZmqTransport::Node& n, int me, int world_size, int src
 }  // namespace
 
 Status ZmqTransport::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
-  if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
-  zmq::message_t m;
-  auto got = Receive(*node_, rank(), world_size(), src, tag, timeout_s, [&](zmq::message_t& arrived) {
-    if (arrived.size() != bytes) {
-      return Status::InvalidArgument("message from " + Rank(src) + " has " + std::to_string(arrived.size()) +
-                                     " bytes, expected " + std::to_string(bytes));
-    }
-    m = std::move(arrived);
-    return Status::Ok();
-  });
-  if (!got.ok()) return got.status();
-  if (bytes) std::memcpy(data, m.data(), bytes);  // outside the lock
-  return Status::Ok();
+  return RecvInPlace(src, tag, bytes, [&](const void* in) {
+    if (bytes) std::memcpy(data, in, bytes);
+  }, timeout_s);
 }
 
 Status ZmqTransport::RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,

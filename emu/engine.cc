@@ -54,17 +54,9 @@ class Engine::Endpoint : public core::Transport {
   }
 
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s) override {
-    if (src < 0 || src >= world_size()) return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
-    auto got = Receive(src, tag, timeout_s, [&](Message& m) {
-      if (m.payload.size() != bytes) {
-        return core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
-                                             std::to_string(m.payload.size()) + " bytes, expected " +
-                                             std::to_string(bytes));
-      }
-      if (bytes) std::memcpy(data, m.payload.data(), bytes);
-      return core::Status::Ok();
-    });
-    return got.ok() ? core::Status::Ok() : got.status();
+    return RecvInPlace(src, tag, bytes, [&](const void* in) {
+      if (bytes) std::memcpy(data, in, bytes);
+    }, timeout_s);
   }
 
   core::Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,

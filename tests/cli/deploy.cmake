@@ -167,7 +167,12 @@ execute_process(COMMAND ${NARROWS} launch --local 4 crash.yaml -q --set "compare
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "ddp with on_failure stop: exit ${rc}\n${out}${err}")
 endif()
-expect_in(stop_message "worker 2 died at step 12; stopping (deploy.on_failure: stop)" "${err}")
+# Worker 2 is killed as it starts step 12; if ZeroMQ had not flushed its last messages of step 11
+# when SIGKILL came, a survivor still inside step 11 sees it die there (both are true reports).
+string(REGEX MATCH "worker 2 died at step 1[12]; stopping \\(deploy.on_failure: stop\\)" stop_message "${err}")
+if(NOT stop_message)
+  message(FATAL_ERROR "stop_message: lacks 'worker 2 died at step 11 or 12; stopping' in:\n${err}")
+endif()
 file(STRINGS ${WORK}/out/stop/ddp/metrics.jsonl lines)
 list(LENGTH lines kept)
 if(kept LESS 3)
