@@ -223,21 +223,8 @@ void Engine::SetAlive(int rank, bool alive) {
   alive_[rank] = alive;
 }
 
-bool Engine::RunsNext(int actor) const {
-  const double t = actors_[actor]->clock;
-  if (network_->NextEventTime() <= t) return false;  // ties go to the network
-  for (int id : live_) {
-    if (id == actor) continue;
-    const Actor& a = *actors_[static_cast<size_t>(id)];
-    if (a.state == State::kReady && (a.clock < t || (a.clock == t && id < actor))) return false;
-    if (a.state == State::kBlocked && a.deadline < t) return false;
-  }
-  return true;
-}
-
 void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
-  // The scheduler would hand the baton straight back: keep it (no thread switch, same order).
-  if (RunsNext(actor)) return;
+  // If Dispatch picks this actor again it keeps the baton: no thread switch.
   Actor& a = *actors_[actor];
   a.state = State::kReady;
   Dispatch(actor);

@@ -74,8 +74,6 @@ class Engine {
 
   // Called by an actor: give up the baton until every earlier event has happened.
   void Yield(int actor, std::unique_lock<std::mutex>& lock);
-  // Whether Dispatch, called now, would pick `actor` (running) again. REQUIRES: mu_ held.
-  bool RunsNext(int actor) const;
   // Called by an actor: block until woken (a message, a finished operation, a deadline, deadlock).
   Wake Block(int actor, double deadline, std::unique_lock<std::mutex>& lock);
   // Gives the baton to whoever runs next, processing the network's events and deadlines due before
