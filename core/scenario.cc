@@ -463,6 +463,7 @@ std::string AlgorithmKindName(AlgorithmKind kind) {
     case AlgorithmKind::kDiloco: return "diloco";
     case AlgorithmKind::kStreamingDiloco: return "streaming-diloco";
     case AlgorithmKind::kAsyncDiloco: return "async-diloco";
+    case AlgorithmKind::kDipaco: return "dipaco";
   }
   return "?";
 }
@@ -513,6 +514,9 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     } else if (const int64_t h4 = h_suffix("async-diloco"); h4 > 0) {
       a.kind = AlgorithmKind::kAsyncDiloco;
       a.inner_steps = h4;
+    } else if (const int64_t h5 = h_suffix("dipaco"); h5 > 0) {
+      a.kind = AlgorithmKind::kDipaco;
+      a.inner_steps = h5;
     } else if (const int64_t h2 = h_suffix("local-sgd"); h2 > 0) {
       a.kind = AlgorithmKind::kDiloco;
       a.inner_steps = h2;
@@ -522,7 +526,7 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     } else {
       s.Error(node, s.path(), "unknown algorithm '" + text +
                                   "' (expected ddp, diloco, diloco-hN, local-sgd-hN, streaming-diloco, "
-                                  "streaming-diloco-hN, async-diloco, async-diloco-hN, or a mapping)");
+                                  "streaming-diloco-hN, async-diloco, async-diloco-hN, dipaco, dipaco-hN, or a mapping)");
     }
     // The resolved scenario spells the shorthand out.
     s.Set("name", a.name);
@@ -543,7 +547,8 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
                                  {{"ddp", AlgorithmKind::kDdp},
                                   {"diloco", AlgorithmKind::kDiloco},
                                   {"streaming-diloco", AlgorithmKind::kStreamingDiloco},
-                                  {"async-diloco", AlgorithmKind::kAsyncDiloco}});
+                                  {"async-diloco", AlgorithmKind::kAsyncDiloco},
+                                  {"dipaco", AlgorithmKind::kDipaco}});
   a.inner_steps = s.Int("inner_steps", 50, 1);
   a.outer_optimizer = s.Enum<OuterOptimizer>(
       "outer_optimizer", OuterOptimizer::kNesterov,
@@ -552,6 +557,7 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
   a.outer_momentum =
       s.Double("outer_momentum", a.outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9, 0.0, 0.9999);
   a.drop_probability = s.Double("drop_probability", 0.0, 0.0, 1.0);
+  a.n_layers = s.Int("n_layers", 0, 0, 1024);
   a.collective = s.Enum<CollectiveKind>("collective", CollectiveKind::kRing,
                                         {{"ring", CollectiveKind::kRing},
                                          {"star", CollectiveKind::kStar},
@@ -565,6 +571,30 @@ AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
     if (a.drop_probability > 0) {
       s.Error(s.node(), s.path() + ".drop_probability", "is not supported by async-diloco (diloco only)");
     }
+  }
+  if (a.kind == AlgorithmKind::kDipaco) {
+    a.levels = s.Int("levels", 2, 1, 64);
+    a.modules = s.Int("modules", 2, 1, 64);
+    a.document_tokens = s.Int("document_tokens", 1024, 2, int64_t{1} << 30);
+    a.route_tokens = s.Int("route_tokens", 256, 1, int64_t{1} << 30);
+    if (a.drop_probability > 0) {
+      s.Error(s.node(), s.path() + ".drop_probability", "is not supported by dipaco (diloco only)");
+    }
+    if (a.levels * a.modules > 600) {
+      s.Error(s.node(), s.path() + ".modules", "levels x modules must be at most 600 (one tag range per module)");
+    }
+  }
+  if ((a.kind == AlgorithmKind::kDdp || a.kind == AlgorithmKind::kDiloco) && s.Has("batch")) {
+    Section b = s.Sub("batch");
+    a.batch_schedule = b.Enum<BatchSchedule>("schedule", BatchSchedule::kConstant,
+                                             {{"constant", BatchSchedule::kConstant},
+                                              {"linear", BatchSchedule::kLinear},
+                                              {"norm-test", BatchSchedule::kNormTest}});
+    a.max_multiple = b.Int("max_multiple", 8, 1, 1 << 20);
+    a.ramp_steps = b.Int("ramp_steps", 0, 0);
+    a.test_every = b.Int("test_every", 10, 1);
+    a.eta = b.Double("eta", 0.2, 0.0, 1e6, /*min_exclusive=*/true);
+    b.Finish();
   }
   if (a.kind == AlgorithmKind::kStreamingDiloco) {
     a.fragments = s.Int("fragments", 2, 1, 1024);
@@ -826,10 +856,29 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
     sc.compare.push_back(ParseAlgorithm(item, node));
     const AlgorithmSpec& a = sc.compare.back();
-    if (a.kind == AlgorithmKind::kStreamingDiloco && a.fragments > sc.model.n_layers) {
+    const int64_t n_layers = a.n_layers > 0 ? a.n_layers : sc.model.n_layers;
+    if (a.kind == AlgorithmKind::kStreamingDiloco && a.fragments > n_layers) {
       item.Error(node, item.path() + ".fragments",
-                 "expected at most model.n_layers = " + std::to_string(sc.model.n_layers) +
+                 "expected at most the model's n_layers = " + std::to_string(n_layers) +
                      " fragments (a fragment is a set of transformer blocks)");
+    }
+    if (a.kind == AlgorithmKind::kDipaco) {
+      int64_t paths = 1;  // modules^levels, saturating above the worker count
+      for (int64_t l = 0; l < a.levels && paths <= sc.workers.count; ++l) paths *= a.modules;
+      if (n_layers % a.levels != 0) {
+        item.Error(node, item.path() + ".levels", "the model's n_layers = " + std::to_string(n_layers) +
+                                                      " must be a multiple of levels (a level is a group of blocks)");
+      } else if (paths > sc.workers.count) {
+        item.Error(node, item.path() + ".modules", std::to_string(a.modules) + "^" + std::to_string(a.levels) +
+                                                       " paths need at least as many workers (workers.count = " +
+                                                       std::to_string(sc.workers.count) + ")");
+      }
+      if (a.document_tokens <= sc.model.seq_len) {
+        item.Error(node, item.path() + ".document_tokens", "must exceed model.seq_len = " + std::to_string(sc.model.seq_len));
+      }
+      if (!sc.faults.empty()) {
+        item.Error(node, item.path(), "dipaco does not support faults (a path's leaving would orphan its modules)");
+      }
     }
     if (a.kind == AlgorithmKind::kAsyncDiloco) {
       // Worker 0 hosts the server; the pool shrinks but never grows (a joiner would need the
@@ -865,6 +914,12 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
       }
     }
     w.Finish();
+    for (size_t i = 0; i < sc.compare.size(); ++i) {
+      if (sc.compare[i].n_layers > 0 && sc.compare[i].n_layers != sc.model.n_layers && sc.warm_start.enabled()) {
+        top.Error(root["compare"][i]["n_layers"], "compare[" + std::to_string(i) + "].n_layers",
+                  "differs from model.n_layers, so the warm start's model does not fit this entry");
+      }
+    }
   }
   top.Finish();
 

@@ -129,7 +129,8 @@ struct FaultSpec {
   double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
 };
 
-enum class AlgorithmKind { kDdp, kDiloco, kStreamingDiloco, kAsyncDiloco };
+enum class AlgorithmKind { kDdp, kDiloco, kStreamingDiloco, kAsyncDiloco, kDipaco };
+enum class BatchSchedule { kConstant, kLinear, kNormTest };
 enum class FragmentPattern { kStrided, kSequential };
 enum class OuterOptimizer { kSgd, kNesterov, kAdam };
 enum class CollectiveKind { kRing, kStar, kHierarchical };
@@ -149,6 +150,9 @@ struct DeploySpec {
 struct AlgorithmSpec {
   std::string name;
   AlgorithmKind kind = AlgorithmKind::kDdp;
+  // The entry's model depth, when it differs from model.n_layers (0: the model's): to compare a
+  // modular model's path with dense models of the same path size and of the same total size.
+  int64_t n_layers = 0;
   int64_t inner_steps = 50;  // DiLoCo H
   OuterOptimizer outer_optimizer = OuterOptimizer::kNesterov;
   double outer_lr = 0.7;
@@ -177,6 +181,22 @@ struct AlgorithmSpec {
   // `nesterov_delay` pseudo-gradients once every that many arrivals (0: the worker count; 1: plain
   // Nesterov on every arrival, the naive asynchronous baseline).
   int64_t nesterov_delay = 0;
+  // DiPaCo (arXiv 2403.10616): the model's transformer blocks in `levels` consecutive levels of
+  // `modules` modules each; a path is one module per level (modules^levels paths, a worker's model
+  // is one path). Worker w trains path w mod paths on the documents routed to it (k-means over a
+  // feature of each document's first `route_tokens` tokens; documents are `document_tokens` long);
+  // at each outer step every module is averaged DiLoCo-style, token-weighted, among the workers
+  // whose path holds it, and the embeddings and final norm among all.
+  int64_t levels = 2, modules = 2, document_tokens = 1024, route_tokens = 256;
+  // Batch size (DDP, and DiLoCo's inner steps; arXiv 2412.21124): constant, a linear warm-up of the
+  // batch multiple from 1 to max_multiple over ramp_steps steps, or the norm test
+  // every test_every updates (grow when the gradient noise exceeds eta^2 of the mean gradient's
+  // squared norm), up to max_multiple. The batch multiple is how many base batches (batch_size per
+  // worker) one update accumulates; steps count base batches, so every schedule trains on the same
+  // tokens, and a larger batch takes fewer, larger updates (and fewer all-reduces).
+  BatchSchedule batch_schedule = BatchSchedule::kConstant;
+  int64_t max_multiple = 8, ramp_steps = 0, test_every = 10;
+  double eta = 0.2;
   int64_t fragments = 2;
   FragmentPattern fragment_pattern = FragmentPattern::kStrided;
   int64_t overlap_steps = 1;

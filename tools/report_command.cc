@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -505,6 +506,55 @@ json FitBlocks(const std::string& dir, int index) {
   return blocks;
 }
 
+// A sweep over a numeric axis with three or more values (a learning rate, a depth): the final
+// validation loss against it, one line per value of the other axes (and entry), so that the best
+// value of one axis can be seen moving, or not, with another. The last such axis is the x axis.
+json SweepLossCurves(const Sweep& sweep, int index) {
+  json blocks = json::array();
+  int x_axis = -1;
+  bool log = false;
+  for (size_t a = 0; a < sweep.axes.size(); ++a) {
+    std::set<double> values;
+    bool numeric = true;
+    for (const auto& p : sweep.points) {
+      char* end = nullptr;
+      const double v = std::strtod(p.values[a].c_str(), &end);
+      numeric = numeric && end != p.values[a].c_str() && *end == '\0';
+      values.insert(v);
+    }
+    if (numeric && values.size() >= 3) {
+      x_axis = static_cast<int>(a);
+      log = *values.begin() > 0 && *values.rbegin() / *values.begin() >= 8;
+    }
+  }
+  if (x_axis < 0) return blocks;
+  std::map<std::string, json> lines;
+  for (const auto& p : sweep.points) {
+    if (!p.run) continue;
+    std::string group;
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      if (static_cast<int>(a) != x_axis) group += (group.empty() ? "" : ", ") + sweep.axes[a] + " = " + p.values[a];
+    }
+    const double x = std::strtod(p.values[static_cast<size_t>(x_axis)].c_str(), nullptr);
+    for (const auto& e : p.run->entries) {
+      const double loss = Num(e.summary, "final_val_loss");
+      if (!std::isfinite(loss)) continue;
+      std::string label = group;
+      if (p.run->entries.size() > 1) label += (label.empty() ? "" : ", ") + e.summary.value("name", std::string());
+      lines[label.empty() ? "final loss" : label].push_back({x, loss});
+    }
+  }
+  json series = json::array();
+  for (auto& [label, pts] : lines) {
+    std::sort(pts.begin(), pts.end());
+    series.push_back(Series(label, pts, "line"));
+  }
+  const std::string& key = sweep.axes[static_cast<size_t>(x_axis)];
+  blocks.push_back(LineChart("curves-" + std::to_string(index), "Final validation loss against " + key,
+                             Axis(key, log), Axis("final validation loss (nats/token)"), series));
+  return blocks;
+}
+
 json SweepSection(const Sweep& sweep, int index) {
   json blocks = json::array();
   json rows = json::array();
@@ -529,6 +579,7 @@ json SweepSection(const Sweep& sweep, int index) {
   blocks.push_back(Text(sweep.dir + " — " + std::to_string(finished) + " of " + std::to_string(sweep.points.size()) +
                         " points finished"));
   for (auto& h : SweepHeatMaps(sweep)) blocks.push_back(h);
+  for (auto& c : SweepLossCurves(sweep, index)) blocks.push_back(c);
   for (auto& f : FitBlocks(sweep.dir, index)) blocks.push_back(f);
   std::vector<std::string> columns = sweep.axes;
   for (const char* c : {"entry", "final val loss", "time (s)", "sent/worker", "compute", "outer syncs", "speed-up vs DDP"}) {

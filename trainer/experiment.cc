@@ -93,6 +93,9 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   double compute_mean = 0.0;
   for (double c : x.compute_total) compute_mean += c / x.num_workers;
   r.compute_utilization = r.virtual_time_s > 0 ? compute_mean / r.virtual_time_s : 0.0;
+  for (const auto& [step, e] : x.partial_evals) {
+    if (e.weight > 0) x.evals[step] = {e.time, e.weighted_loss / e.weight};
+  }
   if (!x.evals.empty()) r.final_val_loss = x.evals.rbegin()->second.second;
   for (const auto& [step, e] : x.evals) {
     if (x.sc.target_loss > 0 && e.second <= x.sc.target_loss) {

@@ -57,12 +57,22 @@ BatchSampler::BatchSampler(const Corpus& corpus, const std::vector<TokenSpan>& t
   } else {
     spans_ = train_spans;
   }
+  Index(worker);
+}
+
+void BatchSampler::UseSpans(std::vector<TokenSpan> spans, int worker) {
+  spans_ = std::move(spans);
+  cumulative_starts_.clear();
+  Index(worker);
+}
+
+void BatchSampler::Index(int worker) {
   int64_t sum = 0;
   for (const auto& s : spans_) {
     sum += std::max<int64_t>(0, s.length - seq_len_);  // starts that leave seq_len + 1 tokens
     cumulative_starts_.push_back(sum);
   }
-  NARROWS_CHECK(sum > 0) << "worker " << worker << " has no training window of " << seq_len + 1
+  NARROWS_CHECK(sum > 0) << "worker " << worker << " has no training window of " << seq_len_ + 1
                          << " tokens";
 }
 

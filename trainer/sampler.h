@@ -29,8 +29,13 @@ class BatchSampler {
   TokenBatch Next(int64_t batch);
   // The spans this worker draws from (all of them for iid).
   const std::vector<TokenSpan>& spans() const { return spans_; }
+  // Draws from `spans` from now on (DiPaCo: the documents routed to this worker's path); the
+  // random stream goes on. REQUIRES: they hold a window of seq_len + 1 tokens.
+  void UseSpans(std::vector<TokenSpan> spans, int worker);
 
  private:
+  void Index(int worker);
+
   const Corpus& corpus_;
   int64_t seq_len_;
   std::vector<TokenSpan> spans_;

@@ -22,6 +22,7 @@ Experiment::Impl::Impl(const core::Scenario& s, const core::AlgorithmSpec& a, st
       final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)),
       peak_round_bytes(static_cast<size_t>(num_workers), 0), ran(static_cast<size_t>(num_workers), false) {
   model.vocab_size = data->vocab_size;
+  if (a.n_layers > 0) model.n_layers = a.n_layers;
 }
 
 void Experiment::Impl::Fail(const core::Status& s, int rank) {
@@ -34,7 +35,7 @@ void Experiment::Impl::Event(Json e) {
   events.push_back(std::move(e));
 }
 
-double Experiment::Impl::Evaluate(const torch::Tensor& params) {
+double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches) {
   std::lock_guard<std::mutex> lock(mu);
   if (!evaluator) {
     torch::manual_seed(sc.seed);
@@ -44,7 +45,15 @@ double Experiment::Impl::Evaluate(const torch::Tensor& params) {
     torch::NoGradGuard no_grad;
     evaluator->model().flat_params().copy_(params);
   }
-  return evaluator->Evaluate(data->val_batches);
+  return evaluator->Evaluate(batches ? *batches : data->val_batches);
+}
+
+void Experiment::Impl::AddPartialEval(int64_t step, double time, double loss, double weight) {
+  std::lock_guard<std::mutex> lock(mu);
+  PartialEval& e = partial_evals[step];
+  e.time = std::max(e.time, time);
+  e.weighted_loss += weight * loss;
+  e.weight += weight;
 }
 
 void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) {
@@ -61,6 +70,8 @@ Json Experiment::Impl::Export() {
     recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
   }
   for (const auto& [step, e] : evals) ev.push_back({step, e.first, e.second});
+  Json partial = Json::array();
+  for (const auto& [step, e] : partial_evals) partial.push_back({step, e.time, e.weighted_loss, e.weight});
   for (int w = 0; w < num_workers; ++w) {
     if (!ran[static_cast<size_t>(w)]) continue;
     const auto& st = final_stats[static_cast<size_t>(w)];
@@ -69,7 +80,7 @@ Json Experiment::Impl::Export() {
                      {"peak_round_bytes", peak_round_bytes[static_cast<size_t>(w)]},
                      {"stats", {st.bytes_sent, st.bytes_received, st.messages_sent, st.messages_received}}});
   }
-  Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"ranks", ranks},
+  Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"partial_evals", partial}, {"ranks", ranks},
               {"host_compute_s", host_compute_s}, {"outer_syncs", outer_syncs}, {"tokens", tokens}};
   if (!error.ok()) out["error"] = {{"code", static_cast<int>(error.code())}, {"message", error.message()}};
   return out;
@@ -85,6 +96,12 @@ core::Status Experiment::Impl::Merge(const Json& part) {
     }
     for (const auto& e : part.at("events")) events.push_back(e);
     for (const auto& e : part.at("evals")) evals[e.at(0).get<int64_t>()] = {e.at(1).get<double>(), e.at(2).get<double>()};
+    for (const auto& e : part.value("partial_evals", Json::array())) {
+      PartialEval& p = partial_evals[e.at(0).get<int64_t>()];
+      p.time = std::max(p.time, e.at(1).get<double>());
+      p.weighted_loss += e.at(2).get<double>();
+      p.weight += e.at(3).get<double>();
+    }
     for (const auto& r : part.at("ranks")) {
       const int w = r.at("rank");
       if (w < 0 || w >= num_workers) return core::Status::InvalidArgument("part names worker " + std::to_string(w));
@@ -215,10 +232,10 @@ void WorkerContext::Done() {
 
 core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
                                    const std::function<void()>& fill, bool may_continue, const core::Codec* codec,
-                                   int64_t exact_tail) {
+                                   int64_t exact_tail, int tag) {
   return roster->Run(group, step, may_continue, fill, [&](core::Transport& via) {
     return Timed(false, [&] {
-      const core::CollectiveOptions o = Options(*group, roster->Tag(kTagReduce, step));
+      const core::CollectiveOptions o = Options(*group, roster->Tag(tag, step));
       if (codec && !codec->lossless()) return core::AllReduceSumEncoded(via, buffer.data(), count, exact_tail, *codec, o);
       return core::AllReduceSum(via, buffer.data(), count, o);
     });

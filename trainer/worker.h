@@ -50,6 +50,14 @@ struct Experiment::Impl {
   std::vector<StepRecord> records;
   std::vector<Json> events;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
+  // Evaluations made of parts (DiPaCo: each path on its own documents): step -> (latest time,
+  // sum of weight x loss, sum of weights); folded into `evals` by Experiment::Finish.
+  struct PartialEval {
+    double time = 0.0, weighted_loss = 0.0, weight = 0.0;
+  };
+  std::map<int64_t, PartialEval> partial_evals;
+  // What the workers of this process share, built once by the first that asks (DiPaCo's routing).
+  std::map<std::string, std::shared_ptr<const void>> shared;
   std::vector<core::TransportStats> final_stats;
   std::vector<double> final_clock, compute_total;
   std::vector<int64_t> peak_round_bytes;  // per worker: the most it sent in one round
@@ -64,8 +72,22 @@ struct Experiment::Impl {
 
   void Fail(const core::Status& s, int rank);
   void Event(Json e);
-  // Validation loss of `params` (a flat parameter tensor), observed without charging virtual time.
-  double Evaluate(const torch::Tensor& params);
+  // Validation loss of `params` (a flat parameter tensor) on `batches` (default: the validation
+  // batches), observed without charging virtual time.
+  double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr);
+  // One part of the evaluation at `step`: `loss` on a share `weight` of the validation data.
+  void AddPartialEval(int64_t step, double time, double loss, double weight);
+  // The object under `key` in `shared`, made by `make()` (-> Result<T>) if it is not there yet.
+  template <typename T, typename Make>
+  core::Result<std::shared_ptr<const T>> Share(const std::string& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = shared.find(key); it != shared.end()) return std::static_pointer_cast<const T>(it->second);
+    core::Result<T> made = make();
+    if (!made.ok()) return made.status();
+    auto out = std::make_shared<const T>(std::move(*made));
+    shared[key] = out;
+    return std::shared_ptr<const T>(out);
+  }
   // Records the validation loss of `params` at `step` (time: the evaluating worker's clock) if due.
   void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params);
   // The records of this process as JSON (ExportPart), and merging another process's (MergePart).
@@ -127,8 +149,10 @@ struct WorkerContext {
   // All-reduce (sum) of the first `count` floats of `buffer` over `group`, `fill` writing this
   // worker's contribution first; the roster decides what a dead member means. With a lossy
   // `codec`, all but the last `exact_tail` floats travel encoded (core::AllReduceSumEncoded).
+  // Collectives that may be in flight at once between the same workers need distinct `tag`s.
   core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
-                      bool may_continue, const core::Codec* codec = nullptr, int64_t exact_tail = 0);
+                      bool may_continue, const core::Codec* codec = nullptr, int64_t exact_tail = 0,
+                      int tag = kTagReduce);
   // The same all-reduce over `data`, started beside this worker (its clock runs on while the bytes
   // move); `data` must live until the work is waited for. The guard (live) outlives the work.
   struct PendingReduce {

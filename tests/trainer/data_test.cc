@@ -7,6 +7,7 @@
 #include <set>
 
 #include "trainer/corpus.h"
+#include "trainer/routing.h"
 #include "trainer/sampler.h"
 
 namespace narrows::trainer {
@@ -226,6 +227,58 @@ TEST(SamplerTest, ValidationBatchesAreFixed) {
   ASSERT_EQ(a.size(), 3u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].inputs, b[i].inputs);
   EXPECT_NE(a[0].inputs, a[2].inputs);
+}
+
+
+// DiPaCo's routing: documents of two unmistakable kinds (prose vs digits) go to two paths, one
+// kind each; held-out documents follow their kind; the same inputs route the same way every time.
+TEST(RoutingTest, KMeansSeparatesDocumentKindsAndRoutesHeldOutDocumentsAlike) {
+  std::string text;
+  for (int d = 0; d < 40; ++d) {
+    std::string doc;
+    while (doc.size() < 200) doc += d % 2 == 0 ? "the quiet hours of the evening passed. " : "0123 4567 89 ";
+    text += doc.substr(0, 200);
+  }
+  const Corpus corpus = Corpus::FromText(text, "kinds");
+  std::vector<TokenSpan> train, val;
+  for (int d = 0; d < 40; ++d) (d < 30 ? train : val).push_back({0, d * 200, 200});
+  RoutingOptions o;
+  o.paths = 2;
+  o.doc_tokens = 200;
+  o.feature_tokens = 64;
+  o.seed = 7;
+  auto r = RouteDocuments(corpus, train, corpus, val, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Each path holds one kind only (document d is prose when d is even).
+  for (int p = 0; p < 2; ++p) {
+    std::set<int> kinds;
+    for (const auto& d : r->train[static_cast<size_t>(p)]) kinds.insert(static_cast<int>(d.start / 200) % 2);
+    for (const auto& d : r->val[static_cast<size_t>(p)]) kinds.insert(static_cast<int>(d.start / 200) % 2);
+    EXPECT_EQ(kinds.size(), 1u) << "path " << p;
+  }
+  EXPECT_EQ(r->train_tokens[0] + r->train_tokens[1], 30 * 200);
+  EXPECT_EQ(r->val_tokens[0] + r->val_tokens[1], 10 * 200);
+  EXPECT_EQ(r->train[0].size(), 15u);
+  auto again = RouteDocuments(corpus, train, corpus, val, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->model.centroids, r->model.centroids);
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(again->train[static_cast<size_t>(p)].size(), r->train[static_cast<size_t>(p)].size());
+  o.paths = 31;  // more paths than documents
+  EXPECT_FALSE(RouteDocuments(corpus, train, corpus, val, o).ok());
+}
+
+TEST(RoutingTest, DocumentsCoverTheSpansAndFeaturesAreUnitLength) {
+  const Corpus corpus = Corpus::FromText(std::string(1000, 'a') + std::string(500, 'b'), "t");
+  const auto docs = CutDocuments({{0, 0, 1000}, {0, 1000, 130}}, 300);
+  ASSERT_EQ(docs.size(), 4u);  // 300, 300, 400 (the short tail joins), and a short span alone
+  EXPECT_EQ(docs[2].length, 400);
+  EXPECT_EQ(docs[3].length, 130);
+  const auto f = DocumentFeature(corpus, docs[0], 50);
+  double norm = 0.0;
+  for (float v : f) norm += static_cast<double>(v) * v;
+  EXPECT_NEAR(norm, 1.0, 1e-6);
+  EXPECT_EQ(DocumentFeature(corpus, docs[0], 50), DocumentFeature(corpus, docs[1], 50));  // all 'a'
+  EXPECT_NE(DocumentFeature(corpus, docs[0], 50), DocumentFeature(corpus, {0, 1000, 300}, 50));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ std::unique_ptr<Algorithm> MakeDdp(WorkerContext& w);     // ddp.cc
 std::unique_ptr<Algorithm> MakeDiloco(WorkerContext& w);  // diloco.cc
 std::unique_ptr<Algorithm> MakeStreamingDiloco(WorkerContext& w);  // streaming_diloco.cc
 std::unique_ptr<Algorithm> MakeAsyncDiloco(WorkerContext& w);      // async_diloco.cc
+std::unique_ptr<Algorithm> MakeDipaco(WorkerContext& w);           // dipaco.cc
 
 namespace {
 
@@ -21,6 +22,7 @@ constexpr Registered kAlgorithms[] = {
     {core::AlgorithmKind::kDiloco, "diloco", MakeDiloco},
     {core::AlgorithmKind::kStreamingDiloco, "streaming-diloco", MakeStreamingDiloco},
     {core::AlgorithmKind::kAsyncDiloco, "async-diloco", MakeAsyncDiloco},
+    {core::AlgorithmKind::kDipaco, "dipaco", MakeDipaco},
 };
 
 const Registered& Find(core::AlgorithmKind kind) {
