@@ -862,6 +862,17 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
                  "expected at most the model's n_layers = " + std::to_string(n_layers) +
                      " fragments (a fragment is a set of transformer blocks)");
     }
+    if (a.batch_schedule != BatchSchedule::kConstant) {
+      if (!sc.faults.empty()) item.Error(node, item.path() + ".batch", "adaptive batch sizes do not support faults");
+      if (a.batch_schedule == BatchSchedule::kNormTest && a.kind == AlgorithmKind::kDdp && sc.workers.count < 2) {
+        item.Error(node, item.path() + ".batch", "DDP's norm test compares the workers' gradients: it needs 2 or more");
+      }
+      if (a.batch_schedule == BatchSchedule::kNormTest && a.kind == AlgorithmKind::kDiloco &&
+          (sc.train.batch_size % 2 != 0 || (sc.train.batch_size / 2) % sc.train.grad_accum != 0)) {
+        item.Error(node, item.path() + ".batch", "DiLoCo's norm test splits each batch in halves: train.batch_size / 2 "
+                                                 "must be a whole multiple of train.grad_accum");
+      }
+    }
     if (a.kind == AlgorithmKind::kDipaco) {
       int64_t paths = 1;  // modules^levels, saturating above the worker count
       for (int64_t l = 0; l < a.levels && paths <= sc.workers.count; ++l) paths *= a.modules;

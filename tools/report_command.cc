@@ -186,13 +186,16 @@ std::string ClockLabel(const std::vector<Run>& runs) {
 json ComparisonSection(const std::vector<Run>& runs) {
   const bool many = runs.size() > 1;
   json val_time = json::array(), val_tokens = json::array(), train_time = json::array();
-  json bytes = json::array(), util = json::array();
+  json bytes = json::array(), util = json::array(), batch = json::array();
+  bool any_batch = false;
   json bar_labels = json::array(), bar_values = json::array();
   for (const auto& run : runs) {
     for (const auto& e : run.entries) {
       const std::string label = (many ? run.label + "/" : "") + e.summary["name"].get<std::string>();
       json vt = json::array(), vk = json::array(), tt = json::array(), b = json::array(), u = json::array();
+      json gb = json::array();
       for (const auto& m : e.metrics) {
+        if (const double g = Num(m, "global_batch"); !std::isnan(g)) gb.push_back({Num(m, "tokens"), g});
         const double t = TimeOf(m);
         if (std::isnan(t)) continue;
         const double val = Num(m, "val_loss");
@@ -219,6 +222,8 @@ json ComparisonSection(const std::vector<Run>& runs) {
       train_time.push_back(Series(label, tt));
       bytes.push_back(Series(label, b));
       util.push_back(Series(label, u));
+      any_batch = any_batch || !gb.empty();
+      batch.push_back(Series(label, gb));
       bar_labels.push_back(label);
       bar_values.push_back(100.0 * Num(e.summary, "compute_utilization", 0.0));
     }
@@ -233,6 +238,10 @@ json ComparisonSection(const std::vector<Run>& runs) {
                              Axis("training loss (nats/token)"), train_time));
   blocks.push_back(LineChart("bytes-time", "Bytes sent per worker over time", Axis(clock),
                              Axis("bytes sent per worker (cumulative)", true), bytes));
+  if (any_batch) {  // adaptive batch sizes: the schedule each entry took
+    blocks.push_back(LineChart("batch-tokens", "Global batch (sequences per update, all workers) against tokens",
+                               Axis("tokens"), Axis("sequences per update"), batch));
+  }
   blocks.push_back(LineChart("utilization-time", "Compute utilisation so far (mean over workers)", Axis(clock),
                              Axis("compute time / wall-clock time (%)"), util));
   blocks.push_back({{"type", "chart"}, {"kind", "bar"}, {"id", "utilization"},

@@ -111,6 +111,19 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   core::JsonlWriter metrics;
   NARROWS_RETURN_IF_ERROR(metrics.Open(dir + "/metrics.jsonl"));
   std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());
+  // Adaptive batch sizes: each worker's batch multiple from the step its batch_size events name.
+  const bool adaptive = x.algo.batch_schedule != core::BatchSchedule::kConstant;
+  std::vector<std::map<int64_t, int64_t>> multiples(static_cast<size_t>(x.num_workers));
+  for (const auto& e : x.events) {
+    if (e.value("type", "") == "batch_size") {
+      multiples.at(e.at("worker").get<size_t>())[e.at("step").get<int64_t>()] = e.at("multiple").get<int64_t>();
+    }
+  }
+  auto multiple_at = [&](int worker, int64_t step) -> int64_t {
+    const auto& m = multiples[static_cast<size_t>(worker)];
+    auto it = m.upper_bound(step);
+    return it == m.begin() ? 1 : std::prev(it)->second;
+  };
   const int64_t tokens_per_step = x.sc.train.batch_size * x.model.seq_len;
   int64_t tokens = 0;
   for (const auto& [step, recs] : by_step) {
@@ -130,6 +143,11 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
     Json line = {{"step", step + 1},        {time_key, time},         {"train_loss", loss},
                  {"tokens", tokens},        {"bytes_sent", sent},     {"bytes_received", received},
                  {"workers_active", recs.size()}, {"workers", per_worker}};
+    if (adaptive) {
+      int64_t sequences = 0;  // per update, over the workers training at this step
+      for (const auto* rec : recs) sequences += multiple_at(rec->worker, step) * x.sc.train.batch_size;
+      line["global_batch"] = sequences;
+    }
     if (eval != x.evals.end()) {
       line["val_loss"] = eval->second.second;
       if (x.data->byte_level) line["val_bpb"] = eval->second.second / std::log(2.0);

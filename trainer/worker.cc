@@ -191,12 +191,17 @@ double WorkerContext::StepFlops() {
   return replica.model().TrainFlopsPerToken() * static_cast<double>(x.sc.train.batch_size * x.model.seq_len);
 }
 
-StepStats WorkerContext::InnerStep(int64_t step, int64_t rewarm_from) {
-  const TokenBatch batch = sampler.Next(x.sc.train.batch_size);
+double WorkerContext::InnerLearningRate(int64_t step, int64_t rewarm_from) const {
   double lr = LearningRate(x.sc.train, step);
   if (rewarm_from >= 0 && x.sc.train.warmup_steps > 0) {
     lr *= std::min(1.0, static_cast<double>(step - rewarm_from + 1) / x.sc.train.warmup_steps);
   }
+  return lr;
+}
+
+StepStats WorkerContext::InnerStep(int64_t step, int64_t rewarm_from) {
+  const TokenBatch batch = sampler.Next(x.sc.train.batch_size);
+  const double lr = InnerLearningRate(step, rewarm_from);
   return Compute(StepFlops(), [&] { return replica.TrainStep(batch, lr); });
 }
 

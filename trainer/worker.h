@@ -141,6 +141,8 @@ struct WorkerContext {
   // learning rate follows the schedule, warmed up again from `rewarm_from` (>= 0: the step this
   // worker joined at: a fresh Adam's first steps are full-size sign steps).
   StepStats InnerStep(int64_t step, int64_t rewarm_from);
+  // The learning rate InnerStep uses at `step`.
+  double InnerLearningRate(int64_t step, int64_t rewarm_from) const;
   // A collective, with its virtual duration counted as communication (or idle, for joiners).
   core::Status Timed(bool as_idle, const std::function<core::Status()>& fn);
   void Record(int64_t step, double loss);

@@ -5,10 +5,13 @@
 // parameters), an adaptive pool of workers (joiners receive the global and outer state), and
 // pseudo-gradients sent compressed (outer_gradient: bf16 ... sign, optionally with error feedback),
 // and for workers of unequal speed DyLU: inner steps per round in proportion to each one's speed.
+// Inner steps may take adaptive batch sizes (batch_size.h): each worker's own norm test, on the
+// halves of its base batches.
 #include <random>
 #include <sstream>
 
 #include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/batch_size.h"
 #include "trainer/algorithms/outer_optimizer.h"
 
 namespace narrows::trainer {
@@ -50,12 +53,12 @@ class Diloco final : public Algorithm {
     if (step == round->start) round_compute_from_ = w_.compute_s;
     const int64_t my_end = std::min(round->end, round->start + my_inner_steps_);
     if (step >= my_end) return core::Status::Ok();  // DyLU: this worker's share of the round is done
-    const StepStats stats = w_.InnerStep(step, rewarm_from_);
+    const double loss = schedule_.adaptive() ? AdaptiveInnerStep(step, my_end) : w_.InnerStep(step, rewarm_from_).loss;
     ++steps_this_round_;
     if (step + 1 < my_end) {
-      w_.Record(step, stats.loss);
+      w_.Record(step, loss);
     } else {
-      last_loss_ = static_cast<float>(stats.loss);  // recorded after the outer step
+      last_loss_ = static_cast<float>(loss);  // recorded after the outer step
       last_step_ = step;
     }
     return core::Status::Ok();
@@ -126,6 +129,35 @@ class Diloco final : public Algorithm {
     my_inner_steps_ = next;
   }
 
+  // One base batch of an inner update of schedule_.multiple() base batches (never past `end`, this
+  // worker's end of the round); the last one steps AdamW. Returns the batch's loss, or the
+  // update's mean loss on its last batch.
+  double AdaptiveInnerStep(int64_t step, int64_t end) {
+    if (micro_ == 0) {
+      testing_ = schedule_.BeginUpdate(step);
+      update_len_ = std::min(schedule_.multiple(), end - step);
+      update_start_ = step;
+      accumulator_.Begin();
+      if (schedule_.multiple() != last_multiple_) {
+        last_multiple_ = schedule_.multiple();
+        x_.Event({{"type", "batch_size"}, {"step", step}, {"worker", w_.rank}, {"multiple", last_multiple_}});
+      }
+    }
+    const double loss = accumulator_.Add(w_.sampler.Next(x_.sc.train.batch_size), testing_);
+    if (++micro_ < update_len_) return loss;
+    micro_ = 0;
+    const double mean = accumulator_.Finish();
+    if (testing_) {
+      const double t = accumulator_.Statistic();
+      schedule_.Observe(t);
+      x_.Event({{"type", "norm_test"}, {"step", step + 1}, {"worker", w_.rank}, {"statistic", t},
+                {"samples", 2 * update_len_}, {"multiple", schedule_.multiple()}});
+    }
+    const double lr = w_.InnerLearningRate(update_start_, rewarm_from_);
+    w_.Compute(0.0, [&] { return w_.replica.ApplyGradients(lr); });
+    return mean;
+  }
+
   bool Checkpoints() const override { return true; }
   std::string SaveExtra() const override {
     std::ostringstream out;
@@ -154,6 +186,10 @@ class Diloco final : public Algorithm {
   int64_t steps_this_round_ = 0, last_step_ = 0;
   double round_compute_from_ = 0.0;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
+  BatchSchedule schedule_{x_.algo, x_.sc.train.steps};
+  GradientAccumulator accumulator_{w_};
+  int64_t micro_ = 0, update_len_ = 1, update_start_ = 0, last_multiple_ = 1;
+  bool testing_ = false;
 };
 
 }  // namespace
