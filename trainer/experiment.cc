@@ -94,7 +94,12 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   for (double c : x.compute_total) compute_mean += c / x.num_workers;
   r.compute_utilization = r.virtual_time_s > 0 ? compute_mean / r.virtual_time_s : 0.0;
   for (const auto& [step, e] : x.partial_evals) {
-    if (e.weight > 0) x.evals[step] = {e.time, e.weighted_loss / e.weight};
+    double loss = 0.0, weight = 0.0;
+    for (const auto& [part, lw] : e.parts) {
+      loss += lw.second * lw.first;
+      weight += lw.second;
+    }
+    if (weight > 0) x.evals[step] = {e.time, loss / weight};
   }
   if (!x.evals.empty()) r.final_val_loss = x.evals.rbegin()->second.second;
   for (const auto& [step, e] : x.evals) {

@@ -48,12 +48,11 @@ double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector
   return evaluator->Evaluate(batches ? *batches : data->val_batches);
 }
 
-void Experiment::Impl::AddPartialEval(int64_t step, double time, double loss, double weight) {
+void Experiment::Impl::AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight) {
   std::lock_guard<std::mutex> lock(mu);
   PartialEval& e = partial_evals[step];
   e.time = std::max(e.time, time);
-  e.weighted_loss += weight * loss;
-  e.weight += weight;
+  e.parts[part] = {loss, weight};
 }
 
 void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) {
@@ -71,7 +70,9 @@ Json Experiment::Impl::Export() {
   }
   for (const auto& [step, e] : evals) ev.push_back({step, e.first, e.second});
   Json partial = Json::array();
-  for (const auto& [step, e] : partial_evals) partial.push_back({step, e.time, e.weighted_loss, e.weight});
+  for (const auto& [step, e] : partial_evals) {
+    for (const auto& [part, lw] : e.parts) partial.push_back({step, e.time, part, lw.first, lw.second});
+  }
   for (int w = 0; w < num_workers; ++w) {
     if (!ran[static_cast<size_t>(w)]) continue;
     const auto& st = final_stats[static_cast<size_t>(w)];
@@ -99,8 +100,7 @@ core::Status Experiment::Impl::Merge(const Json& part) {
     for (const auto& e : part.value("partial_evals", Json::array())) {
       PartialEval& p = partial_evals[e.at(0).get<int64_t>()];
       p.time = std::max(p.time, e.at(1).get<double>());
-      p.weighted_loss += e.at(2).get<double>();
-      p.weight += e.at(3).get<double>();
+      p.parts[e.at(2).get<int64_t>()] = {e.at(3).get<double>(), e.at(4).get<double>()};
     }
     for (const auto& r : part.at("ranks")) {
       const int w = r.at("rank");

@@ -50,10 +50,11 @@ struct Experiment::Impl {
   std::vector<StepRecord> records;
   std::vector<Json> events;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
-  // Evaluations made of parts (DiPaCo: each path on its own documents): step -> (latest time,
-  // sum of weight x loss, sum of weights); folded into `evals` by Experiment::Finish.
+  // Evaluations made of parts (DiPaCo: each path on its own documents): step -> the latest time,
+  // and per part its (loss, weight); folded into `evals` by Experiment::Finish, in part order.
   struct PartialEval {
-    double time = 0.0, weighted_loss = 0.0, weight = 0.0;
+    double time = 0.0;
+    std::map<int64_t, std::pair<double, double>> parts;
   };
   std::map<int64_t, PartialEval> partial_evals;
   // What the workers of this process share, built once by the first that asks (DiPaCo's routing).
@@ -75,8 +76,8 @@ struct Experiment::Impl {
   // Validation loss of `params` (a flat parameter tensor) on `batches` (default: the validation
   // batches), observed without charging virtual time.
   double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr);
-  // One part of the evaluation at `step`: `loss` on a share `weight` of the validation data.
-  void AddPartialEval(int64_t step, double time, double loss, double weight);
+  // Part `part` of the evaluation at `step`: `loss` on a share `weight` of the validation data.
+  void AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight);
   // The object under `key` in `shared`, made by `make()` (-> Result<T>) if it is not there yet.
   template <typename T, typename Make>
   core::Result<std::shared_ptr<const T>> Share(const std::string& key, Make&& make) {

@@ -142,6 +142,28 @@ run_ok(async_emulated ${NARROWS} run async1.yaml -q --set output.dir=emu)
 run_ok(async_launch ${NARROWS} launch --local 1 async1.yaml -q)
 expect_same_metrics(equality_async ${WORK}/emu/async1/async-diloco-h8/metrics.jsonl
                     ${WORK}/out/async1/async-diloco-h8/metrics.jsonl 0)
+# DiPaCo (a module per level averaged among its two holders) and adaptive batch sizes (DDP's norm
+# test across workers, DiLoCo's on each worker's halves) over ZeroMQ: the emulator's numbers.
+file(WRITE ${WORK}/family.yaml "name: family\n${common}workers: {count: 4}\noutput: {dir: out, log_every: 1}\n"
+     "deploy: {security: plain}\ncompare: [{name: dp, algorithm: dipaco, inner_steps: 8, document_tokens: 256},\n"
+     "  {name: nt, algorithm: ddp, batch: {schedule: norm-test, eta: 0.05, test_every: 2, max_multiple: 4}},\n"
+     "  {name: dn, algorithm: diloco, inner_steps: 8, batch: {schedule: norm-test, eta: 0.05, test_every: 2}}]\n")
+run_ok(family_emulated ${NARROWS} run family.yaml -q --set output.dir=emu)
+run_ok(family_launch ${NARROWS} launch --local 4 family.yaml -q)
+expect_same_metrics(equality_dipaco ${WORK}/emu/family/dp/metrics.jsonl ${WORK}/out/family/dp/metrics.jsonl 0)
+foreach(entry nt dn)
+  expect_same_metrics(equality_${entry} ${WORK}/emu/family/${entry}/metrics.jsonl ${WORK}/out/family/${entry}/metrics.jsonl 0
+                      train_loss bytes_sent global_batch)
+endforeach()
+file(STRINGS ${WORK}/emu/family/dp/metrics.jsonl emu_lines)
+file(STRINGS ${WORK}/out/family/dp/metrics.jsonl live_lines)
+list(GET emu_lines -1 emu_last)
+list(GET live_lines -1 live_last)
+string(JSON emu_val GET "${emu_last}" val_loss)
+string(JSON live_val GET "${live_last}" val_loss)
+if(NOT emu_val STREQUAL live_val)
+  message(FATAL_ERROR "dipaco's path-weighted validation loss: ${emu_val} emulated, ${live_val} over ZeroMQ")
+endif()
 file(WRITE ${WORK}/async3.yaml "name: async3\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 4}\n"
      "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0}\n"
      "faults: [{type: crash, worker: 2, at_step: 12}]\n"

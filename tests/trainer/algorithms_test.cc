@@ -7,6 +7,7 @@
 #include "core/collectives.h"
 #include "tests/trainer/distributed_fixture.h"
 #include "tools/plan_command.h"
+#include "trainer/algorithms/batch_size.h"
 #include "trainer/algorithms/fragments.h"
 #include "trainer/algorithms/paths.h"
 #include "trainer/warm_start.h"
@@ -470,6 +471,89 @@ TEST_F(AlgorithmsTest, DipacoRefusesPathsWithoutWorkersAndFaults) {
                            "compare: [{algorithm: dipaco}]\n", "p.yaml");
   ASSERT_FALSE(sc.ok());
   EXPECT_NE(sc.status().message().find("dipaco does not support faults"), std::string::npos);
+}
+
+
+// --- Adaptive batch sizes ---
+
+TEST_F(AlgorithmsTest, NormTestStatisticOfDdpMatchesAHandComputation) {
+  // DDP's first norm test compares the two workers' first gradients: rebuild them here, from the
+  // same initial weights and the same data order, and compute the statistic the long way.
+  const auto sc = Make("workers: {count: 2}\ncompare: [{name: n, algorithm: ddp, batch: {schedule: norm-test,"
+                       " eta: 0.01, test_every: 100, max_multiple: 4}}]\n");
+  Run(sc);
+  double logged = -1.0;
+  int64_t multiple = 0;
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "n" / "events.jsonl"))) {
+    if (e.at("type") == "norm_test" && logged < 0) {
+      logged = e.at("statistic");
+      multiple = e.at("multiple");
+    }
+  }
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok());
+  core::ModelSpec model = sc.model;
+  model.vocab_size = 256;
+  std::vector<torch::Tensor> grads;
+  for (int w = 0; w < 2; ++w) {
+    torch::manual_seed(sc.seed);
+    Replica replica(model, sc.train, torch::kCPU);
+    BatchSampler sampler((*data)->corpus, (*data)->split.train, model.seq_len, sc.seed, w, 2, sc.data.sampling);
+    replica.ComputeGradients(sampler.Next(sc.train.batch_size));
+    grads.push_back(replica.model().flat_grads().to(torch::kFloat64).clone());
+  }
+  const torch::Tensor mean = (grads[0] + grads[1]) / 2;
+  const double variance = ((grads[0] - mean).square().sum() + (grads[1] - mean).square().sum()).item<double>() / (2 - 1);
+  const double hand = variance / (2 * mean.square().sum().item<double>());
+  EXPECT_NEAR(logged, hand, 1e-4 * hand);
+  // eta = 0.01: the noise is far above eta^2, so the batch grows to the cap at once.
+  EXPECT_GT(hand, 0.01 * 0.01);
+  EXPECT_EQ(multiple, 4);
+}
+
+TEST_F(AlgorithmsTest, BatchGrowthIsMonotoneAndCapped) {
+  core::AlgorithmSpec a;
+  a.batch_schedule = core::BatchSchedule::kNormTest;
+  a.eta = 0.5;  // eta^2 = 0.25
+  a.max_multiple = 6;
+  a.test_every = 2;
+  BatchSchedule norm(a, 100);
+  EXPECT_TRUE(norm.BeginUpdate(0));
+  EXPECT_FALSE(norm.Observe(0.2));  // below eta^2: stays
+  EXPECT_EQ(norm.multiple(), 1);
+  EXPECT_FALSE(norm.BeginUpdate(1));  // every second update tests
+  EXPECT_TRUE(norm.BeginUpdate(2));
+  EXPECT_TRUE(norm.Observe(0.6));  // ceil(1 * 0.6 / 0.25) = 3
+  EXPECT_EQ(norm.multiple(), 3);
+  EXPECT_FALSE(norm.Observe(0.01));  // never shrinks
+  EXPECT_EQ(norm.multiple(), 3);
+  EXPECT_TRUE(norm.Observe(100.0));  // capped
+  EXPECT_EQ(norm.multiple(), 6);
+  a.batch_schedule = core::BatchSchedule::kLinear;
+  a.ramp_steps = 50;
+  BatchSchedule linear(a, 100);
+  int64_t last = 0;
+  for (int64_t step = 0; step < 100; step += 5) {
+    EXPECT_FALSE(linear.BeginUpdate(step));
+    EXPECT_GE(linear.multiple(), last);
+    last = linear.multiple();
+  }
+  EXPECT_EQ(last, 6);
+
+  // A run: the same tokens as a constant batch, fewer all-reduces, a monotone logged schedule.
+  const auto sc = Make("workers: {count: 2}\ncompare: [{name: c, algorithm: ddp, overlap: false},"
+                       " {name: l, algorithm: ddp, batch: {schedule: linear, max_multiple: 4, ramp_steps: 6}}]\n");
+  const EntryResult constant = Run(sc, 0), grown = Run(sc, 1);
+  EXPECT_EQ(grown.tokens, constant.tokens);
+  EXPECT_LT(grown.bytes_sent_per_worker, 0.6 * constant.bytes_sent_per_worker);
+  int64_t previous = 0;
+  for (const auto& line : Lines(Slurp(dir_ / "out" / "l" / "metrics.jsonl"))) {
+    const int64_t g = line.at("global_batch");
+    EXPECT_GE(g, previous);
+    EXPECT_LE(g, 4 * 4 * 2);
+    previous = g;
+  }
+  EXPECT_EQ(previous, 32);
 }
 
 }  // namespace

@@ -155,7 +155,7 @@ class Dipaco final : public Algorithm {
     }
     // The lowest-ranked worker of each path scores the path on the documents routed to it.
     if (val_share_ > 0 && LeadsPath(round->members) && x_.EvalDue(round->start, re)) {
-      x_.AddPartialEval(re, w_.Now(), x_.Evaluate(global_, &val_batches_), val_share_);
+      x_.AddPartialEval(re, w_.Now(), path_, x_.Evaluate(global_, &val_batches_), val_share_);
     }
     return core::Status::Ok();
   }
