@@ -9,6 +9,7 @@
 
 #include "core/run_writer.h"
 #include "emu/network_from_scenario.h"
+#include "trainer/algorithms/paths.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -82,6 +83,53 @@ core::Result<core::CodecSpec> CodecForBits(int bits) {
                                             std::to_string(bits));
   }
   return c;
+}
+
+// dipaco (trainer/algorithms/dipaco.cc): DiLoCo's rounds, but each outer step is one ring
+// all-reduce of the embeddings and final norm among all M workers, then per level one ring per
+// module among the workers whose path holds it (the level's rings at once, on disjoint workers),
+// each of a module's fp32 pseudo-gradient and its token weight. Block and shared sizes from the
+// scenario's model (a block: the parameters one more layer adds).
+Row PredictDipaco(const core::Scenario& sc, const core::AlgorithmSpec& a, double steps, double critical_compute,
+                  Row r) {
+  const int m = sc.workers.count;
+  core::ModelSpec spec = sc.model;
+  if (spec.vocab_size <= 0) spec.vocab_size = 256;
+  spec.n_layers = 1;
+  const double one = static_cast<double>(trainer::CostOf(spec).params);
+  spec.n_layers = 2;
+  const double block = static_cast<double>(trainer::CostOf(spec).params) - one, shared = one - block;
+  const double module = block * static_cast<double>((a.n_layers > 0 ? a.n_layers : sc.model.n_layers) / a.levels);
+  const trainer::PathLayout layout{a.levels, a.modules};
+  std::vector<int> all(static_cast<size_t>(m));
+  for (int i = 0; i < m; ++i) all[static_cast<size_t>(i)] = i;
+  // One ring among each group at once: the time of its slowest piece times 2(g - 1) steps.
+  auto rings = [&](const std::vector<std::vector<int>>& groups, double bytes, double* sent_per_worker) {
+    std::vector<sim::Message> step;
+    size_t longest = 0;
+    for (const auto& g : groups) {
+      if (g.size() < 2) continue;
+      longest = std::max(longest, g.size());
+      const double n = static_cast<double>(g.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        step.push_back({g[i], g[(i + 1) % g.size()], static_cast<int64_t>(std::ceil(bytes / n)), 0.0});
+      }
+      *sent_per_worker += n * 2.0 * (n - 1) / n * bytes / m;
+    }
+    return step.empty() ? 0.0 : 2.0 * static_cast<double>(longest - 1) * SlowestDelivery(sc, step);
+  };
+  double per_round_s = 0, per_round_bytes = 0;
+  per_round_s += rings({all}, 4.0 * (shared + 1), &per_round_bytes);
+  for (int64_t l = 0; l < a.levels; ++l) {
+    std::vector<std::vector<int>> groups;
+    for (int64_t k = 0; k < a.modules; ++k) groups.push_back(layout.Sharing(all, l, k));
+    per_round_s += rings(groups, 4.0 * (module + 1), &per_round_bytes);
+  }
+  const double rounds = std::ceil(steps / static_cast<double>(a.inner_steps));
+  r.syncs = static_cast<int64_t>(rounds);
+  r.time_s = critical_compute + rounds * per_round_s;
+  r.bytes_per_worker = rounds * per_round_bytes;
+  return r;
 }
 
 // async-diloco (trainer/algorithms/async_diloco.cc): the budget of workers * steps inner steps is
@@ -173,6 +221,7 @@ Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Worklo
     return r;
   }
   if (a.kind == core::AlgorithmKind::kAsyncDiloco) return PredictAsync(sc, a, w, steps, nominal, r);
+  if (a.kind == core::AlgorithmKind::kDipaco) return PredictDipaco(sc, a, steps, critical_compute, r);
   // Each fragment every H steps: P synchronisations per H steps, each of a fragment's outer
   // gradient encoded as the trainer sends it, plus the contributor count and one join vote per
   // worker in fp32; each behind tau inner steps of compute.

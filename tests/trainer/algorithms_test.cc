@@ -459,6 +459,17 @@ TEST_F(AlgorithmsTest, DipacoSynchronisesEachModuleOnlyAmongTheWorkersWhosePathH
   EXPECT_EQ(evals, 3);  // steps 4, 8, 12
 }
 
+TEST_F(AlgorithmsTest, PlanPredictsDipacosModuleRings) {
+  const auto sc = Make("workers: {count: 4}\ncompare: [{name: p, algorithm: dipaco, inner_steps: 4, levels: 2,"
+                       " modules: 2, document_tokens: 256}]\n", "network: {profile: home-100m}\n");
+  auto plan = tools::MakePlan(sc, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const EntryResult run = Run(sc);
+  EXPECT_EQ(plan->rows[0].syncs, run.outer_syncs);
+  EXPECT_NEAR(plan->rows[0].bytes_per_worker / run.bytes_sent_per_worker, 1.0, 0.02);
+  EXPECT_NEAR(plan->rows[0].time_s / run.virtual_time_s, 1.0, 0.10);
+}
+
 TEST_F(AlgorithmsTest, DipacoRefusesPathsWithoutWorkersAndFaults) {
   auto sc = core::ParseScenario("workers: {count: 3}\ncompare: [{algorithm: dipaco, levels: 2, modules: 2}]\n", "p.yaml");
   ASSERT_FALSE(sc.ok());
