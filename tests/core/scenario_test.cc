@@ -174,6 +174,32 @@ TEST(ScenarioTest, StreamingDilocoAndCompressedOuterGradients) {
   EXPECT_EQ(again->resolved_yaml, ParseScenario(again->resolved_yaml, "x.yaml")->resolved_yaml);
 }
 
+TEST(ScenarioTest, DipacoAndBatchScheduleKeys) {
+  auto sc = ParseScenario("workers: {count: 4}\ncompare: [dipaco-h20, {algorithm: ddp, batch: {schedule: norm-test,"
+                          " eta: 0.3}}, {algorithm: diloco, n_layers: 8, batch: {schedule: linear}}]\n", "ok.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->compare[0].kind, AlgorithmKind::kDipaco);
+  EXPECT_EQ(sc->compare[0].inner_steps, 20);
+  EXPECT_EQ(sc->compare[0].levels, 2);
+  EXPECT_EQ(sc->compare[1].batch_schedule, BatchSchedule::kNormTest);
+  EXPECT_EQ(sc->compare[1].eta, 0.3);
+  EXPECT_EQ(sc->compare[2].n_layers, 8);
+  EXPECT_EQ(sc->compare[2].max_multiple, 8);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: streaming-diloco, batch: {schedule: linear}}]\n").find("compare[0].batch"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: ddp, batch: {schedule: norm-test}}]\n").find("it needs 2 or more"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("workers: {count: 2}\ntrain: {batch_size: 5}\n"
+                    "compare: [{algorithm: diloco, batch: {schedule: norm-test}}]\n").find("halves"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: ddp, batch: {schedule: doubling}}]\n").find("compare[0].batch.schedule"),
+            std::string::npos);
+  const std::string warm = ErrorOf("warm_start: {steps: 10}\ncompare: [{algorithm: ddp, n_layers: 2}]\n");
+  EXPECT_NE(warm.find("compare[0].n_layers"), std::string::npos) << warm;
+  EXPECT_NE(ErrorOf("workers: {count: 4}\ncompare: [{algorithm: dipaco, levels: 40, modules: 40}]\n").find("at most 600"),
+            std::string::npos);
+}
+
 TEST(ScenarioTest, StreamingDilocoErrors) {
   EXPECT_NE(ErrorOf("compare: [{algorithm: streaming-diloco, inner_steps: 10, fragments: 3}]\n")
                 .find("compare[0].fragments: inner_steps (10) must be a multiple of fragments (3)"),
@@ -182,7 +208,7 @@ TEST(ScenarioTest, StreamingDilocoErrors) {
                 .find("compare[0].overlap_steps: must be below inner_steps / fragments = 5"),
             std::string::npos);
   EXPECT_NE(ErrorOf("model: {preset: nano}\ncompare: [{algorithm: streaming-diloco, inner_steps: 12, fragments: 3}]\n")
-                .find("compare[0].fragments: expected at most model.n_layers = 2"),
+                .find("compare[0].fragments: expected at most the model's n_layers = 2"),
             std::string::npos);
   EXPECT_NE(ErrorOf("compare: [{algorithm: streaming-diloco, drop_probability: 0.5}]\n").find("not supported"),
             std::string::npos);
