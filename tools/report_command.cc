@@ -537,7 +537,14 @@ json SweepLossCurves(const Sweep& sweep, int index) {
     }
   }
   if (x_axis < 0) return blocks;
-  std::map<std::string, json> lines;
+  std::vector<std::pair<std::string, json>> lines;  // in the sweep's grid order
+  auto line = [&](const std::string& label) -> json& {
+    for (auto& l : lines) {
+      if (l.first == label) return l.second;
+    }
+    lines.emplace_back(label, json::array());
+    return lines.back().second;
+  };
   for (const auto& p : sweep.points) {
     if (!p.run) continue;
     std::string group;
@@ -550,7 +557,7 @@ json SweepLossCurves(const Sweep& sweep, int index) {
       if (!std::isfinite(loss)) continue;
       std::string label = group;
       if (p.run->entries.size() > 1) label += (label.empty() ? "" : ", ") + e.summary.value("name", std::string());
-      lines[label.empty() ? "final loss" : label].push_back({x, loss});
+      line(label.empty() ? "final loss" : label).push_back({x, loss});
     }
   }
   json series = json::array();
