@@ -522,6 +522,46 @@ TEST_F(AlgorithmsTest, NormTestStatisticOfDdpMatchesAHandComputation) {
   EXPECT_EQ(multiple, 4);
 }
 
+TEST_F(AlgorithmsTest, DilocosNormTestComparesTheHalvesOfAWorkersBatch) {
+  // Worker 0's first inner update is a test: its batch as two halves, whose gradients are the
+  // samples. Rebuild them and compute the statistic the long way.
+  const auto sc = Make("workers: {count: 2}\ncompare: [{name: n, algorithm: diloco, inner_steps: 4,"
+                       " batch: {schedule: norm-test, eta: 0.01, test_every: 100, max_multiple: 2}}]\n");
+  Run(sc);
+  double logged = -1.0;
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "n" / "events.jsonl"))) {
+    if (e.at("type") == "norm_test" && e.at("worker") == 0 && logged < 0) {
+      logged = e.at("statistic");
+      EXPECT_EQ(e.at("samples"), 2);
+      EXPECT_EQ(e.at("multiple"), 2);  // far above eta^2: straight to the cap
+    }
+  }
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok());
+  core::ModelSpec model = sc.model;
+  model.vocab_size = 256;
+  torch::manual_seed(sc.seed);
+  Replica replica(model, sc.train, torch::kCPU);
+  BatchSampler sampler((*data)->corpus, (*data)->split.train, model.seq_len, sc.seed, 0, 2, sc.data.sampling);
+  const TokenBatch batch = sampler.Next(sc.train.batch_size);
+  std::vector<torch::Tensor> halves;
+  for (int h = 0; h < 2; ++h) {
+    TokenBatch half;
+    half.batch = batch.batch / 2;
+    half.seq_len = batch.seq_len;
+    const auto from = static_cast<std::ptrdiff_t>(h * half.batch * half.seq_len);
+    const auto to = from + static_cast<std::ptrdiff_t>(half.batch * half.seq_len);
+    half.inputs.assign(batch.inputs.begin() + from, batch.inputs.begin() + to);
+    half.targets.assign(batch.targets.begin() + from, batch.targets.begin() + to);
+    replica.ComputeGradients(half);
+    halves.push_back(replica.model().flat_grads().to(torch::kFloat64).clone());
+  }
+  const torch::Tensor mean = (halves[0] + halves[1]) / 2;
+  const double variance = ((halves[0] - mean).square().sum() + (halves[1] - mean).square().sum()).item<double>();
+  const double hand = variance / (2 * mean.square().sum().item<double>());
+  EXPECT_NEAR(logged, hand, 1e-4 * hand);
+}
+
 TEST_F(AlgorithmsTest, BatchGrowthIsMonotoneAndCapped) {
   core::AlgorithmSpec a;
   a.batch_schedule = core::BatchSchedule::kNormTest;

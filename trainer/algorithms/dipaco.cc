@@ -6,7 +6,6 @@
 // (the embeddings and final norm among all): one all-reduce per module, each counted apart. The
 // outer optimiser then steps the path, as in diloco.cc. A held-out document is scored on its own
 // path; the validation loss is the token-weighted mean over paths. Faults are refused at load.
-#include <cmath>
 
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer_optimizer.h"
