@@ -76,8 +76,10 @@
         pointRadius: s.style === 'points' ? 4 : (s.style === 'dashed' || pts.length > 60 ? 0 : 2), borderWidth: 2 };
     }).filter((d) => d.data.length > 0);
     if (datasets.length === 0) return noData(container, b);
+    // Room for a long legend below the plot (about one row per series past the third).
+    const height = datasets.length > 3 ? 300 + 22 * (datasets.length - 3) : undefined;
     addChart(container, b, { type: 'scatter', data: { datasets },
-      options: Object.assign({}, common, { scales: { x: scale(b.x), y: scale(b.y) } }) });
+      options: Object.assign({}, common, { scales: { x: scale(b.x), y: scale(b.y) } }) }, height);
   }
 
   function barChart(container, b) {

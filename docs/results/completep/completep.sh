@@ -9,6 +9,6 @@ narrows=${1:-build/narrows}
   --grid model.n_layers=2,4,8,16 --grid train.lr=0.001,0.002,0.004,0.008,0.016,0.032 --report
 # The figure of docs/results.md (the top of the report, drawn by headless Chromium).
 if command -v chromium >/dev/null; then
-  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,640 \
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,700 \
     --screenshot=docs/results/completep/completep.png runs/completep/completep-sweep/report.html 2>/dev/null
 fi
