@@ -212,12 +212,26 @@ Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Worklo
     // for the last bucket, ready only when backward ends (a model within the first bucket: all of it).
     const double all = RingAllReduceSeconds(sc, bytes);
     const double first_bucket = std::min(1.0, a.bucket_mb) * 1e6;
-    const double exposed = !a.overlap || bytes <= first_bucket
+    const bool adaptive = a.batch_schedule != core::BatchSchedule::kConstant;  // one all-reduce after backward
+    const double exposed = !a.overlap || adaptive || bytes <= first_bucket
                                ? all
                                : std::max(RingAllReduceSeconds(sc, std::min(bytes, a.bucket_mb * 1e6)),
                                           all - 2.0 / 3.0 * step_compute);
-    r.time_s = critical_compute + steps * exposed;
-    r.bytes_per_worker = steps * ring * bytes;
+    // A linear batch warm-up takes fewer updates (trainer/algorithms/batch_size.h); the norm test's
+    // growth depends on the gradients, so its rows assume the base batch (PlanScenario says so).
+    double updates = steps;
+    if (a.batch_schedule == core::BatchSchedule::kLinear) {
+      const double ramp = a.ramp_steps > 0 ? static_cast<double>(a.ramp_steps) : std::max(1.0, std::floor(steps / 2));
+      updates = 0;
+      int64_t multiple = 1;
+      for (double step = 0; step < steps; ++updates) {
+        const double f = std::min(1.0, step / ramp);
+        multiple = std::max(multiple, 1 + static_cast<int64_t>(f * static_cast<double>(a.max_multiple - 1)));
+        step += std::min(static_cast<double>(multiple), steps - step);
+      }
+    }
+    r.time_s = critical_compute + updates * exposed;
+    r.bytes_per_worker = updates * ring * (bytes + (adaptive ? 4.0 : 0.0));
     return r;
   }
   if (a.kind == core::AlgorithmKind::kAsyncDiloco) return PredictAsync(sc, a, w, steps, nominal, r);
@@ -355,12 +369,22 @@ core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
       variants.emplace_back(a.name + "-streaming-p" + std::to_string(o.fragments) + "-" + std::to_string(o.bits) + "bit",
                             Streaming{o.fragments, o.overlap_steps, *bits_codec});
     }
+    // An entry with its own depth (n_layers) has its own size and cost.
+    Workload entry_w = *w;
+    if (a.n_layers > 0 && o.params.empty()) {
+      core::ModelSpec spec = sc.model;
+      spec.vocab_size = 256;
+      spec.n_layers = a.n_layers;
+      const trainer::ModelCost cost = trainer::CostOf(spec);
+      entry_w.params = static_cast<double>(cost.params);
+      entry_w.flops_per_token = cost.train_flops_per_token;
+    }
     for (const auto& [name, how] : variants) {
-      Row r = Predict(sc, a, *w, plan.flops_per_worker, how);
+      Row r = Predict(sc, a, entry_w, plan.flops_per_worker, how);
       r.name = name;
       PlanRow row{r.name, r.time_s, r.compute_s, r.bytes_per_worker, r.syncs, {}};
       for (int t : {50, 80, 90, 95, 99}) {
-        row.bandwidth_for[t] = BandwidthFor(sc, a, *w, plan.flops_per_worker, how, t / 100.0);
+        row.bandwidth_for[t] = BandwidthFor(sc, a, entry_w, plan.flops_per_worker, how, t / 100.0);
       }
       plan.rows.push_back(row);
     }
@@ -398,6 +422,12 @@ Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
                                {"entries", out}};
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(dir + "/plan.json", json.dump(2) + "\n"));
   std::printf("plan: %s/plan.json (\"never\": latency or compute bounds it below that utilisation)\n", dir.c_str());
+  for (const auto& a : sc.compare) {
+    if (a.kind == core::AlgorithmKind::kDdp && a.batch_schedule == core::BatchSchedule::kNormTest) {
+      std::printf("plan: %s: the norm test's batch growth depends on the gradients; predicted at the base batch "
+                  "(an upper bound on its time and bytes)\n", a.name.c_str());
+    }
+  }
   return Status::Ok();
 }
 

@@ -470,6 +470,19 @@ TEST_F(AlgorithmsTest, PlanPredictsDipacosModuleRings) {
   EXPECT_NEAR(plan->rows[0].time_s / run.virtual_time_s, 1.0, 0.10);
 }
 
+TEST_F(AlgorithmsTest, PlanFollowsAnEntrysDepthAndALinearBatchWarmUp) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [{name: deep, algorithm: diloco, inner_steps: 4, n_layers: 4},"
+                       " {name: lin, algorithm: ddp, batch: {schedule: linear, max_multiple: 4, ramp_steps: 6}}]\n",
+                       "network: {profile: home-100m}\n");
+  auto plan = tools::MakePlan(sc, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (size_t i = 0; i < 2; ++i) {
+    const EntryResult run = Run(sc, i);
+    EXPECT_NEAR(plan->rows[i].bytes_per_worker / run.bytes_sent_per_worker, 1.0, 0.02) << sc.compare[i].name;
+    EXPECT_NEAR(plan->rows[i].time_s / run.virtual_time_s, 1.0, 0.10) << sc.compare[i].name;
+  }
+}
+
 TEST_F(AlgorithmsTest, DipacoRefusesPathsWithoutWorkersAndFaults) {
   auto sc = core::ParseScenario("workers: {count: 3}\ncompare: [{algorithm: dipaco, levels: 2, modules: 2}]\n", "p.yaml");
   ASSERT_FALSE(sc.ok());
