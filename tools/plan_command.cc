@@ -9,6 +9,7 @@
 
 #include "core/run_writer.h"
 #include "emu/network_from_scenario.h"
+#include "trainer/algorithms/batch_schedule.h"
 #include "trainer/algorithms/paths.h"
 #include "trainer/experiment.h"
 
@@ -221,13 +222,11 @@ Row Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Worklo
     // growth depends on the gradients, so its rows assume the base batch (PlanScenario says so).
     double updates = steps;
     if (a.batch_schedule == core::BatchSchedule::kLinear) {
-      const double ramp = a.ramp_steps > 0 ? static_cast<double>(a.ramp_steps) : std::max(1.0, std::floor(steps / 2));
+      trainer::BatchSchedule schedule(a, static_cast<int64_t>(steps));
       updates = 0;
-      int64_t multiple = 1;
-      for (double step = 0; step < steps; ++updates) {
-        const double f = std::min(1.0, step / ramp);
-        multiple = std::max(multiple, 1 + static_cast<int64_t>(f * static_cast<double>(a.max_multiple - 1)));
-        step += std::min(static_cast<double>(multiple), steps - step);
+      for (int64_t step = 0; step < static_cast<int64_t>(steps); ++updates) {
+        schedule.BeginUpdate(step);
+        step += schedule.multiple();
       }
     }
     r.time_s = critical_compute + updates * exposed;

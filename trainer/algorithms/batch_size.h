@@ -12,62 +12,55 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 
-#include "core/scenario.h"
+#include "trainer/algorithms/batch_schedule.h"
 #include "trainer/worker.h"
 
 namespace narrows::trainer {
 
-// T above, from sum_j |g_j|^2, |g|^2 and n (sum_j |g_j - g|^2 = sum_j |g_j|^2 - n |g|^2).
-inline double NormTestStatistic(double sum_sq_norms, double mean_sq_norm, int64_t n) {
-  if (n < 2 || mean_sq_norm <= 0) return 0.0;
-  const double variance = std::max(0.0, sum_sq_norms - static_cast<double>(n) * mean_sq_norm) / static_cast<double>(n - 1);
-  return variance / (static_cast<double>(n) * mean_sq_norm);
-}
-
-class BatchSchedule {
+// One worker's updates of the schedule's multiple of base batches, accumulated one base batch per
+// step in the replica's flat_grads(); a change of multiple is a `batch_size` event. With
+// `test_on_halves` (DiLoCo) a test update computes each base batch as two halves, the samples of
+// its norm test; otherwise (DDP) the caller tests across workers.
+class AdaptiveUpdates {
  public:
-  BatchSchedule(const core::AlgorithmSpec& a, int64_t steps)
-      : a_(a), ramp_(a.ramp_steps > 0 ? a.ramp_steps : std::max<int64_t>(1, steps / 2)) {}
+  AdaptiveUpdates(WorkerContext& w, bool test_on_halves)
+      : w_(w), schedule_(w.x.algo, w.x.sc.train.steps), halves_(test_on_halves) {}
 
-  bool adaptive() const { return a_.batch_schedule != core::BatchSchedule::kConstant; }
-  int64_t multiple() const { return multiple_; }
-  double last_statistic() const { return statistic_; }
+  bool adaptive() const { return schedule_.adaptive(); }
+  BatchSchedule& schedule() { return schedule_; }
+  bool testing() const { return testing_; }
+  int64_t start() const { return start_; }  // the step the update began at (its learning rate's)
+  int64_t length() const { return length_; }
 
-  // Called when an update starts at `step`; returns whether it runs the norm test.
-  bool BeginUpdate(int64_t step) {
-    if (a_.batch_schedule == core::BatchSchedule::kLinear) {
-      const double f = std::min(1.0, static_cast<double>(step) / static_cast<double>(ramp_));
-      multiple_ = std::max(multiple_, 1 + static_cast<int64_t>(f * static_cast<double>(a_.max_multiple - 1)));
+  // Trains the base batch of `step`, beginning an update there if none is open (an update ends by
+  // `end`). Returns the batch's loss; on the update's last batch `*done` is set, flat_grads() hold
+  // the update's mean gradient and the loss returned is the update's mean.
+  double Step(int64_t step, int64_t end, bool* done) {
+    if (micro_ == 0) {
+      testing_ = schedule_.BeginUpdate(step);
+      length_ = std::min(schedule_.multiple(), end - step);
+      start_ = step;
+      Begin();
+      if (schedule_.multiple() != announced_) {
+        announced_ = schedule_.multiple();
+        w_.x.Event({{"type", "batch_size"}, {"step", step}, {"worker", w_.rank}, {"multiple", announced_}});
+      }
     }
-    return a_.batch_schedule == core::BatchSchedule::kNormTest && updates_++ % a_.test_every == 0;
+    const double loss = Add(w_.sampler.Next(w_.x.sc.train.batch_size), halves_ && testing_);
+    *done = ++micro_ == length_;
+    if (!*done) return loss;
+    micro_ = 0;
+    return Finish();
   }
-  // After a test: the statistic, and the multiple it asks for (monotone, capped). Returns whether
-  // the multiple grew.
-  bool Observe(double statistic) {
-    statistic_ = statistic;
-    const double eta2 = a_.eta * a_.eta;
-    if (statistic <= eta2) return false;
-    const auto wanted = static_cast<int64_t>(std::ceil(static_cast<double>(multiple_) * statistic / eta2 - 1e-9));
-    const int64_t next = std::clamp<int64_t>(wanted, multiple_, a_.max_multiple);
-    const bool grew = next > multiple_;
-    multiple_ = next;
-    return grew;
+  // The norm test's statistic from the halves of the update just done (0 when none were taken).
+  double HalvesStatistic() const {
+    // The mean of all the halves is the update's gradient, now in flat_grads().
+    const double mean_sq = w_.replica.model().flat_grads().square().sum().item<double>();
+    return NormTestStatistic(sum_sq_norms_, mean_sq, samples_);
   }
 
  private:
-  const core::AlgorithmSpec& a_;
-  const int64_t ramp_;
-  int64_t multiple_ = 1, updates_ = 0;
-  double statistic_ = 0.0;
-};
-
-// The gradients of one update, accumulated base batch by base batch in the replica's flat_grads().
-class GradientAccumulator {
- public:
-  explicit GradientAccumulator(WorkerContext& w) : w_(w) {}
-
   void Begin() {
     if (!sum_.defined()) sum_ = torch::zeros_like(w_.replica.model().flat_grads());
     sum_.zero_();
@@ -102,14 +95,6 @@ class GradientAccumulator {
     w_.replica.model().flat_grads().copy_(sum_ / static_cast<double>(batches_));
     return loss_ / static_cast<double>(batches_);
   }
-  // The norm test's statistic from the halves (call after Finish; 0 when none were taken).
-  double Statistic() const {
-    // The mean of all the halves is the update's gradient, now in flat_grads().
-    const double mean_sq = w_.replica.model().flat_grads().square().sum().item<double>();
-    return NormTestStatistic(sum_sq_norms_, mean_sq, samples_);
-  }
-
- private:
   static TokenBatch Rows(const TokenBatch& b, int64_t from, int64_t count) {
     if (from == 0 && count == b.batch) return b;
     TokenBatch out;
@@ -121,9 +106,13 @@ class GradientAccumulator {
   }
 
   WorkerContext& w_;
+  BatchSchedule schedule_;
+  const bool halves_;
   torch::Tensor sum_;
   int64_t batches_ = 0, samples_ = 0;
   double sum_sq_norms_ = 0.0, loss_ = 0.0;
+  int64_t micro_ = 0, length_ = 1, start_ = 0, announced_ = 1;
+  bool testing_ = false;
 };
 
 }  // namespace narrows::trainer

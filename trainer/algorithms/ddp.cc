@@ -145,13 +145,12 @@ class Ddp final : public Algorithm {
   explicit Ddp(WorkerContext& w)
       : w_(w), x_(w.x), n_params_(w.replica.model().num_params()),
         may_continue_(x_.sc.deploy.on_failure != "stop"),
-        schedule_(x_.algo, x_.sc.train.steps),
-        accumulator_(w) {
-    if (x_.algo.overlap && x_.sc.train.grad_accum == 1 && !schedule_.adaptive()) {
+        updates_(w, /*test_on_halves=*/false) {
+    if (x_.algo.overlap && x_.sc.train.grad_accum == 1 && !updates_.adaptive()) {
       overlapped_ = std::make_unique<OverlappedGradients>(w, x_.algo.bucket_mb);
     }
     // All gradients + the loss (+ the squared norm of the worker's gradient), for one all-reduce.
-    w.buffer.resize(static_cast<size_t>(n_params_ + (schedule_.adaptive() ? 2 : 1)));
+    w.buffer.resize(static_cast<size_t>(n_params_ + (updates_.adaptive() ? 2 : 1)));
   }
 
   int64_t RoundSteps() const override { return 1; }
@@ -166,7 +165,7 @@ class Ddp final : public Algorithm {
   void OnJoin(int64_t, bool) override { w_.replica.optimizer().set_steps_taken(adam_steps_); }
 
   core::Status Step(Round* round, int64_t step) override {
-    return schedule_.adaptive() ? AdaptiveStep(round, step) : ConstantStep(round, step);
+    return updates_.adaptive() ? AdaptiveStep(round, step) : ConstantStep(round, step);
   }
 
  private:
@@ -209,28 +208,21 @@ class Ddp final : public Algorithm {
     return core::Status::Ok();
   }
 
-  // One base batch of an update of schedule_.multiple() base batches; the last one reduces and steps.
+  // One base batch of an update of several (batch_size.h); the last one reduces and steps.
   core::Status AdaptiveStep(Round* round, int64_t step) {
     auto& rep = w_.replica;
     std::vector<int>& group = round->members;
-    if (micro_ == 0) {
-      testing_ = schedule_.BeginUpdate(step);
-      update_len_ = std::min(schedule_.multiple(), x_.sc.train.steps - step);
-      update_start_ = step;
-      accumulator_.Begin();
-      if (schedule_.multiple() != last_multiple_) AnnounceMultiple(step);
-    }
-    const double batch_loss = accumulator_.Add(w_.sampler.Next(x_.sc.train.batch_size), false);
-    if (++micro_ < update_len_) {
-      w_.Record(step, batch_loss);
+    bool done = false;
+    const double loss = updates_.Step(step, x_.sc.train.steps, &done);
+    if (!done) {
+      w_.Record(step, loss);
       return core::Status::Ok();
     }
-    micro_ = 0;
-    const double local_loss = accumulator_.Finish();
-    const double local_sq = testing_ ? rep.model().flat_grads().square().sum().item<double>() : 0.0;
+    const bool testing = updates_.testing();
+    const double local_sq = testing ? rep.model().flat_grads().square().sum().item<double>() : 0.0;
     NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, n_params_ + 2, step, [&] {
       ToHost(rep.model().flat_grads(), w_.buffer.data());
-      w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(local_loss);
+      w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(loss);
       w_.buffer[static_cast<size_t>(n_params_ + 1)] = static_cast<float>(local_sq);
     }, may_continue_));
     const auto m = static_cast<int64_t>(group.size());
@@ -238,24 +230,18 @@ class Ddp final : public Algorithm {
     const float inv = 1.0f / static_cast<float>(m);
     for (auto& v : w_.buffer) v *= inv;
     FromHost(w_.buffer.data(), rep.model().flat_grads());
-    if (testing_) {
+    if (testing) {
       const double t = NormTestStatistic(sum_sq, rep.model().flat_grads().square().sum().item<double>(), m);
-      schedule_.Observe(t);
+      updates_.schedule().Observe(t);
       if (group.front() == w_.rank) {
         x_.Event({{"type", "norm_test"}, {"step", step + 1}, {"statistic", t}, {"samples", m},
-                  {"multiple", schedule_.multiple()}});
+                  {"multiple", updates_.schedule().multiple()}});
       }
     }
-    w_.Compute(0.0, [&] { return rep.ApplyGradients(LearningRate(x_.sc.train, update_start_)); });
+    w_.Compute(0.0, [&] { return rep.ApplyGradients(LearningRate(x_.sc.train, updates_.start())); });
     w_.Record(step, w_.buffer[static_cast<size_t>(n_params_)]);
-    if (group.front() == w_.rank) x_.MaybeEvaluate(update_start_, step + 1, w_.Now(), rep.model().flat_params());
+    if (group.front() == w_.rank) x_.MaybeEvaluate(updates_.start(), step + 1, w_.Now(), rep.model().flat_params());
     return core::Status::Ok();
-  }
-
-  // The batch_size event the metrics' global_batch column is built from (Experiment::Finish).
-  void AnnounceMultiple(int64_t step) {
-    last_multiple_ = schedule_.multiple();
-    x_.Event({{"type", "batch_size"}, {"step", step}, {"worker", w_.rank}, {"multiple", last_multiple_}});
   }
 
   WorkerContext& w_;
@@ -264,10 +250,7 @@ class Ddp final : public Algorithm {
   const bool may_continue_;
   std::unique_ptr<OverlappedGradients> overlapped_;
   int64_t adam_steps_ = 0;
-  BatchSchedule schedule_;
-  GradientAccumulator accumulator_;
-  int64_t micro_ = 0, update_len_ = 1, update_start_ = 0, last_multiple_ = 1;
-  bool testing_ = false;
+  AdaptiveUpdates updates_;
 };
 
 }  // namespace

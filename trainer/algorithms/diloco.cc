@@ -53,7 +53,7 @@ class Diloco final : public Algorithm {
     if (step == round->start) round_compute_from_ = w_.compute_s;
     const int64_t my_end = std::min(round->end, round->start + my_inner_steps_);
     if (step >= my_end) return core::Status::Ok();  // DyLU: this worker's share of the round is done
-    const double loss = schedule_.adaptive() ? AdaptiveInnerStep(step, my_end) : w_.InnerStep(step, rewarm_from_).loss;
+    const double loss = updates_.adaptive() ? AdaptiveInnerStep(step, my_end) : w_.InnerStep(step, rewarm_from_).loss;
     ++steps_this_round_;
     if (step + 1 < my_end) {
       w_.Record(step, loss);
@@ -129,33 +129,22 @@ class Diloco final : public Algorithm {
     my_inner_steps_ = next;
   }
 
-  // One base batch of an inner update of schedule_.multiple() base batches (never past `end`, this
-  // worker's end of the round); the last one steps AdamW. Returns the batch's loss, or the
-  // update's mean loss on its last batch.
+  // One base batch of an inner update of several (batch_size.h; never past `end`, this worker's end
+  // of the round); the last one steps AdamW. Returns the batch's loss, or the update's mean loss on
+  // its last batch.
   double AdaptiveInnerStep(int64_t step, int64_t end) {
-    if (micro_ == 0) {
-      testing_ = schedule_.BeginUpdate(step);
-      update_len_ = std::min(schedule_.multiple(), end - step);
-      update_start_ = step;
-      accumulator_.Begin();
-      if (schedule_.multiple() != last_multiple_) {
-        last_multiple_ = schedule_.multiple();
-        x_.Event({{"type", "batch_size"}, {"step", step}, {"worker", w_.rank}, {"multiple", last_multiple_}});
-      }
-    }
-    const double loss = accumulator_.Add(w_.sampler.Next(x_.sc.train.batch_size), testing_);
-    if (++micro_ < update_len_) return loss;
-    micro_ = 0;
-    const double mean = accumulator_.Finish();
-    if (testing_) {
-      const double t = accumulator_.Statistic();
-      schedule_.Observe(t);
+    bool done = false;
+    const double loss = updates_.Step(step, end, &done);
+    if (!done) return loss;
+    if (updates_.testing()) {
+      const double t = updates_.HalvesStatistic();
+      updates_.schedule().Observe(t);
       x_.Event({{"type", "norm_test"}, {"step", step + 1}, {"worker", w_.rank}, {"statistic", t},
-                {"samples", 2 * update_len_}, {"multiple", schedule_.multiple()}});
+                {"samples", 2 * updates_.length()}, {"multiple", updates_.schedule().multiple()}});
     }
-    const double lr = w_.InnerLearningRate(update_start_, rewarm_from_);
+    const double lr = w_.InnerLearningRate(updates_.start(), rewarm_from_);
     w_.Compute(0.0, [&] { return w_.replica.ApplyGradients(lr); });
-    return mean;
+    return loss;
   }
 
   bool Checkpoints() const override { return true; }
@@ -186,10 +175,7 @@ class Diloco final : public Algorithm {
   int64_t steps_this_round_ = 0, last_step_ = 0;
   double round_compute_from_ = 0.0;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
-  BatchSchedule schedule_{x_.algo, x_.sc.train.steps};
-  GradientAccumulator accumulator_{w_};
-  int64_t micro_ = 0, update_len_ = 1, update_start_ = 0, last_multiple_ = 1;
-  bool testing_ = false;
+  AdaptiveUpdates updates_{w_, /*test_on_halves=*/true};
 };
 
 }  // namespace
