@@ -31,12 +31,15 @@ Status CheckGroup(const Transport& t, const CollectiveOptions& o, int* position)
 
 // Sends [sb, se) to `next` and receives [rb, re) from `prev` in pieces of at most `piece` floats,
 // one piece sent ahead of each receive; `on_piece(begin, end, incoming)` consumes each received piece.
+// Pieces go out from `data` itself, lent to the transport (`sending`); without `incoming` they are
+// received into `data`, once what was lent to `settle` (the range being overwritten) is back.
 template <typename OnPiece>
 Status Exchange(Transport& t, int next, int prev, int tag, double timeout, const float* data, int64_t sb, int64_t se,
-                int64_t rb, int64_t re, int64_t piece, float* incoming, OnPiece&& on_piece) {
+                int64_t rb, int64_t re, int64_t piece, float* incoming, SendLease& sending, SendLease* settle,
+                OnPiece&& on_piece) {
   auto send = [&](int64_t at) {
     const int64_t end = std::min(se, at + piece);
-    return t.Send(next, tag, data + at, static_cast<size_t>(end - at) * sizeof(float));
+    return t.SendBorrowed(next, tag, data + at, static_cast<size_t>(end - at) * sizeof(float), sending);
   };
   int64_t s_at = sb;
   if (s_at < se) {
@@ -60,6 +63,10 @@ Status Exchange(Transport& t, int next, int prev, int tag, double timeout, const
         }
       }, timeout));
     } else {
+      if (settle) {
+        t.AwaitLent(*settle);
+        settle = nullptr;
+      }
       NARROWS_RETURN_IF_ERROR(t.Recv(prev, tag, const_cast<float*>(data) + r_at, bytes, timeout));
       on_piece(r_at, r_end, const_cast<float*>(data) + r_at);
     }
@@ -76,12 +83,25 @@ Status RingAllReduce(Transport& t, float* data, int64_t count, const std::vector
   const int next = group[Mod(p + 1, n)], prev = group[Mod(p - 1, n)];
   const int64_t piece = pipeline_bytes > 0 ? std::max<int64_t>(1, pipeline_bytes / 4) : count;
   std::vector<float> incoming(static_cast<size_t>(std::min(count / n + 1, piece)));
+  // Pieces are sent from `data` without a copy. A chunk lent during the reduce-scatter is never
+  // reduced into again, but the all-gather overwrites it (all-gather step s receives the chunk
+  // reduce-scatter step s sent): the all-gather's first receive waits for those to be back, and
+  // nothing returns (an error neither) while the transport still reads `data`.
+  SendLease scattering, gathering;
+  struct Settle {
+    Transport& t;
+    SendLease &a, &b;
+    ~Settle() {
+      t.AwaitLent(a);
+      t.AwaitLent(b);
+    }
+  } settle{t, scattering, gathering};
   // Reduce-scatter: after n-1 steps position p holds the full sum of chunk p+1.
   for (int s = 0; s < n - 1; ++s) {
     const auto [sb, se] = Chunk(count, n, Mod(p - s, n));
     const auto [rb, re] = Chunk(count, n, Mod(p - s - 1, n));
     NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag, timeout, data, sb, se, rb, re, piece, incoming.data(),
-                                     [&](int64_t b, int64_t e, const float* in) {
+                                     scattering, nullptr, [&](int64_t b, int64_t e, const float* in) {
                                        for (int64_t i = b; i < e; ++i) data[i] += in[i - b];
                                      }));
   }
@@ -90,6 +110,7 @@ Status RingAllReduce(Transport& t, float* data, int64_t count, const std::vector
     const auto [sb, se] = Chunk(count, n, Mod(p + 1 - s, n));
     const auto [rb, re] = Chunk(count, n, Mod(p - s, n));
     NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag + 1, timeout, data, sb, se, rb, re, piece, nullptr,
+                                     gathering, s == 0 ? &scattering : nullptr,
                                      [](int64_t, int64_t, const float*) {}));
   }
   return Status::Ok();

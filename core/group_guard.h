@@ -24,6 +24,10 @@ class GroupGuard : public Transport {
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   Status Send(int dst, int tag, const void* data, size_t bytes) override { return inner_.Send(dst, tag, data, bytes); }
+  Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, SendLease& lease) override {
+    return inner_.SendBorrowed(dst, tag, data, bytes, lease);
+  }
+  void AwaitLent(SendLease& lease) override { inner_.AwaitLent(lease); }
   Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) override;
   Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s = kForever) override;
   Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,

@@ -14,11 +14,15 @@
 // at once, off the network, and not counted in the stats.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/clock.h"
@@ -48,6 +52,36 @@ class Work {
   virtual bool Done() = 0;
 };
 
+// Messages whose bytes a transport still reads from their sender's buffer (SendBorrowed): the
+// sender may change or free that buffer only after Transport::AwaitLent(lease) returned. Counts
+// the messages lent to each destination; the transport returns each one as it is done with it
+// (from any thread).
+class SendLease {
+ public:
+  void Lend(int dst) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++out_[dst];
+  }
+  void Return(int dst) {
+    std::lock_guard<std::mutex> lock(mu_);  // notified under the lock: the waiter may destroy *this next
+    if (--out_[dst] == 0) out_.erase(dst);
+    cv_.notify_all();
+  }
+  // Waits up to `timeout_s` for every message to be returned; the destinations still holding some.
+  std::vector<int> Outstanding(double timeout_s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return out_.empty(); });
+    std::vector<int> dsts;
+    for (const auto& [dst, count] : out_) dsts.push_back(dst);
+    return dsts;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, int64_t> out_;
+};
+
 class Transport;
 // An operation to run on a second endpoint of the same rank.
 using AsyncOp = std::function<Status(Transport&)>;
@@ -60,6 +94,18 @@ class Transport {
   // Copies `bytes` bytes from `data`. dst == rank(): delivered at once to this rank's endpoint that
   // waits for it (see above), not counted in the stats.
   virtual Status Send(int dst, int tag, const void* data, size_t bytes) = 0;
+  // As Send, but the transport may go on reading `data` after returning, without a copy, until it
+  // gives the message back to `lease`: the caller must not change or free the bytes before
+  // AwaitLent(lease) returned. For a collective's large pieces. The default copies (Send).
+  virtual Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, SendLease& /*lease*/) {
+    return Send(dst, tag, data, bytes);
+  }
+  // Returns once every message lent to `lease` is given back: delivered, or dropped because its
+  // destination left or died (it never hangs on a destination that is gone).
+  virtual void AwaitLent(SendLease& lease) {
+    while (!lease.Outstanding(1.0).empty()) {
+    }
+  }
   // Receives the next message from `src` with `tag` into `data`; its size must equal `bytes`
   // (InvalidArgument otherwise: a frame of the wrong size is never written into the buffer).
   virtual Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) = 0;

@@ -232,10 +232,37 @@ struct ZmqTransport::Node {
     return s;
   }
 
-  static bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes) {
+  // A payload lent by the caller: ZeroMQ calls ReturnLent (from its I/O thread) once it has written
+  // the bytes to the socket or dropped them with the socket.
+  struct Lent {
+    core::SendLease* lease;
+    int dst;
+  };
+  static void ReturnLent(void* /*data*/, void* hint) {
+    std::unique_ptr<Lent> lent(static_cast<Lent*>(hint));
+    lent->lease->Return(lent->dst);
+  }
+
+  // The header, then the payload: copied into the message, or lent to it when `lease` is given.
+  static bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
+                        core::SendLease* lease = nullptr, int dst = -1) {
     const auto header = EncodeFrameHeader(type, src, tag, payload, bytes);
     if (!s.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
-    return static_cast<bool>(s.send(zmq::message_t(payload, bytes), zmq::send_flags::dontwait));
+    if (!lease) return static_cast<bool>(s.send(zmq::message_t(payload, bytes), zmq::send_flags::dontwait));
+    lease->Lend(dst);  // returned by ZeroMQ, or by `body`'s destructor if the send fails
+    zmq::message_t body(const_cast<void*>(payload), bytes, &ReturnLent, new Lent{lease, dst});
+    return static_cast<bool>(s.send(body, zmq::send_flags::dontwait));
+  }
+
+  // Closes the data socket to `r` without lingering: what it still queued (lent messages
+  // included) is dropped. The next hello from `r` opens a new one.
+  void DropQueued(int r) {
+    Peer& p = *peers[static_cast<size_t>(r)];
+    std::lock_guard<std::mutex> lock(p.send_mu);
+    if (!p.data) return;
+    p.data->set(zmq::sockopt::linger, 0);
+    p.data->close();
+    p.data.reset();
   }
 
   void SendControl(int dst, FrameType type, const Json& body) {
@@ -678,6 +705,30 @@ int ZmqTransport::rank() const { return node_->opt.rank; }
 int ZmqTransport::world_size() const { return node_->opt.world_size; }
 
 Status ZmqTransport::Send(int dst, int tag, const void* data, size_t bytes) {
+  return SendTo(dst, tag, data, bytes, nullptr);
+}
+
+Status ZmqTransport::SendBorrowed(int dst, int tag, const void* data, size_t bytes, core::SendLease& lease) {
+  return SendTo(dst, tag, data, bytes, bytes >= kMinBorrowedBytes ? &lease : nullptr);
+}
+
+void ZmqTransport::AwaitLent(core::SendLease& lease) {
+  Node& n = *node_;
+  while (true) {
+    const std::vector<int> holding = lease.Outstanding(0.05);
+    if (holding.empty()) return;
+    for (int dst : holding) {
+      bool gone = false;
+      {
+        std::lock_guard<std::mutex> lock(n.mu);
+        gone = n.peers[static_cast<size_t>(dst)]->state != Node::PeerState::kAlive;
+      }
+      if (gone) n.DropQueued(dst);
+    }
+  }
+}
+
+Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, core::SendLease* lease) {
   Node& n = *node_;
   if (dst < 0 || dst >= world_size()) return Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
   if (dst == rank()) {  // between two endpoints of this process: at once, off the network
@@ -698,7 +749,7 @@ Status ZmqTransport::Send(int dst, int tag, const void* data, size_t bytes) {
   }
   {
     std::lock_guard<std::mutex> lock(p.send_mu);
-    if (!p.data || !Node::SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes)) {
+    if (!p.data || !Node::SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst)) {
       return Status::IoError("ZeroMQ refused a message to " + Rank(dst));
     }
   }

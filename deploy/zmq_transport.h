@@ -81,6 +81,12 @@ class ZmqTransport : public core::Transport {
   int rank() const override;
   int world_size() const override;
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
+  // Pieces of at least kMinBorrowedBytes go out from the caller's buffer (ZeroMQ's zero-copy
+  // messages); smaller ones are copied as by Send.
+  core::Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, core::SendLease& lease) override;
+  // Messages lent to a peer that is found dead or gone are dropped (its data socket is closed
+  // and opened again if it rejoins), so this returns once the rest are written.
+  void AwaitLent(core::SendLease& lease) override;
   core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = core::kForever) override;
   core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out,
                                 double timeout_s = core::kForever) override;
@@ -99,10 +105,13 @@ class ZmqTransport : public core::Transport {
   // Frames dropped because they failed validation, since Connect.
   int64_t frames_rejected() const;
 
+  static constexpr size_t kMinBorrowedBytes = 64 * 1024;
+
   struct Node;  // the sockets, the receiving thread and the mailboxes; shared by endpoints
 
  private:
   explicit ZmqTransport(std::shared_ptr<Node> node);
+  core::Status SendTo(int dst, int tag, const void* data, size_t bytes, core::SendLease* lease);
   std::shared_ptr<Node> node_;
   std::shared_ptr<core::WallClock> clock_;  // shared with the endpoints Start makes
   bool owner_ = false;  // the endpoint Connect returned: its destruction closes the node

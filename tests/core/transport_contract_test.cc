@@ -157,6 +157,34 @@ TEST_P(TransportContractTest, RecvInPlaceHandsOverTheBytes) {
   });
 }
 
+// A borrowed send may read the sender's bytes until AwaitLent: what arrives is what the buffer held
+// when it was sent, and the buffer may be overwritten (and sent again) once AwaitLent returned.
+TEST_P(TransportContractTest, SendBorrowedDeliversTheBytesItWasLent) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    const size_t count = 256 * 1024;  // 1 MiB: large enough that ZeroMQ sends it without a copy
+    if (rank == 0) {
+      std::vector<float> buffer(count);
+      std::iota(buffer.begin(), buffer.end(), 0.0f);
+      SendLease lease;
+      ASSERT_TRUE(t.SendBorrowed(1, 7, buffer.data(), count * 4, lease).ok());
+      ASSERT_TRUE(t.SendBorrowed(1, 7, buffer.data() + 1, 8, lease).ok());  // small: copied
+      t.AwaitLent(lease);
+      EXPECT_TRUE(lease.Outstanding(0).empty());
+      std::fill(buffer.begin(), buffer.end(), -1.0f);
+      ASSERT_TRUE(t.SendBorrowed(1, 7, buffer.data(), count * 4, lease).ok());
+      t.AwaitLent(lease);
+      return;
+    }
+    std::vector<float> got(count), pair(2);
+    ASSERT_TRUE(t.Recv(0, 7, got.data(), count * 4).ok());
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], static_cast<float>(i)) << i;
+    ASSERT_TRUE(t.Recv(0, 7, pair.data(), 8).ok());
+    EXPECT_EQ(pair, (std::vector<float>{1.0f, 2.0f}));
+    ASSERT_TRUE(t.Recv(0, 7, got.data(), count * 4).ok());
+    EXPECT_EQ(std::count(got.begin(), got.end(), -1.0f), static_cast<long>(count));
+  });
+}
+
 TEST_P(TransportContractTest, RecvTimesOut) {
   GetParam().run(2, [](int rank, Transport& t) {
     if (rank == 1) {
@@ -255,6 +283,8 @@ void ExpectAllReduce(const World& w, int n, int64_t count, AllReduceAlgorithm al
 TEST_P(TransportContractTest, RingAllReduce) {
   ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kRing);
   ExpectAllReduce(GetParam(), 3, 2, AllReduceAlgorithm::kRing);  // fewer elements than ranks
+  // Chunks of 1.2 MB: pieces lent to the transport, overwritten by the all-gather once back.
+  ExpectAllReduce(GetParam(), 3, 900001, AllReduceAlgorithm::kRing);
 }
 TEST_P(TransportContractTest, StarAllReduce) { ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kStar); }
 TEST_P(TransportContractTest, HierarchicalAllReduce) {

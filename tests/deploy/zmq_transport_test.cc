@@ -220,5 +220,35 @@ TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+// A peer that stopped reading holds what was lent to it; once it is declared dead, AwaitLent drops
+// those messages instead of waiting for them forever.
+TEST(ZmqTransportTest, LentMessagesToAPeerFoundDeadAreDroppedNotAwaited) {
+  const int port = deploy::FreeLoopbackPort();
+  std::unique_ptr<ZmqTransport> t0;
+  std::thread connect([&] {
+    auto t = ZmqTransport::Connect(Options(0, 2, port));
+    if (t.ok()) t0 = std::move(*t);
+  });
+  const pid_t peer = SpawnPeer(port, "second");  // waits for tag 4
+  ASSERT_GT(peer, 0);
+  connect.join();
+  if (t0 == nullptr) ::kill(peer, SIGKILL);
+  ASSERT_NE(t0, nullptr);
+  ASSERT_EQ(::kill(peer, SIGSTOP), 0);  // alive to the kernel, silent and reading nothing
+  std::vector<float> buffer(64 << 20);  // 256 MB: far more than the socket buffers take
+  core::SendLease lease;
+  ASSERT_TRUE(t0->SendBorrowed(1, 9, buffer.data(), buffer.size() * 4, lease).ok());
+  EXPECT_EQ(lease.Outstanding(0.2), std::vector<int>{1});  // ZeroMQ still reads the buffer
+  const auto start = std::chrono::steady_clock::now();
+  t0->AwaitLent(lease);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(lease.Outstanding(0).empty());
+  EXPECT_LT(waited, 5.0);  // declared dead after 0.5 s of silence
+  EXPECT_EQ(t0->Members(), std::vector<int>{0});
+  ::kill(peer, SIGKILL);
+  int status = 0;
+  ::waitpid(peer, &status, 0);
+}
+
 }  // namespace
 }  // namespace narrows::deploy

@@ -5,8 +5,10 @@
 //
 // Prints per case the time per all-reduce and the bus bandwidth (NCCL-tests' convention:
 // S/t · 2(n-1)/n, the bytes each rank's link carries per second), and narrows' ratio to the best
-// Gloo algorithm. `bench_allreduce` alone runs the driver: for each case it starts n processes of
-// itself (`bench_allreduce one IMPL RANK N COUNT ITERS RENDEZVOUS OUT`) and reads rank 0's result.
+// Gloo algorithm. `bench_allreduce [ITERS]` runs the driver: for each case, ROUNDS times (default
+// 3), it starts n processes of itself (`bench_allreduce one IMPL RANK N COUNT ITERS RENDEZVOUS OUT`)
+// per implementation and reads rank 0's result; a case's figure is the median over its rounds (a
+// round that failed left out).
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier_all_to_all.h>
@@ -24,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,17 +58,22 @@ bool Correct(const std::vector<float>& v, int n) {
   return true;
 }
 
-// Runs `iters` timed all-reduces after two warm-up ones, `setup` refilling the buffer before each
-// (untimed); returns the median seconds, or -1.
-template <typename Setup, typename Fn>
-double Time(int iters, Setup&& setup, Fn&& allreduce) {
+// Runs `iters` timed all-reduces after two warm-up ones; before each (untimed) the buffer is
+// refilled from `pattern` and the ranks meet at `barrier`, so that every rank starts the clock
+// together and no rank's refill runs beside another's all-reduce. Returns the median seconds, or -1.
+template <typename Barrier, typename Fn>
+double Time(int iters, std::vector<float>& data, const std::vector<float>& pattern, Barrier&& barrier,
+            Fn&& allreduce) {
+  auto setup = [&] {
+    std::copy(pattern.begin(), pattern.end(), data.begin());
+    return barrier();
+  };
   for (int i = 0; i < 2; ++i) {
-    setup();
-    if (!allreduce()) return -1;
+    if (!setup() || !allreduce()) return -1;
   }
   std::vector<double> t;
   for (int i = 0; i < iters; ++i) {
-    setup();
+    if (!setup()) return -1;
     const auto a = Clock::now();
     if (!allreduce()) return -1;
     t.push_back(Seconds(a, Clock::now()));
@@ -76,7 +84,8 @@ double Time(int iters, Setup&& setup, Fn&& allreduce) {
 
 int One(const std::string& impl, int rank, int n, int64_t count, int iters, const std::string& rendezvous,
         const std::string& out) {
-  std::vector<float> data(static_cast<size_t>(count));
+  std::vector<float> data(static_cast<size_t>(count)), pattern(static_cast<size_t>(count));
+  Fill(pattern, rank);
   double seconds = -1;
   bool ok = true;
   if (impl.rfind("gloo", 0) == 0) {
@@ -89,7 +98,10 @@ int One(const std::string& impl, int rank, int n, int64_t count, int iters, cons
     context->connectFullMesh(store, device);
     std::vector<float*> ptrs = {data.data()};
     auto run = [&](auto& algorithm) {
-      seconds = Time(iters, [&] { Fill(data, rank); }, [&] {
+      seconds = Time(iters, data, pattern, [&] {
+        gloo::BarrierAllToAll(context).run();
+        return true;
+      }, [&] {
         algorithm.run();
         return true;
       });
@@ -126,7 +138,12 @@ int One(const std::string& impl, int rank, int n, int64_t count, int iters, cons
     c.pipeline_bytes = impl.find("whole") != std::string::npos ? 0 : int64_t{1} << 20;
     for (int r = 0; r < n; ++r) c.group.push_back(r);
     int tag = 100;
-    seconds = Time(iters, [&] { Fill(data, rank); }, [&] {
+    auto barrier = [&] {
+      float one = 1;
+      c.tag = (tag += 3);
+      return narrows::core::AllReduceSum(**t, &one, 1, c).ok();
+    };
+    seconds = Time(iters, data, pattern, barrier, [&] {
       c.tag = (tag += 3);
       const narrows::core::Status s = narrows::core::AllReduceSum(**t, data.data(), count, c);
       if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
@@ -191,17 +208,33 @@ int main(int argc, char** argv) {
   }
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
-  std::printf("ring all-reduce of float32 over loopback TCP, processes on this machine; median of %d\n", iters);
+  const int n_rounds = std::max(1, std::getenv("ROUNDS") ? std::atoi(std::getenv("ROUNDS")) : 3);
+  std::printf("ring all-reduce of float32 over loopback TCP, processes on this machine; median over %d rounds "
+              "of the median of %d\n", n_rounds, iters);
   std::printf("%-6s %-8s %-15s %12s %14s %14s\n", "ranks", "size", "impl", "time (ms)", "busbw (GB/s)", "vs best gloo");
-  int port = 21000 + ::getpid() % 20000;
   bool below = false;
   for (int n : {2, 4}) {
     for (int64_t mb : {4, 64}) {
       const int64_t count = mb * 1000 * 1000 / 4;
       const double bytes = static_cast<double>(count) * 4;
+      // Rounds of every implementation, in turn forwards and backwards, so that all of them meet
+      // the machine's drift alike; each one's figure is the median over the rounds.
+      std::vector<std::string> impls = {"gloo-ring", "gloo-ring-chunked", "narrows", "narrows-whole", "narrows-curve"};
+      std::map<std::string, std::vector<double>> rounds;
+      for (int r = 0; r < n_rounds; ++r) {
+        for (size_t i = 0; i < impls.size(); ++i) {
+          const std::string& impl = impls[r % 2 == 0 ? i : impls.size() - 1 - i];
+          rounds[impl].push_back(Case(self, impl, n, count, iters, narrows::deploy::FreeLoopbackPort()));
+        }
+      }
       double best_gloo = 1e30;
-      for (const std::string impl : {"gloo-ring", "gloo-ring-chunked", "narrows", "narrows-whole", "narrows-curve"}) {
-        const double t = Case(self, impl, n, count, iters, port++);
+      for (const std::string& impl : impls) {
+        std::vector<double> times;  // the rounds that did not fail
+        for (double t : rounds[impl]) {
+          if (t > 0) times.push_back(t);
+        }
+        std::sort(times.begin(), times.end());
+        const double t = times.empty() ? -1 : times[times.size() / 2];
         if (t <= 0) {
           std::printf("%-6d %-8s %-15s %12s\n", n, (std::to_string(mb) + " MB").c_str(), impl.c_str(), "failed");
           below = true;
