@@ -38,12 +38,9 @@ __attribute__((target_clones("avx2", "default"))) void CausalSoftmaxRow(float* r
   float max = row[0];
 #pragma omp simd reduction(max : max)
   for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    row[j] = ExpNonPositive((row[j] - max) * scale);
-    sum += row[j];
-  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) row[j] = ExpNonPositive((row[j] - max) * scale);
+  const float sum = SumInLanes(row, n);
   const float inv = 1.0f / sum;
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) row[j] *= inv;
@@ -54,9 +51,7 @@ __attribute__((target_clones("avx2", "default"))) void CausalSoftmaxRow(float* r
 __attribute__((target_clones("avx2", "default"))) void CausalSoftmaxGradRow(const float* p, float* dp,
                                                                                int64_t n, int64_t width,
                                                                                float scale) {
-  float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t j = 0; j < n; ++j) dot += p[j] * dp[j];
+  const float dot = DotInLanes(p, dp, n);
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) dp[j] = scale * p[j] * (dp[j] - dot);
   for (int64_t j = n; j < width; ++j) dp[j] = 0.0f;

@@ -24,4 +24,29 @@ inline float ExpNonPositive(float x) {
   return p * __builtin_bit_cast(float, bits);
 }
 
+// Sum of x[0..n) (and of a[j] * b[j]) in eight fixed lanes, lane k taking every j = k mod 8, the
+// lanes then added in order. The result depends on n alone, never on where x lies in memory: an
+// `omp simd reduction` peels iterations until its pointer is aligned, so its sum would change with
+// the heap's addresses and two identical runs could differ in the last bit. GCC vectorises the
+// lanes (straight-line code, no reassociation needed).
+inline float SumInLanes(const float* x, int64_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) lane[k] += x[j + k];
+  }
+  for (int k = 0; j < n; ++j, ++k) lane[k] += x[j];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+inline float DotInLanes(const float* a, const float* b, int64_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) lane[k] += a[j + k] * b[j + k];
+  }
+  for (int k = 0; j < n; ++j, ++k) lane[k] += a[j] * b[j];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 }  // namespace narrows::trainer

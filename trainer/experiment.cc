@@ -113,6 +113,12 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   const char* time_key = x.opt.membership == Membership::kLive ? "wall_time_s" : "virtual_time_s";
   std::map<int64_t, std::vector<const StepRecord*>> by_step;
   for (const auto& rec : x.records) by_step[rec.step].push_back(&rec);
+  // Summed in worker order, not in the order the records came: algorithms record a step's loss at
+  // different moments (DiLoCo the round's last after its outer step), and a float sum in another
+  // order can differ in the last bit.
+  for (auto& [step, recs] : by_step) {
+    std::stable_sort(recs.begin(), recs.end(), [](const StepRecord* a, const StepRecord* b) { return a->worker < b->worker; });
+  }
   core::JsonlWriter metrics;
   NARROWS_RETURN_IF_ERROR(metrics.Open(dir + "/metrics.jsonl"));
   std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());

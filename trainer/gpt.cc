@@ -1,6 +1,7 @@
 #include "trainer/gpt.h"
 
 #include "trainer/attention.h"
+#include "trainer/gelu.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -154,8 +155,8 @@ torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {
   for (const Layer& l : layers_) {
     auto a = Attention(l, torch::layer_norm(x, {d}, l.ln1_w, l.ln1_b, 1e-5));
     x = torch::add(x, a, r);
-    auto m = torch::linear(torch::layer_norm(x, {d}, l.ln2_w, l.ln2_b, 1e-5), l.fc_w, l.fc_b);
-    m = torch::linear(torch::gelu(m), l.fc2_w, l.fc2_b);
+    auto m = torch::linear(torch::layer_norm(x, {d}, l.ln2_w, l.ln2_b, 1e-5), l.fc_w);
+    m = torch::linear(BiasGelu(m, l.fc_b), l.fc2_w, l.fc2_b);
     x = torch::add(x, m, r);
   }
   x = torch::layer_norm(x, {d}, lnf_w_, lnf_b_, 1e-5);

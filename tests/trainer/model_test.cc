@@ -4,6 +4,7 @@
 
 #include "trainer/attention.h"
 #include "trainer/cpu_math.h"
+#include "trainer/gelu.h"
 #include "trainer/gpt.h"
 #include "trainer/parameterization.h"
 
@@ -154,6 +155,24 @@ void ExpectFusedMatchesReference(int64_t t) {
   EXPECT_TRUE(torch::allclose(y.select(1, 0), qkv.detach().select(1, 0).narrow(-1, 2 * d, d)));
 }
 
+TEST(BiasGeluTest, FusedMatchesGeluOfTheSumInValueAndGradients) {
+  torch::manual_seed(6);
+  // Pre-activations from -12 to 12: the erf approximation's tails and its sign flip at 0.
+  auto h = (torch::rand({3, 50, 96}) * 24 - 12).requires_grad_(true);
+  auto bias = torch::randn({96}, torch::requires_grad());
+  auto h_ref = h.detach().clone().requires_grad_(true);
+  auto bias_ref = bias.detach().clone().requires_grad_(true);
+  auto da = torch::randn({3, 50, 96});
+  auto a = BiasGelu(h, bias);
+  auto a_ref = BiasGeluReference(h_ref, bias_ref);
+  EXPECT_LT((a - a_ref).abs().max().item<double>(), 1e-5);
+  (a * da).sum().backward();
+  (a_ref * da).sum().backward();
+  EXPECT_LT((h.grad() - h_ref.grad()).abs().max().item<double>(), 1e-5);
+  EXPECT_TRUE(torch::allclose(bias.grad(), bias_ref.grad(), 1e-4, 1e-4))
+      << (bias.grad() - bias_ref.grad()).abs().max().item<double>();
+}
+
 TEST(AttentionTest, FusedMatchesReferenceWithinOneBlock) { ExpectFusedMatchesReference(20); }
 // 150 rows: two full causal blocks of 64 and a ragged third.
 TEST(AttentionTest, FusedMatchesReferenceAcrossBlocks) { ExpectFusedMatchesReference(150); }
@@ -171,6 +190,31 @@ TEST(AttentionTest, SgemmComesFromTheOptimisedBlas) {
   ASSERT_NE(dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info), 0);
   ASSERT_NE(info.dli_fname, nullptr);
   EXPECT_EQ(std::string(info.dli_fname).find("gslcblas"), std::string::npos) << info.dli_fname;
+}
+
+TEST(CpuMathTest, LaneSumsAreTheSameWhereverTheValuesLie) {
+  std::vector<float> values(203), b(203);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = std::sin(0.37f * static_cast<float>(i)) * 1e3f + 1e-3f * static_cast<float>(i);
+    b[i] = std::cos(0.11f * static_cast<float>(i));
+  }
+  double exact = 0.0;
+  for (float v : values) exact += v;
+  std::vector<float> buffer(values.size() + 16), other(values.size() + 16);
+  float sum0 = 0.0f, dot0 = 0.0f;
+  for (size_t shift = 0; shift < 16; ++shift) {  // every alignment of a 64-byte line
+    std::copy(values.begin(), values.end(), buffer.begin() + static_cast<long>(shift));
+    std::copy(b.begin(), b.end(), other.begin() + static_cast<long>(15 - shift));
+    const float sum = SumInLanes(buffer.data() + shift, static_cast<int64_t>(values.size()));
+    const float dot = DotInLanes(buffer.data() + shift, other.data() + 15 - shift, static_cast<int64_t>(values.size()));
+    if (shift == 0) {
+      sum0 = sum;
+      dot0 = dot;
+      EXPECT_NEAR(sum, exact, 1e-6 * 1e3 * values.size());
+    }
+    EXPECT_EQ(sum, sum0) << "shifted by " << shift;
+    EXPECT_EQ(dot, dot0) << "shifted by " << shift;
+  }
 }
 
 TEST(CpuMathTest, ExpMatchesTheLibrary) {
