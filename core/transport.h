@@ -101,7 +101,8 @@ class Transport {
     return Send(dst, tag, data, bytes);
   }
   // Returns once every message lent to `lease` is given back: delivered, or dropped because its
-  // destination left or died (it never hangs on a destination that is gone).
+  // destination left or died. A transport that lends must give back what a destination that is
+  // gone still holds, so that this never hangs on it; the default (nothing is ever lent) waits.
   virtual void AwaitLent(SendLease& lease) {
     while (!lease.Outstanding(1.0).empty()) {
     }
