@@ -1,7 +1,6 @@
 #include "deploy/zmq_transport.h"
 
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/heap.h"
 #include "core/loopback_transport.h"
 #include "core/thread_work.h"
 #include "deploy/frame.h"
@@ -561,14 +561,7 @@ core::Result<std::unique_ptr<ZmqTransport>> ZmqTransport::Connect(const ZmqOptio
   }
   auto master = SplitHostPort(options.master);
   if (!master.ok()) return Status::InvalidArgument("rendezvous address: " + master.status().message());
-  // Every message is a fresh buffer (ours to send, ZeroMQ's on receipt). glibc maps buffers above
-  // its mmap threshold afresh and returns freed heap tops to the system, so each large message
-  // would page-fault and zero its memory again: a third of the time of a 64 MB all-reduce. Keep
-  // them on the heap for reuse (process-wide, which is what a worker process wants).
-  static const bool heap_tuned = [] {
-    return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
-  }();
-  (void)heap_tuned;
+  core::KeepLargeBlocksOnTheHeap();  // every message is a fresh buffer (ours to send, ZeroMQ's on receipt)
   auto node = std::make_shared<Node>(options);
   Node& n = *node;
   const int rank = options.rank;

@@ -1,9 +1,10 @@
 #include "trainer/replica.h"
 
 #include <ATen/Parallel.h>
-#include <malloc.h>
 
 #include <thread>
+
+#include "core/heap.h"
 
 namespace narrows::trainer {
 
@@ -27,15 +28,7 @@ core::Result<torch::Device> ResolveDevice(const std::string& name) {
 }
 
 int ConfigureThreads(int64_t threads) {
-  // glibc serves a block over its mmap threshold (128 kB, raised only as such blocks are freed)
-  // with a fresh mapping, and gives freed memory at the heap's top back beyond its trim threshold:
-  // every step's activations then page-fault and are zeroed again by the kernel (on `tiny`, 3,600
-  // faults and ~7% of the CPU time per step; `perf stat -e page-faults build/bench_trainer tiny 16
-  // 2 20 3`). Kept on the heap, the next step reuses them. The same setting as deploy's.
-  static const bool heap_tuned = [] {
-    return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
-  }();
-  (void)heap_tuned;
+  core::KeepLargeBlocksOnTheHeap();  // every step's activations are reused, not mapped afresh
   const int n = threads > 0 ? static_cast<int>(threads)
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(n);

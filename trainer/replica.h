@@ -23,8 +23,8 @@ struct StepStats {
 
 // "cpu", "cuda", "cuda:N" -> a device, or InvalidArgument if this LibTorch cannot use it.
 core::Result<torch::Device> ResolveDevice(const std::string& name);
-// Sets LibTorch's intra-op threads (0 = all cores) and keeps freed activations on the heap (see
-// replica.cc); returns the thread count in effect. Process-wide; call before training.
+// Sets LibTorch's intra-op threads (0 = all cores) and keeps freed activations on the heap
+// (core/heap.h); returns the thread count in effect. Process-wide; call before training.
 int ConfigureThreads(int64_t threads);
 
 class Replica {
