@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -67,6 +68,10 @@ std::string Describe(const YAML::Node& node) {
     default: return "an undefined value";
   }
 }
+
+}  // namespace
+
+namespace internal {
 
 // A mapping of the scenario being read: typed getters that record what they read (for unknown-key
 // checks and for the resolved scenario) and collect errors instead of stopping at the first.
@@ -294,13 +299,24 @@ class Section {
   }
 
   // An error about the value of `key` in this mapping, at that value's position.
-  void ErrorAt(const std::string& key, const std::string& what) { Error(Child(key), Path(key), what); }
+  void ErrorAt(const std::string& key, const std::string& what) {
+    const YAML::Node value = Child(key);
+    Error(value.IsDefined() ? value : node_, Path(key), what);
+  }
 
   void Error(const YAML::Node& node, const std::string& path, const std::string& what) {
     errors_->push_back(origin_->Where(node, path) + ": " + path + ": " + what);
   }
   const std::string& path() const { return path_; }
   const YAML::Node& node() const { return node_; }
+  // Reads `node` (a mapping) from now on; for items given as one word that stand for a mapping.
+  void Rebind(YAML::Node node) { node_ = std::move(node); }
+  // Like Enum, with the names alone: the index of the chosen one.
+  size_t EnumIndex(const std::string& key, size_t fallback, const std::vector<std::string>& names) {
+    std::vector<std::pair<std::string, size_t>> indexed;
+    for (size_t i = 0; i < names.size(); ++i) indexed.emplace_back(names[i], i);
+    return Enum<size_t>(key, fallback, indexed);
+  }
 
  private:
   YAML::Node Child(const std::string& key) const {
@@ -339,6 +355,12 @@ class Section {
   YAML::Node resolved_;
   std::set<std::string> seen_;
 };
+
+}  // namespace internal
+
+namespace {
+
+using internal::Section;
 
 // Why a data path names nothing to read ("" when it names something): the built-in corpus needs no
 // file; a glob must match at least one file; anything else must exist.
@@ -457,170 +479,64 @@ bool ValidLinkName(const std::string& name, int workers, int islands) {
   return index("worker:", workers) || index("wan:", islands);
 }
 
-std::string AlgorithmKindName(AlgorithmKind kind) {
-  switch (kind) {
-    case AlgorithmKind::kDdp: return "ddp";
-    case AlgorithmKind::kDiloco: return "diloco";
-    case AlgorithmKind::kStreamingDiloco: return "streaming-diloco";
-    case AlgorithmKind::kAsyncDiloco: return "async-diloco";
-    case AlgorithmKind::kDipaco: return "dipaco";
-  }
-  return "?";
+// Every registered algorithm's one-word entries, for messages.
+std::string KnownShorthands() {
+  std::string out;
+  for (const AlgorithmParser* p : AlgorithmParsers()) out += (out.empty() ? "" : ", ") + p->shorthands;
+  return out.empty() ? "none registered" : out;
 }
 
-// outer_gradient: a format name, or {format, block, topk, error_feedback}.
-void ReadOuterGradient(Section& parent, CodecSpec* codec) {
-  const std::vector<std::pair<std::string, CodecFormat>> formats = {
-      {"fp32", CodecFormat::kFp32}, {"bf16", CodecFormat::kBf16}, {"fp16", CodecFormat::kFp16},
-      {"int8", CodecFormat::kInt8}, {"int4", CodecFormat::kInt4}, {"topk", CodecFormat::kTopK},
-      {"sign", CodecFormat::kSign}};
-  if (parent.Has("outer_gradient") && !parent.HasMap("outer_gradient")) {
-    codec->format = parent.Enum<CodecFormat>("outer_gradient", CodecFormat::kFp32, formats);
-    return;
-  }
-  Section g = parent.Sub("outer_gradient");
-  codec->format = g.Enum<CodecFormat>("format", CodecFormat::kFp32, formats);
-  codec->block = g.Int("block", 128, 1, 1 << 24);
-  codec->topk_fraction = g.Double("topk", 0.1, 0.0, 1.0, /*min_exclusive=*/true);
-  codec->error_feedback = g.Bool("error_feedback", false);
-  g.Finish();
-}
-
-AlgorithmSpec ParseAlgorithm(Section& s, const YAML::Node& node) {
+// An entry of `compare:` (item `s`, node `node` in the file): a word one algorithm registered as a
+// shorthand, or a mapping with `algorithm:`. The scenario reads name, algorithm, n_layers and
+// collective; the algorithm's parser reads and checks the rest.
+AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario& sc) {
   AlgorithmSpec a;
   if (node.IsScalar()) {
-    // Shorthand: "ddp", "diloco" (H = 50), "diloco-h100", "local-sgd-h10".
     const std::string text = node.Scalar();
-    a.name = text;
-    auto h_suffix = [&](const std::string& prefix) -> int64_t {
-      if (text == prefix) return 50;
-      if (text.rfind(prefix + "-h", 0) != 0) return -1;
-      try {
-        size_t used = 0;
-        const long long h = std::stoll(text.substr(prefix.size() + 2), &used);
-        return used == text.size() - prefix.size() - 2 && h > 0 ? h : -1;
-      } catch (...) {
-        return -1;
+    std::optional<ShorthandKeys> keys;
+    const AlgorithmParser* by = nullptr;
+    for (const AlgorithmParser* p : AlgorithmParsers()) {
+      if (p->shorthand && (keys = p->shorthand(text))) {
+        by = p;
+        break;
       }
-    };
-    if (text == "ddp") {
-      a.kind = AlgorithmKind::kDdp;
-    } else if (const int64_t h = h_suffix("diloco"); h > 0) {
-      a.kind = AlgorithmKind::kDiloco;
-      a.inner_steps = h;
-    } else if (const int64_t h3 = h_suffix("streaming-diloco"); h3 > 0) {
-      a.kind = AlgorithmKind::kStreamingDiloco;
-      a.inner_steps = h3;
-    } else if (const int64_t h4 = h_suffix("async-diloco"); h4 > 0) {
-      a.kind = AlgorithmKind::kAsyncDiloco;
-      a.inner_steps = h4;
-    } else if (const int64_t h5 = h_suffix("dipaco"); h5 > 0) {
-      a.kind = AlgorithmKind::kDipaco;
-      a.inner_steps = h5;
-    } else if (const int64_t h2 = h_suffix("local-sgd"); h2 > 0) {
-      a.kind = AlgorithmKind::kDiloco;
-      a.inner_steps = h2;
-      a.outer_optimizer = OuterOptimizer::kSgd;
-      a.outer_lr = 1.0;
-      a.outer_momentum = 0.0;
-    } else {
-      s.Error(node, s.path(), "unknown algorithm '" + text +
-                                  "' (expected ddp, diloco, diloco-hN, local-sgd-hN, streaming-diloco, "
-                                  "streaming-diloco-hN, async-diloco, async-diloco-hN, dipaco, dipaco-hN, or a mapping)");
     }
-    // The resolved scenario spells the shorthand out.
-    s.Set("name", a.name);
-    s.Set("algorithm", AlgorithmKindName(a.kind));
-    if (a.kind != AlgorithmKind::kDdp) {
-      s.Set("inner_steps", a.inner_steps);
-      s.Set("outer_optimizer", std::string(a.outer_optimizer == OuterOptimizer::kSgd ? "sgd" : "nesterov"));
-      s.Set("outer_lr", a.outer_lr);
-      s.Set("outer_momentum", a.outer_momentum);
+    if (!keys) {
+      s.Error(node, s.path(), "unknown algorithm '" + text + "' (expected " + KnownShorthands() + ", or a mapping)");
+      return a;
     }
-    return a;
-  }
-  if (!node.IsMap()) {
+    // The word stands for a mapping: its keys, read as if the file had spelt them out.
+    YAML::Node expanded(YAML::NodeType::Map);
+    expanded["name"] = text;
+    expanded["algorithm"] = by->name;
+    for (const auto& [key, value] : *keys) expanded[key] = YAML::Load(value);
+    s.Rebind(expanded);
+  } else if (!node.IsMap()) {
     s.Error(node, s.path(), "expected an algorithm name or a mapping, got " + Describe(node));
     return a;
   }
-  a.kind = s.Enum<AlgorithmKind>("algorithm", AlgorithmKind::kDiloco,
-                                 {{"ddp", AlgorithmKind::kDdp},
-                                  {"diloco", AlgorithmKind::kDiloco},
-                                  {"streaming-diloco", AlgorithmKind::kStreamingDiloco},
-                                  {"async-diloco", AlgorithmKind::kAsyncDiloco},
-                                  {"dipaco", AlgorithmKind::kDipaco}});
-  a.inner_steps = s.Int("inner_steps", 50, 1);
-  a.outer_optimizer = s.Enum<OuterOptimizer>(
-      "outer_optimizer", OuterOptimizer::kNesterov,
-      {{"sgd", OuterOptimizer::kSgd}, {"nesterov", OuterOptimizer::kNesterov}, {"adam", OuterOptimizer::kAdam}});
-  a.outer_lr = s.Double("outer_lr", a.outer_optimizer == OuterOptimizer::kAdam ? 0.1 : 0.7, 0.0, 100.0, true);
-  a.outer_momentum =
-      s.Double("outer_momentum", a.outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9, 0.0, 0.9999);
-  a.drop_probability = s.Double("drop_probability", 0.0, 0.0, 1.0);
+  std::vector<std::pair<std::string, std::string>> names;
+  std::string fallback;
+  for (const AlgorithmParser* p : AlgorithmParsers()) {
+    names.emplace_back(p->name, p->name);
+    if (p->is_default) fallback = p->name;
+  }
+  if (!s.Has("algorithm") && fallback.empty()) {
+    s.Error(node, s.path(), "expected algorithm: (one of " + KnownShorthands() + ")");
+    return a;
+  }
+  a.algorithm = s.Enum<std::string>("algorithm", fallback, names);
+  const AlgorithmParser* parser = FindAlgorithmParser(a.algorithm);
+  if (parser == nullptr) return a;  // the error is recorded
   a.n_layers = s.Int("n_layers", 0, 0, 1024);
   a.collective = s.Enum<CollectiveKind>("collective", CollectiveKind::kRing,
                                         {{"ring", CollectiveKind::kRing},
                                          {"star", CollectiveKind::kStar},
                                          {"hierarchical", CollectiveKind::kHierarchical}});
-  a.overlap = s.Bool("overlap", true);
-  a.bucket_mb = s.Double("bucket_mb", 25.0, 0.001, 1e6);
-  if (a.kind != AlgorithmKind::kDdp) ReadOuterGradient(s, &a.outer_gradient);
-  if (a.kind == AlgorithmKind::kDiloco || a.kind == AlgorithmKind::kAsyncDiloco) a.dylu = s.Bool("dylu", false);
-  if (a.kind == AlgorithmKind::kAsyncDiloco) {
-    a.nesterov_delay = s.Int("nesterov_delay", 0, 0, 1 << 20);
-    if (a.drop_probability > 0) {
-      s.Error(s.node(), s.path() + ".drop_probability", "is not supported by async-diloco (diloco only)");
-    }
-  }
-  if (a.kind == AlgorithmKind::kDipaco) {
-    a.levels = s.Int("levels", 2, 1, 64);
-    a.modules = s.Int("modules", 2, 1, 64);
-    a.document_tokens = s.Int("document_tokens", 1024, 2, int64_t{1} << 30);
-    a.route_tokens = s.Int("route_tokens", 256, 1, int64_t{1} << 30);
-    if (a.drop_probability > 0) {
-      s.Error(s.node(), s.path() + ".drop_probability", "is not supported by dipaco (diloco only)");
-    }
-    if (a.levels * a.modules > 600) {
-      s.Error(s.node(), s.path() + ".modules", "levels x modules must be at most 600 (one tag range per module)");
-    }
-  }
-  if ((a.kind == AlgorithmKind::kDdp || a.kind == AlgorithmKind::kDiloco) && s.Has("batch")) {
-    Section b = s.Sub("batch");
-    a.batch_schedule = b.Enum<BatchSchedule>("schedule", BatchSchedule::kConstant,
-                                             {{"constant", BatchSchedule::kConstant},
-                                              {"linear", BatchSchedule::kLinear},
-                                              {"norm-test", BatchSchedule::kNormTest}});
-    a.max_multiple = b.Int("max_multiple", 8, 1, 1 << 20);
-    a.ramp_steps = b.Int("ramp_steps", 0, 0);
-    a.test_every = b.Int("test_every", 10, 1);
-    a.eta = b.Double("eta", 0.2, 0.0, 1e6, /*min_exclusive=*/true);
-    b.Finish();
-  }
-  if (a.kind == AlgorithmKind::kStreamingDiloco) {
-    a.fragments = s.Int("fragments", 2, 1, 1024);
-    a.fragment_pattern = s.Enum<FragmentPattern>(
-        "fragment_pattern", FragmentPattern::kStrided,
-        {{"strided", FragmentPattern::kStrided}, {"sequential", FragmentPattern::kSequential}});
-    a.overlap_steps = s.Int("overlap_steps", 1, 0, 1 << 20);
-    a.merge_alpha = s.Double("merge_alpha", 0.5, 0.0, 1.0);
-    if (a.drop_probability > 0) {
-      s.Error(s.node(), s.path() + ".drop_probability", "is not supported by streaming-diloco (diloco only)");
-    }
-    const int64_t spacing = a.inner_steps / a.fragments;
-    if (a.inner_steps % a.fragments != 0) {
-      s.Error(s.node(), s.path() + ".fragments",
-              "inner_steps (" + std::to_string(a.inner_steps) + ") must be a multiple of fragments (" +
-                  std::to_string(a.fragments) + "): fragment p is synchronised at offset p * inner_steps / fragments");
-    } else if (a.overlap_steps >= spacing) {
-      s.Error(s.node(), s.path() + ".overlap_steps",
-              "must be below inner_steps / fragments = " + std::to_string(spacing) +
-                  " (one fragment's all-reduce in flight at a time)");
-    }
-  }
-  std::string fallback = a.kind == AlgorithmKind::kDdp
-                             ? "ddp"
-                             : AlgorithmKindName(a.kind) + "-h" + std::to_string(a.inner_steps);
-  a.name = s.String("name", fallback);
+  OptionReader reader(&s);
+  ParsedOptions parsed = parser->parse(reader, sc, a);
+  a.options = std::move(parsed.options);
+  a.name = s.String("name", parsed.default_name.empty() ? a.algorithm : parsed.default_name);
   return a;
 }
 
@@ -854,54 +770,7 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
     sc.faults.push_back(f);
   });
   top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
-    sc.compare.push_back(ParseAlgorithm(item, node));
-    const AlgorithmSpec& a = sc.compare.back();
-    const int64_t n_layers = a.n_layers > 0 ? a.n_layers : sc.model.n_layers;
-    if (a.kind == AlgorithmKind::kStreamingDiloco && a.fragments > n_layers) {
-      item.Error(node, item.path() + ".fragments",
-                 "expected at most the model's n_layers = " + std::to_string(n_layers) +
-                     " fragments (a fragment is a set of transformer blocks)");
-    }
-    if (a.batch_schedule != BatchSchedule::kConstant) {
-      if (!sc.faults.empty()) item.Error(node, item.path() + ".batch", "adaptive batch sizes do not support faults");
-      if (a.batch_schedule == BatchSchedule::kNormTest && a.kind == AlgorithmKind::kDdp && sc.workers.count < 2) {
-        item.Error(node, item.path() + ".batch", "DDP's norm test compares the workers' gradients: it needs 2 or more");
-      }
-      if (a.batch_schedule == BatchSchedule::kNormTest && a.kind == AlgorithmKind::kDiloco &&
-          (sc.train.batch_size % 2 != 0 || (sc.train.batch_size / 2) % sc.train.grad_accum != 0)) {
-        item.Error(node, item.path() + ".batch", "DiLoCo's norm test splits each batch in halves: train.batch_size / 2 "
-                                                 "must be a whole multiple of train.grad_accum");
-      }
-    }
-    if (a.kind == AlgorithmKind::kDipaco) {
-      int64_t paths = 1;  // modules^levels, saturating above the worker count
-      for (int64_t l = 0; l < a.levels && paths <= sc.workers.count; ++l) paths *= a.modules;
-      if (n_layers % a.levels != 0) {
-        item.Error(node, item.path() + ".levels", "the model's n_layers = " + std::to_string(n_layers) +
-                                                      " must be a multiple of levels (a level is a group of blocks)");
-      } else if (paths > sc.workers.count) {
-        item.Error(node, item.path() + ".modules", std::to_string(a.modules) + "^" + std::to_string(a.levels) +
-                                                       " paths need at least as many workers (workers.count = " +
-                                                       std::to_string(sc.workers.count) + ")");
-      }
-      if (a.document_tokens <= sc.model.seq_len) {
-        item.Error(node, item.path() + ".document_tokens", "must exceed model.seq_len = " + std::to_string(sc.model.seq_len));
-      }
-      if (!sc.faults.empty()) {
-        item.Error(node, item.path(), "dipaco does not support faults (a path's leaving would orphan its modules)");
-      }
-    }
-    if (a.kind == AlgorithmKind::kAsyncDiloco) {
-      // Worker 0 hosts the server; the pool shrinks but never grows (a joiner would need the
-      // server's state mid-flight, which is not built).
-      for (const auto& f : sc.faults) {
-        if (f.kind == FaultKind::kJoin || (f.kind != FaultKind::kLinkDown && f.worker == 0)) {
-          item.Error(node, item.path(), "async-diloco supports leave and crash faults of workers other than 0 "
-                                        "(worker 0 hosts the server; joins are not supported)");
-          break;
-        }
-      }
-    }
+    sc.compare.push_back(ParseEntryItem(item, node, sc));
   });
   {
     std::set<std::string> names;
@@ -953,5 +822,54 @@ Result<Scenario> LoadScenario(const std::string& path, const std::vector<Overrid
   buffer << in.rdbuf();
   return ParseScenario(buffer.str(), path, overrides);
 }
+
+Result<AlgorithmSpec> ParseEntry(const std::string& yaml_text, const Scenario& sc, const std::string& origin_name) {
+  YAML::Node node;
+  try {
+    node = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(origin_name + ": not valid YAML: " + e.msg);
+  }
+  const Origin origin{origin_name, {}};
+  std::vector<std::string> errors;
+  YAML::Node resolved(YAML::NodeType::Map);
+  Section item(node.IsMap() ? node : YAML::Node(), "entry", &origin, &errors, resolved);
+  AlgorithmSpec a = ParseEntryItem(item, node, sc);
+  item.Finish();
+  if (!errors.empty()) {
+    std::string message;
+    for (const auto& e : errors) message += (message.empty() ? "" : "\n") + e;
+    return Status::InvalidArgument(message);
+  }
+  return a;
+}
+
+// OptionReader forwards to the Section it stands for.
+bool OptionReader::Has(const std::string& key) const { return section_->Has(key); }
+bool OptionReader::HasMap(const std::string& key) const { return section_->HasMap(key); }
+OptionReader OptionReader::Sub(const std::string& key) {
+  OptionReader sub(nullptr);
+  sub.owned_ = std::make_shared<Section>(section_->Sub(key));
+  sub.section_ = sub.owned_.get();
+  return sub;
+}
+int64_t OptionReader::Int(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+  return section_->Int(key, fallback, min, max);
+}
+double OptionReader::Double(const std::string& key, double fallback, double min, double max, Bound lower) {
+  return section_->Double(key, fallback, min, max, lower == Bound::kExclusive);
+}
+bool OptionReader::Bool(const std::string& key, bool fallback) { return section_->Bool(key, fallback); }
+std::string OptionReader::String(const std::string& key, const std::string& fallback) {
+  return section_->String(key, fallback);
+}
+size_t OptionReader::EnumIndex(const std::string& key, size_t fallback, const std::vector<std::string>& names) {
+  return section_->EnumIndex(key, fallback, names);
+}
+void OptionReader::Set(const std::string& key, const std::string& value) { section_->Set(key, value); }
+void OptionReader::ErrorAt(const std::string& key, const std::string& what) { section_->ErrorAt(key, what); }
+void OptionReader::Error(const std::string& what) { section_->Error(section_->node(), section_->path(), what); }
+void OptionReader::Finish() { section_->Finish(); }
+const std::string& OptionReader::path() const { return section_->path(); }
 
 }  // namespace narrows::core

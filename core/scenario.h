@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/codec.h"
+#include "core/algorithm_registry.h"
+#include "core/check.h"
 #include "core/status.h"
 
 namespace narrows::core {
@@ -129,13 +131,10 @@ struct FaultSpec {
   double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
 };
 
-enum class AlgorithmKind { kDdp, kDiloco, kStreamingDiloco, kAsyncDiloco, kDipaco };
-enum class BatchSchedule { kConstant, kLinear, kNormTest };
-enum class FragmentPattern { kStrided, kSequential };
-enum class OuterOptimizer { kSgd, kNesterov, kAdam };
+// How an entry's all-reduces run (core/collectives.h): a ring, a star through worker 0, or rings
+// within islands joined across them.
 enum class CollectiveKind { kRing, kStar, kHierarchical };
 
-// One entry of `compare:`.
 // A deployment over a real network (`narrows worker`, `narrows launch`); the emulator ignores it.
 struct DeploySpec {
   std::string security = "curve";      // curve: ZeroMQ CURVE, authenticated and encrypted; plain: TCP
@@ -147,60 +146,25 @@ struct DeploySpec {
   int64_t checkpoint_every = 0;        // diloco: outer steps between checkpoints of the global state
 };
 
+// One entry of `compare:`: what the scenario reads itself (name, algorithm, depth, collective), and
+// the options its algorithm read from the rest of the entry (core/algorithm_registry.h; the
+// algorithm's file says what they are).
 struct AlgorithmSpec {
   std::string name;
-  AlgorithmKind kind = AlgorithmKind::kDdp;
+  std::string algorithm;  // a registered algorithm's name
   // The entry's model depth, when it differs from model.n_layers (0: the model's): to compare a
   // modular model's path with dense models of the same path size and of the same total size.
   int64_t n_layers = 0;
-  int64_t inner_steps = 50;  // DiLoCo H
-  OuterOptimizer outer_optimizer = OuterOptimizer::kNesterov;
-  double outer_lr = 0.7;
-  double outer_momentum = 0.9;
-  double drop_probability = 0.0;  // DiLoCo: each worker's outer gradient is dropped with this p
   CollectiveKind collective = CollectiveKind::kRing;
-  // DDP: gradient buckets all-reduced as backward produces them, overlapping communication with
-  // computation, as PyTorch DDP does (first bucket 1 MB, then bucket_mb).
-  bool overlap = true;
-  double bucket_mb = 25.0;
-  // DiLoCo family: how outer gradients travel (core/codec.h); fp32 is the plain ring all-reduce.
-  CodecSpec outer_gradient;
-  // Streaming DiLoCo (arXiv 2501.18512): the transformer blocks in `fragments` fragments (strided:
-  // fragment p holds blocks p, p+P, ...; sequential: consecutive blocks), fragment p synchronised
-  // every inner_steps steps at offset p * inner_steps / fragments; its all-reduce overlaps
-  // `overlap_steps` (tau) inner steps; the local fragment then becomes
-  // (1 - merge_alpha) * local + merge_alpha * global.
-  // DiLoCo with heterogeneous workers: DyLU (Async Local-SGD, arXiv 2401.09135 §4.2) gives each
-  // worker floor(H * t_fastest / t_own) inner steps per round, t the step times measured in the last
-  // round (virtual compute under the emulator, wall time over a network), so that all arrive at the
-  // outer step together instead of everyone waiting for the slowest.
-  bool dylu = false;
-  // Asynchronous outer updates (async-diloco; Async Local-SGD, arXiv 2401.09135): a server applies
-  // each worker's pseudo-gradient as it arrives and sends back the global parameters; with the
-  // Nesterov outer optimiser, delayed Nesterov: the momentum takes the mean of the last
-  // `nesterov_delay` pseudo-gradients once every that many arrivals (0: the worker count; 1: plain
-  // Nesterov on every arrival, the naive asynchronous baseline).
-  int64_t nesterov_delay = 0;
-  // DiPaCo (arXiv 2403.10616): the model's transformer blocks in `levels` consecutive levels of
-  // `modules` modules each; a path is one module per level (modules^levels paths, a worker's model
-  // is one path). Worker w trains path w mod paths on the documents routed to it (k-means over a
-  // feature of each document's first `route_tokens` tokens; documents are `document_tokens` long);
-  // at each outer step every module is averaged DiLoCo-style, token-weighted, among the workers
-  // whose path holds it, and the embeddings and final norm among all.
-  int64_t levels = 2, modules = 2, document_tokens = 1024, route_tokens = 256;
-  // Batch size (DDP, and DiLoCo's inner steps; arXiv 2412.21124): constant, a linear warm-up of the
-  // batch multiple from 1 to max_multiple over ramp_steps steps, or the norm test
-  // every test_every updates (grow when the gradient noise exceeds eta^2 of the mean gradient's
-  // squared norm), up to max_multiple. The batch multiple is how many base batches (batch_size per
-  // worker) one update accumulates; steps count base batches, so every schedule trains on the same
-  // tokens, and a larger batch takes fewer, larger updates (and fewer all-reduces).
-  BatchSchedule batch_schedule = BatchSchedule::kConstant;
-  int64_t max_multiple = 8, ramp_steps = 0, test_every = 10;
-  double eta = 0.2;
-  int64_t fragments = 2;
-  FragmentPattern fragment_pattern = FragmentPattern::kStrided;
-  int64_t overlap_steps = 1;
-  double merge_alpha = 0.5;
+  std::shared_ptr<const AlgorithmOptions> options;
+
+  // The options as the algorithm's own type; asking for another algorithm's is a broken invariant.
+  template <typename T>
+  const T& Options() const {
+    const T* o = dynamic_cast<const T*>(options.get());
+    NARROWS_CHECK(o != nullptr) << "entry '" << name << "' (" << algorithm << ") has no options of the type asked for";
+    return *o;
+  }
 };
 
 // Every entry of `compare:` starts from the same weights (the DiLoCo papers' setting): a model file
@@ -251,6 +215,10 @@ Result<Scenario> LoadScenario(const std::string& path, const std::vector<Overrid
 // Same, from YAML text (`origin` stands for the file name in errors).
 Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& origin,
                                const std::vector<Override>& overrides = {});
+
+// One entry of `compare:` from its YAML text ("ddp", "{algorithm: diloco, inner_steps: 10}"), read
+// against `sc` as the scenario file's entries are; `origin` names it in errors.
+Result<AlgorithmSpec> ParseEntry(const std::string& yaml_text, const Scenario& sc, const std::string& origin);
 
 // Names of the built-in model presets, smallest first.
 std::vector<std::string> ModelPresetNames();

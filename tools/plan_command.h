@@ -1,5 +1,6 @@
 // `narrows plan`: the capacity planner. Predicts wall-clock time and compute utilisation of a
-// scenario's entries (DDP, DiLoCo, and Streaming DiLoCo when asked) without training anything,
+// scenario's entries (each algorithm's own prediction, trainer/algorithms/plugin.h; a streaming
+// variant of DiLoCo when asked) without training anything,
 // for the scenario's model or for any size up to hundreds of billions of parameters, and the
 // bandwidth each needs for a given compute utilisation. The compute and communication model is
 // that of "Scaling Laws for DiLoCo" (arXiv 2503.09799, App. A), made explicit in docs/planner.md;
@@ -32,11 +33,13 @@ struct PlanRow {
   int64_t syncs = 0;
   // Compute utilisation (percent) -> access-link bandwidth in bit/s reaching it (infinity: never).
   std::map<int, double> bandwidth_for;
+  std::string note;  // what the prediction assumes where the run may differ
 };
 struct Plan {
   double params = 0, flops_per_token = 0, tokens = 0, batch_tokens = 0, flops_per_worker = 0;
   std::string label;
   std::vector<PlanRow> rows;
+  std::vector<std::string> unpredicted;  // "name (algorithm)" of entries whose algorithm predicts nothing
 };
 core::Result<Plan> MakePlan(const core::Scenario& scenario, const PlanOptions& options);
 

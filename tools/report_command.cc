@@ -13,6 +13,7 @@
 #include "core/run_writer.h"
 #include "core/scenario.h"
 #include "tools/run_command.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -429,8 +430,9 @@ json SweepHeatMaps(const Sweep& sweep) {
     for (const auto& e : p.run->entries) {
       if (e.summary.value("algorithm", "") != "diloco") continue;
       const auto* spec = FindEntry(*p.scenario, e.summary.value("name", ""));
+      const auto* outer = spec ? dynamic_cast<const trainer::OuterOptions*>(spec->options.get()) : nullptr;
       groups[group].push_back({p.scenario->network.link.bandwidth_bps, e.summary.value("name", ""),
-                               spec ? spec->inner_steps : 0, ddp / EntryTime(e.summary)});
+                               outer ? outer->inner_steps : 0, ddp / EntryTime(e.summary)});
     }
   }
   json blocks = json::array();

@@ -29,13 +29,10 @@ std::string Bytes(double b) {
 }
 
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
-  std::vector<core::AlgorithmSpec> entries = sc.compare;
-  if (entries.empty()) {
-    core::AlgorithmSpec ddp;
-    ddp.name = "ddp";
-    entries.push_back(ddp);
-  }
-  return entries;
+  if (!sc.compare.empty()) return sc.compare;
+  auto ddp = core::ParseEntry("ddp", sc, "the default entry");
+  NARROWS_CHECK(ddp.ok()) << ddp.status().ToString();
+  return {*ddp};
 }
 
 nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {

@@ -79,11 +79,11 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   EntryResult r;
   r.name = x.algo.name;
-  r.algorithm = AlgorithmName(x.algo.kind);
+  r.algorithm = x.algo.algorithm;
   r.workers = x.num_workers;
   r.steps = x.sc.train.steps;
   r.tokens = x.tokens;
-  r.outer_syncs = x.algo.kind == core::AlgorithmKind::kDdp ? 0 : x.outer_syncs;
+  r.outer_syncs = x.outer_syncs;
   r.host_compute_s = x.host_compute_s;
   for (int w = 0; w < x.num_workers; ++w) {
     r.virtual_time_s = std::max(r.virtual_time_s, x.final_clock[static_cast<size_t>(w)]);
@@ -123,7 +123,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   NARROWS_RETURN_IF_ERROR(metrics.Open(dir + "/metrics.jsonl"));
   std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());
   // Adaptive batch sizes: each worker's batch multiple from the step its batch_size events name.
-  const bool adaptive = x.algo.batch_schedule != core::BatchSchedule::kConstant;
+  const bool adaptive = x.varying_batch;
   std::vector<std::map<int64_t, int64_t>> multiples(static_cast<size_t>(x.num_workers));
   for (const auto& e : x.events) {
     if (e.value("type", "") == "batch_size") {

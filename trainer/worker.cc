@@ -82,7 +82,8 @@ Json Experiment::Impl::Export() {
                      {"stats", {st.bytes_sent, st.bytes_received, st.messages_sent, st.messages_received}}});
   }
   Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"partial_evals", partial}, {"ranks", ranks},
-              {"host_compute_s", host_compute_s}, {"outer_syncs", outer_syncs}, {"tokens", tokens}};
+              {"host_compute_s", host_compute_s}, {"outer_syncs", outer_syncs}, {"tokens", tokens},
+              {"varying_batch", varying_batch}};
   if (!error.ok()) out["error"] = {{"code", static_cast<int>(error.code())}, {"message", error.message()}};
   return out;
 }
@@ -116,6 +117,7 @@ core::Status Experiment::Impl::Merge(const Json& part) {
     host_compute_s += part.at("host_compute_s").get<double>();
     outer_syncs += part.at("outer_syncs").get<int64_t>();
     tokens += part.at("tokens").get<int64_t>();
+    varying_batch = varying_batch || part.value("varying_batch", false);
     if (part.contains("error") && error.ok()) {
       error = core::Status(static_cast<core::StatusCode>(part["error"].at("code").get<int>()),
                            part["error"].at("message").get<std::string>());

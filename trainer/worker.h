@@ -65,6 +65,7 @@ struct Experiment::Impl {
   std::vector<bool> ran;  // ranks whose final state is known here (run here or merged)
   double host_compute_s = 0.0;
   int64_t outer_syncs = 0, tokens = 0;
+  bool varying_batch = false;  // an algorithm's updates take varying numbers of base batches
   std::unique_ptr<Replica> evaluator;
   Experiment::ProgressFn progress;
   int64_t progress_step = 0;

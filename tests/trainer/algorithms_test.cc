@@ -9,6 +9,7 @@
 #include "tools/plan_command.h"
 #include "trainer/algorithms/batch_size.h"
 #include "trainer/algorithms/fragments.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/paths.h"
 #include "trainer/warm_start.h"
 
@@ -62,7 +63,7 @@ TEST_F(AlgorithmsTest, FragmentsHoldEveryParameterExactlyOnce) {
   model.vocab_size = 256;
   torch::manual_seed(0);
   const Gpt gpt(model, torch::kCPU);
-  for (auto pattern : {core::FragmentPattern::kStrided, core::FragmentPattern::kSequential}) {
+  for (auto pattern : {FragmentPattern::kStrided, FragmentPattern::kSequential}) {
     for (int64_t p : {1, 2, 3, 4}) {
       const auto fragments = SplitIntoFragments(gpt.slices(), model.n_layers, p, pattern);
       ASSERT_EQ(static_cast<int64_t>(fragments.size()), p);
@@ -80,8 +81,8 @@ TEST_F(AlgorithmsTest, FragmentsHoldEveryParameterExactlyOnce) {
     }
   }
   // Strided: block 1 of 4 with P = 2 is in fragment 1, as is block 3; sequential puts it in fragment 0.
-  const auto strided = SplitIntoFragments(gpt.slices(), 4, 2, core::FragmentPattern::kStrided);
-  const auto sequential = SplitIntoFragments(gpt.slices(), 4, 2, core::FragmentPattern::kSequential);
+  const auto strided = SplitIntoFragments(gpt.slices(), 4, 2, FragmentPattern::kStrided);
+  const auto sequential = SplitIntoFragments(gpt.slices(), 4, 2, FragmentPattern::kSequential);
   int64_t block1 = -1;
   for (const auto& s : gpt.slices()) {
     if (s.name.rfind("h.1.", 0) == 0) block1 = s.offset;
@@ -126,7 +127,7 @@ TEST_F(AlgorithmsTest, CompressedOuterGradientsSendTheFormulasBytes) {
     const auto sc = Make(std::string("workers: {count: 4}\ncompare: [{name: c, algorithm: diloco, inner_steps: 4,"
                                      " outer_gradient: {format: ") + format + ", block: 64, topk: 0.25}}]\n");
     const EntryResult r = Run(sc);
-    const core::Codec codec(sc.compare[0].outer_gradient);
+    const core::Codec codec(sc.compare[0].Options<OuterOptions>().outer_gradient);
     const int64_t count = Params(sc) + 1 + 4;  // pseudo-gradient, contributor count, join votes
     double per_worker = 0.0;
     for (int p = 0; p < 4; ++p) per_worker += core::EncodedAllReduceBytesPerRank(codec, count, 1 + 4, 4, p) / 4.0;
@@ -576,8 +577,8 @@ TEST_F(AlgorithmsTest, DilocosNormTestComparesTheHalvesOfAWorkersBatch) {
 }
 
 TEST_F(AlgorithmsTest, BatchGrowthIsMonotoneAndCapped) {
-  core::AlgorithmSpec a;
-  a.batch_schedule = core::BatchSchedule::kNormTest;
+  BatchOptions a;
+  a.schedule = BatchScheduleKind::kNormTest;
   a.eta = 0.5;  // eta^2 = 0.25
   a.max_multiple = 6;
   a.test_every = 2;
@@ -593,7 +594,7 @@ TEST_F(AlgorithmsTest, BatchGrowthIsMonotoneAndCapped) {
   EXPECT_EQ(norm.multiple(), 3);
   EXPECT_TRUE(norm.Observe(100.0));  // capped
   EXPECT_EQ(norm.multiple(), 6);
-  a.batch_schedule = core::BatchSchedule::kLinear;
+  a.schedule = BatchScheduleKind::kLinear;
   a.ramp_steps = 50;
   BatchSchedule linear(a, 100);
   int64_t last = 0;

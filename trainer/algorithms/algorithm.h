@@ -1,6 +1,8 @@
-// Algorithm: what one worker of a training algorithm does, over the shared WorkerContext.
+// Algorithm: what one worker of a training algorithm does, over the shared WorkerContext. Two kinds:
+// an Algorithm that owns its loop (Run: asynchronous outer updates), and a RoundAlgorithm whose
+// loop is the driver's.
 //
-// RunRounds (the driver) owns the loop: it cuts training into rounds of RoundSteps() steps, asks
+// RunRounds (the driver) owns a RoundAlgorithm's loop: it cuts training into rounds of RoundSteps() steps, asks
 // the worker's Roster who takes part in each, sends a joiner the algorithm's SharedState from a
 // member (after Finish, so nothing is in flight), records leaves and crashes, calls Step for each
 // step this worker trains and EndRound for a member at the round's end, writes checkpoints, and
@@ -9,8 +11,7 @@
 // algorithm fills in those calls and never asks whether it runs under the emulator or over a real
 // network.
 //
-// Adding one: a file under trainer/algorithms/ with a class deriving from Algorithm, and a line in
-// the registry of registry.cc. Internal to trainer/ (LibTorch). One instance per worker thread.
+// Adding one: plugin.h. Internal to trainer/ (LibTorch). One instance per worker thread.
 #pragma once
 
 #include <memory>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/algorithms/plugin.h"
 #include "trainer/worker.h"
 
 namespace narrows::trainer {
@@ -29,17 +31,26 @@ struct SharedState {
   int64_t* counter = nullptr;
 };
 
-class Algorithm;
-// The whole training of worker `w` with `algorithm` (the driver described above).
-core::Status RunRounds(WorkerContext& w, Algorithm& algorithm);
-
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
+  // The whole training of this worker.
+  virtual core::Status Run(WorkerContext& w) = 0;
+};
 
-  // The whole training of this worker: RunRounds, unless the algorithm is not round-based
-  // (asynchronous outer updates run their own loop and leave the calls below unused).
-  virtual core::Status Run(WorkerContext& w) { return RunRounds(w, *this); }
+class RoundAlgorithm;
+// The whole training of worker `w` with `algorithm` (the driver described above).
+core::Status RunRounds(WorkerContext& w, RoundAlgorithm& algorithm);
+
+class RoundAlgorithm : public Algorithm {
+ public:
+  core::Status Run(WorkerContext& w) final {
+    NARROWS_RETURN_IF_ERROR(Prepare());
+    return RunRounds(w, *this);
+  }
+
+  // Before the first round, on every worker (DiPaCo: routing the documents to paths).
+  virtual core::Status Prepare() { return core::Status::Ok(); }
 
   // Steps between two synchronisations: the roster is asked once per round.
   virtual int64_t RoundSteps() const = 0;
@@ -69,9 +80,7 @@ class Algorithm {
   virtual core::Status RestoreExtra(const std::string& /*text*/) { return core::Status::Ok(); }
 };
 
-// The algorithm named by the entry (x.algo.kind), for worker `w`.
+// The algorithm named by the entry (x.algo.algorithm, a registered plug-in), for worker `w`.
 std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w);
-// Its name in summaries ("ddp", "diloco", ...).
-std::string AlgorithmName(core::AlgorithmKind kind);
 
 }  // namespace narrows::trainer

@@ -23,14 +23,23 @@
 // left: a scripted departure says goodbye; over a network a dead worker drops out of Members()).
 // The learning-rate schedule follows the run's progress (applied inner steps / workers).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 
 namespace narrows::trainer {
 namespace {
+
+struct AsyncOptions : OuterOptions {
+  // Delayed Nesterov: the momentum takes the mean of the last nesterov_delay pseudo-gradients once
+  // every that many arrivals (0: the worker count; 1: plain Nesterov on every arrival).
+  int64_t nesterov_delay = 0;
+  bool dylu = false;  // the server answers each push with the worker's next inner-step count
+};
 
 constexpr int kTagPush = 400;   // worker -> server: PushHeader, then the encoded pseudo-gradient
 constexpr int kTagReply = 401;  // server -> worker: ReplyHeader, then the global parameters
@@ -82,11 +91,12 @@ class Server {
  public:
   Server(Experiment::Impl& x, const torch::Tensor& initial)
       : x_(x),
+        o_(x.algo.Options<AsyncOptions>()),
         n_params_(initial.numel()),
         global_(initial.detach().clone()),
         pending_(torch::zeros_like(global_)),
         outer_(OuterOptimizerState::Like(global_)),
-        delay_(x.algo.nesterov_delay > 0 ? x.algo.nesterov_delay : x.num_workers),
+        delay_(o_.nesterov_delay > 0 ? o_.nesterov_delay : x.num_workers),
         step_time_(static_cast<size_t>(x.num_workers), 0.0),
         expected_(static_cast<size_t>(x.num_workers), true),
         stop_sent_(static_cast<size_t>(x.num_workers), false) {}
@@ -115,7 +125,7 @@ class Server {
       const int src = *from;
       auto header = ReadHeader<PushHeader>(m, payload, src, "async push");
       if (!header.ok()) return header.status();
-      ReplyHeader reply{kParams, static_cast<int32_t>(x_.algo.inner_steps), version_, global_step_, 0, 0};
+      ReplyHeader reply{kParams, static_cast<int32_t>(o_.inner_steps), version_, global_step_, 0, 0};
       if (header->kind == kBye) {
         expected_[static_cast<size_t>(src)] = false;
         reply.kind = kAck;
@@ -124,7 +134,7 @@ class Server {
       } else {
         codec_.Decode(m.data() + sizeof(PushHeader), n_params_, g.data());
         Apply(g, *header, src, t.clock().Now());
-        if (x_.algo.dylu) reply.next_inner_steps = static_cast<int32_t>(NextInnerSteps(src));
+        if (o_.dylu) reply.next_inner_steps = static_cast<int32_t>(NextInnerSteps(src));
         if (applied_steps_ >= budget) {
           stopped_ = true;
           const int32_t stop = 1;
@@ -152,9 +162,9 @@ class Server {
     torch::NoGradGuard no_grad;
     torch::Tensor g = torch::empty_like(global_);
     FromHost(values.data(), g);
-    if (x_.algo.outer_optimizer == core::OuterOptimizer::kNesterov) {
+    if (o_.outer_optimizer == OuterOptimizer::kNesterov) {
       // Delayed Nesterov (see the top of this file).
-      const double lr = x_.algo.outer_lr, mu = x_.algo.outer_momentum, n = static_cast<double>(delay_);
+      const double lr = o_.outer_lr, mu = o_.outer_momentum, n = static_cast<double>(delay_);
       pending_.add_(g);
       if (++arrivals_ % delay_ == 0) {
         outer_.momentum.mul_(mu).add_(pending_ / n);
@@ -164,7 +174,7 @@ class Server {
         global_.sub_(g / n, lr);
       }
     } else {
-      OuterStep(x_.algo, global_, g, outer_);
+      OuterStep(o_, global_, g, outer_);
     }
     const int64_t staleness = version_ - h.base_version;
     ++version_;
@@ -186,16 +196,15 @@ class Server {
     for (double t : step_time_) {
       if (t > 0 && (fastest == 0.0 || t < fastest)) fastest = t;
     }
-    const double mine = step_time_[static_cast<size_t>(src)];
-    const int64_t H = x_.algo.inner_steps;
-    return fastest > 0 && mine > 0 ? std::clamp<int64_t>(static_cast<int64_t>(H * fastest / mine + 1e-9), 1, H) : H;
+    return DyluInnerSteps(o_.inner_steps, fastest, step_time_[static_cast<size_t>(src)]);
   }
 
   Experiment::Impl& x_;
+  const AsyncOptions& o_;
   const int64_t n_params_;
   torch::Tensor global_, pending_;
   OuterOptimizerState outer_;
-  const core::Codec codec_{x_.algo.outer_gradient};
+  const core::Codec codec_{o_.outer_gradient};
   const int64_t delay_;
   int64_t arrivals_ = 0, version_ = 0, applied_steps_ = 0, global_step_ = 0;
   std::vector<double> step_time_;
@@ -203,19 +212,11 @@ class Server {
   bool stopped_ = false;
 };
 
-class AsyncDiloco final : public Algorithm {
+class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
  public:
   explicit AsyncDiloco(WorkerContext& w)
-      : w_(w), x_(w.x), n_params_(w.replica.model().flat_params().numel()),
+      : w_(w), x_(w.x), o_(x_.algo.Options<AsyncOptions>()), n_params_(w.replica.model().flat_params().numel()),
         base_(w.replica.model().flat_params().detach().clone()) {}
-
-  // Not round-based: Run below is the whole loop, so the driver's calls are never made.
-  int64_t RoundSteps() const override { return x_.sc.train.steps; }
-  SharedState Shared() override { return {{{"base", &base_}}, &version_}; }
-  void OnJoin(int64_t, bool) override {}
-  core::Status Step(Round*, int64_t) override {
-    return core::Status::Internal("async-diloco runs its own loop (AsyncDiloco::Run)");
-  }
 
   core::Status Run(WorkerContext& w) override {
     if (w.live() && (x_.opt.rejoin || !x_.opt.resume_from.empty())) {
@@ -238,7 +239,7 @@ class AsyncDiloco final : public Algorithm {
  private:
   core::Status Train() {
     const int64_t S = x_.sc.train.steps;
-    int64_t inner_steps = x_.algo.inner_steps, global_step = 0, chunk = 0, sent_at_push = w_.Stats().bytes_sent;
+    int64_t inner_steps = o_.inner_steps, global_step = 0, chunk = 0, sent_at_push = w_.Stats().bytes_sent;
     double chunk_compute_from = w_.compute_s;
     for (int64_t local = 0;; ++local) {
       if (local < S && !w_.roster->Trains(local)) {  // a scripted departure
@@ -269,7 +270,7 @@ class AsyncDiloco final : public Algorithm {
         stop_received_ = true;
         return Goodbye();
       }
-      if (x_.algo.dylu && reply->next_inner_steps != inner_steps) {
+      if (o_.dylu && reply->next_inner_steps != inner_steps) {
         x_.Event({{"type", "inner_steps"}, {"step", local + 1}, {"worker", w_.rank},
                   {"inner_steps", reply->next_inner_steps}, {"step_time_s", step_time}});
       }
@@ -324,16 +325,98 @@ class AsyncDiloco final : public Algorithm {
 
   WorkerContext& w_;
   Experiment::Impl& x_;
+  const AsyncOptions& o_;
   const int64_t n_params_;
   torch::Tensor base_;  // the global parameters this worker's inner steps started from
   int64_t version_ = 0;
-  const core::Codec codec_{x_.algo.outer_gradient};
+  const core::Codec codec_{o_.outer_gradient};
   ErrorFeedback error_feedback_;
   bool stop_received_ = false;
 };
 
+core::ParsedOptions ParseAsync(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
+  auto o = std::make_shared<AsyncOptions>();
+  ReadOuterOptions(r, o.get());
+  o->dylu = r.Bool("dylu", false);
+  o->nesterov_delay = r.Int("nesterov_delay", 0, 0, 1 << 20);
+  // Worker 0 hosts the server; the pool shrinks but never grows (a joiner would need the server's
+  // state mid-flight, which is not built).
+  for (const auto& f : sc.faults) {
+    if (f.kind == core::FaultKind::kJoin || (f.kind != core::FaultKind::kLinkDown && f.worker == 0)) {
+      r.Error("async-diloco supports leave and crash faults of workers other than 0 "
+              "(worker 0 hosts the server; joins are not supported)");
+      break;
+    }
+  }
+  return {o, RoundsName("async-diloco", *o)};
+}
+
+// The budget of workers * steps inner steps is applied in U updates of H steps. Worker i cycles
+// through H steps at its own speed and a round trip to the server beside worker 0 (its encoded push
+// in, the fp32 parameters back; none for worker 0), so the updates arrive at known times, unless
+// worker 0's link, which carries every remote push in and every reply out, is slower still.
+// Assumes no DyLU (each push is H steps) and the scenario's uniform access links; queueing at the
+// server is counted only as that link's load.
+std::vector<PlanRow> PlanAsync(const PlanInputs& in, const core::AlgorithmSpec& entry) {
+  const AsyncOptions& a = entry.Options<AsyncOptions>();
+  const core::Scenario& sc = *in.sc;
+  const int m = in.workers();
+  const double params = in.workload.params;
+  const double updates = std::ceil(in.steps * m / static_cast<double>(a.inner_steps));
+  const double push = sizeof(PushHeader) + static_cast<double>(core::Codec(a.outer_gradient).EncodedBytes(static_cast<int64_t>(params)));
+  const double reply = sizeof(ReplyHeader) + 4.0 * params;
+  double round_trip = 0, server_link = 0;
+  if (m > 1) {
+    round_trip = in.slowest_delivery({{1, 0, static_cast<int64_t>(push)}}) +
+                 in.slowest_delivery({{0, 1, static_cast<int64_t>(reply)}});
+    std::vector<PlanMessage> pushes_in, replies_out;
+    for (int v = 1; v < m; ++v) {
+      pushes_in.push_back({v, 0, static_cast<int64_t>(push)});
+      replies_out.push_back({0, v, static_cast<int64_t>(reply)});
+    }
+    server_link = std::max(in.slowest_delivery(pushes_in), in.slowest_delivery(replies_out)) / (m - 1);  // per remote update
+  }
+  // The updates in the order they arrive: worker i's k-th at k * cycle_i (the budget runs out at the
+  // U-th; the others then stop at once), unless the server's link is the slower.
+  std::vector<double> cycle(static_cast<size_t>(m)), next(static_cast<size_t>(m));
+  std::vector<int64_t> pushes(static_cast<size_t>(m), 0);
+  for (int i = 0; i < m; ++i) {
+    cycle[static_cast<size_t>(i)] = static_cast<double>(a.inner_steps) * in.nominal_step_s / sc.workers.speed[static_cast<size_t>(i)] +
+                                    (i == 0 ? 0.0 : round_trip);
+    next[static_cast<size_t>(i)] = cycle[static_cast<size_t>(i)];
+  }
+  double by_workers = 0;
+  int64_t remote = 0;
+  for (int64_t u = 0; u < static_cast<int64_t>(updates); ++u) {
+    const auto i = static_cast<size_t>(std::min_element(next.begin(), next.end()) - next.begin());
+    by_workers = next[i];
+    next[i] += cycle[i];
+    ++pushes[i];
+    if (i > 0) ++remote;
+  }
+  PlanRow r;
+  r.time_s = std::max(by_workers, static_cast<double>(remote) * server_link);
+  for (int i = 0; i < m; ++i) {
+    const double waiting = static_cast<double>(pushes[static_cast<size_t>(i)]) * (i == 0 ? 0.0 : round_trip);
+    const double chunk = cycle[static_cast<size_t>(i)] - (i == 0 ? 0.0 : round_trip);
+    // Computing but for its round trips, and at most the chunk after its last push; a slower server
+    // link only adds waiting.
+    r.compute_s += std::min(std::max(0.0, by_workers - waiting),
+                            static_cast<double>(pushes[static_cast<size_t>(i)] + 1) * chunk) / m;
+  }
+  r.syncs = static_cast<int64_t>(updates);
+  r.bytes_per_worker = static_cast<double>(remote) * (push + reply) / m;
+  return {r};
+}
+
 }  // namespace
 
-std::unique_ptr<Algorithm> MakeAsyncDiloco(WorkerContext& w) { return std::make_unique<AsyncDiloco>(w); }
+NARROWS_REGISTER_ALGORITHM(
+    async_diloco,
+    AlgorithmPlugin{{"async-diloco", "async-diloco, async-diloco-hN",
+                     [](const std::string& text) { return InnerStepsShorthand("async-diloco", text); }, ParseAsync},
+                    "asynchronous DiLoCo: a server beside worker 0 applies each pseudo-gradient as it arrives",
+                    [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<AsyncDiloco>(w); },
+                    PlanAsync});
 
 }  // namespace narrows::trainer

@@ -7,9 +7,38 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/scenario.h"
+#include "core/option_reader.h"
 
 namespace narrows::trainer {
+
+enum class BatchScheduleKind { kConstant, kLinear, kNormTest };
+
+// `batch:` of a ddp or diloco entry: constant, a linear warm-up of the batch multiple from 1 to
+// max_multiple over ramp_steps steps (0: half the run), or the norm test every test_every updates
+// (grow when the gradient noise exceeds eta^2 of the mean gradient's squared norm), up to
+// max_multiple. The multiple is how many base batches (train.batch_size per worker) one update
+// accumulates; steps count base batches, so every schedule trains on the same tokens.
+struct BatchOptions {
+  BatchScheduleKind schedule = BatchScheduleKind::kConstant;
+  int64_t max_multiple = 8, ramp_steps = 0, test_every = 10;
+  double eta = 0.2;
+};
+
+inline BatchOptions ReadBatchOptions(core::OptionReader& entry) {
+  BatchOptions b;
+  if (!entry.Has("batch")) return b;
+  core::OptionReader r = entry.Sub("batch");
+  b.schedule = r.Enum<BatchScheduleKind>("schedule", BatchScheduleKind::kConstant,
+                                         {{"constant", BatchScheduleKind::kConstant},
+                                          {"linear", BatchScheduleKind::kLinear},
+                                          {"norm-test", BatchScheduleKind::kNormTest}});
+  b.max_multiple = r.Int("max_multiple", 8, 1, 1 << 20);
+  b.ramp_steps = r.Int("ramp_steps", 0, 0);
+  b.test_every = r.Int("test_every", 10, 1);
+  b.eta = r.Double("eta", 0.2, 0.0, 1e6, core::Bound::kExclusive);
+  r.Finish();
+  return b;
+}
 
 // The norm test's T = [sum_j |g_j - g|^2 / (n - 1)] / (n |g|^2) of n gradient samples g_j and their
 // mean g, from sum_j |g_j|^2, |g|^2 and n (sum_j |g_j - g|^2 = sum_j |g_j|^2 - n |g|^2).
@@ -21,19 +50,19 @@ inline double NormTestStatistic(double sum_sq_norms, double mean_sq_norm, int64_
 
 class BatchSchedule {
  public:
-  BatchSchedule(const core::AlgorithmSpec& a, int64_t steps)
+  BatchSchedule(const BatchOptions& a, int64_t steps)
       : a_(a), ramp_(a.ramp_steps > 0 ? a.ramp_steps : std::max<int64_t>(1, steps / 2)) {}
 
-  bool adaptive() const { return a_.batch_schedule != core::BatchSchedule::kConstant; }
+  bool adaptive() const { return a_.schedule != BatchScheduleKind::kConstant; }
   int64_t multiple() const { return multiple_; }
 
   // Called when an update starts at `step`; returns whether it runs the norm test.
   bool BeginUpdate(int64_t step) {
-    if (a_.batch_schedule == core::BatchSchedule::kLinear) {
+    if (a_.schedule == BatchScheduleKind::kLinear) {
       const double f = std::min(1.0, static_cast<double>(step) / static_cast<double>(ramp_));
       multiple_ = std::max(multiple_, 1 + static_cast<int64_t>(f * static_cast<double>(a_.max_multiple - 1)));
     }
-    return a_.batch_schedule == core::BatchSchedule::kNormTest && updates_++ % a_.test_every == 0;
+    return a_.schedule == BatchScheduleKind::kNormTest && updates_++ % a_.test_every == 0;
   }
   // After a test: the multiple its statistic asks for (monotone, capped). Returns whether the
   // multiple grew.
@@ -48,7 +77,7 @@ class BatchSchedule {
   }
 
  private:
-  const core::AlgorithmSpec& a_;
+  const BatchOptions a_;
   const int64_t ramp_;
   int64_t multiple_ = 1, updates_ = 0;
 };

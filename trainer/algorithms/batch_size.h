@@ -22,10 +22,21 @@ namespace narrows::trainer {
 // step in the replica's flat_grads(); a change of multiple is a `batch_size` event. With
 // `test_on_halves` (DiLoCo) a test update computes each base batch as two halves, the samples of
 // its norm test; otherwise (DDP) the caller tests across workers.
+// Where the norm test's gradient samples come from.
+enum class NormTestSamples {
+  kWorkers,            // the workers' gradients, compared by the caller (DDP)
+  kHalvesOfEachBatch,  // the two halves of each base batch of this worker's update (DiLoCo)
+};
+
 class AdaptiveUpdates {
  public:
-  AdaptiveUpdates(WorkerContext& w, bool test_on_halves)
-      : w_(w), schedule_(w.x.algo, w.x.sc.train.steps), halves_(test_on_halves) {}
+  AdaptiveUpdates(WorkerContext& w, const BatchOptions& options, NormTestSamples samples)
+      : w_(w), schedule_(options, w.x.sc.train.steps), halves_(samples == NormTestSamples::kHalvesOfEachBatch) {
+    if (schedule_.adaptive()) {
+      std::lock_guard<std::mutex> lock(w.x.mu);
+      w.x.varying_batch = true;
+    }
+  }
 
   bool adaptive() const { return schedule_.adaptive(); }
   BatchSchedule& schedule() { return schedule_; }

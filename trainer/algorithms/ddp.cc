@@ -4,6 +4,7 @@
 // parameters and the AdamW state of a member. With an adaptive batch size (batch_size.h) an update
 // accumulates several base batches and all-reduces once after the last backward (no buckets), its
 // tail carrying each worker's squared gradient norm when the norm test runs.
+#include <algorithm>
 #include <chrono>
 
 #include "trainer/algorithms/algorithm.h"
@@ -11,6 +12,14 @@
 
 namespace narrows::trainer {
 namespace {
+
+struct DdpOptions : core::AlgorithmOptions {
+  // Gradient buckets all-reduced as backward produces them, overlapping communication with
+  // computation, as PyTorch DDP does (first bucket 1 MB, then bucket_mb).
+  bool overlap = true;
+  double bucket_mb = 25.0;
+  BatchOptions batch;
+};
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -140,14 +149,14 @@ class OverlappedGradients {
   double step_flops_ = 0.0, charged_flops_ = 0.0, loss_ = 0.0;
 };
 
-class Ddp final : public Algorithm {
+class Ddp final : public RoundAlgorithm {
  public:
   explicit Ddp(WorkerContext& w)
-      : w_(w), x_(w.x), n_params_(w.replica.model().num_params()),
+      : w_(w), x_(w.x), o_(x_.algo.Options<DdpOptions>()), n_params_(w.replica.model().num_params()),
         may_continue_(x_.sc.deploy.on_failure != "stop"),
-        updates_(w, /*test_on_halves=*/false) {
-    if (x_.algo.overlap && x_.sc.train.grad_accum == 1 && !updates_.adaptive()) {
-      overlapped_ = std::make_unique<OverlappedGradients>(w, x_.algo.bucket_mb);
+        updates_(w, o_.batch, NormTestSamples::kWorkers) {
+    if (o_.overlap && x_.sc.train.grad_accum == 1 && !updates_.adaptive()) {
+      overlapped_ = std::make_unique<OverlappedGradients>(w, o_.bucket_mb);
     }
     // All gradients + the loss (+ the squared norm of the worker's gradient), for one all-reduce.
     w.buffer.resize(static_cast<size_t>(n_params_ + (updates_.adaptive() ? 2 : 1)));
@@ -246,6 +255,7 @@ class Ddp final : public Algorithm {
 
   WorkerContext& w_;
   Experiment::Impl& x_;
+  const DdpOptions& o_;
   const int64_t n_params_;
   const bool may_continue_;
   std::unique_ptr<OverlappedGradients> overlapped_;
@@ -253,8 +263,67 @@ class Ddp final : public Algorithm {
   AdaptiveUpdates updates_;
 };
 
+core::ParsedOptions ParseDdp(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
+  auto o = std::make_shared<DdpOptions>();
+  o->overlap = r.Bool("overlap", true);
+  o->bucket_mb = r.Double("bucket_mb", 25.0, 0.001, 1e6);
+  o->batch = ReadBatchOptions(r);
+  if (o->batch.schedule != BatchScheduleKind::kConstant && !sc.faults.empty()) {
+    r.ErrorAt("batch", "adaptive batch sizes do not support faults");
+  }
+  if (o->batch.schedule == BatchScheduleKind::kNormTest && sc.workers.count < 2) {
+    r.ErrorAt("batch", "DDP's norm test compares the workers' gradients: it needs 2 or more");
+  }
+  return {o, "ddp"};
+}
+
+// Every update all-reduces the gradients and the loss in fp32. Overlapped, the all-reduce hides
+// behind backward (two thirds of a step's compute) but for the last bucket, ready only when
+// backward ends (a model within the first bucket: all of it). A linear batch warm-up takes fewer
+// updates (counted with the trainer's own BatchSchedule); the norm test's growth depends on the
+// gradients, so its rows assume the base batch.
+std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& entry) {
+  const DdpOptions& o = entry.Options<DdpOptions>();
+  const int m = in.workers();
+  const double bytes = 4.0 * (in.workload.params + 1);
+  const double all = in.RingAllReduceSeconds(bytes);
+  const double first_bucket = std::min(1.0, o.bucket_mb) * 1e6;
+  const bool adaptive = o.batch.schedule != BatchScheduleKind::kConstant;  // one all-reduce after backward
+  const double exposed = !o.overlap || adaptive || bytes <= first_bucket
+                             ? all
+                             : std::max(in.RingAllReduceSeconds(std::min(bytes, o.bucket_mb * 1e6)),
+                                        all - 2.0 / 3.0 * in.step_s);
+  double updates = in.steps;
+  if (o.batch.schedule == BatchScheduleKind::kLinear) {
+    BatchSchedule schedule(o.batch, static_cast<int64_t>(in.steps));
+    updates = 0;
+    for (int64_t step = 0; step < static_cast<int64_t>(in.steps); ++updates) {
+      schedule.BeginUpdate(step);
+      step += schedule.multiple();
+    }
+  }
+  PlanRow r;
+  r.compute_s = in.compute_s;
+  r.time_s = in.critical_compute_s + updates * exposed;
+  r.bytes_per_worker = updates * 2.0 * (m - 1) / m * (bytes + (adaptive ? 4.0 : 0.0));
+  if (o.batch.schedule == BatchScheduleKind::kNormTest) {
+    r.note = "the norm test's batch growth depends on the gradients; predicted at the base batch "
+             "(an upper bound on its time and bytes)";
+  }
+  return {r};
+}
+
 }  // namespace
 
-std::unique_ptr<Algorithm> MakeDdp(WorkerContext& w) { return std::make_unique<Ddp>(w); }
+NARROWS_REGISTER_ALGORITHM(
+    ddp, AlgorithmPlugin{{"ddp", "ddp",
+                          [](const std::string& text) -> std::optional<core::ShorthandKeys> {
+                            if (text == "ddp") return core::ShorthandKeys{};
+                            return std::nullopt;
+                          },
+                          ParseDdp},
+                         "synchronous data parallelism (PyTorch DDP): an all-reduce of the gradients every step",
+                         [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Ddp>(w); },
+                         PlanDdp});
 
 }  // namespace narrows::trainer

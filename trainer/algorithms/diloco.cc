@@ -7,32 +7,44 @@
 // and for workers of unequal speed DyLU: inner steps per round in proportion to each one's speed.
 // Inner steps may take adaptive batch sizes (batch_size.h): each worker's own norm test, on the
 // halves of its base batches.
+#include <algorithm>
 #include <random>
 #include <sstream>
 
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/batch_size.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 
 namespace narrows::trainer {
 namespace {
 
-class Diloco final : public Algorithm {
+struct DilocoOptions : OuterOptions {
+  double drop_probability = 0.0;  // each worker's outer gradient is dropped with this probability
+  // DyLU (Async Local-SGD, arXiv 2401.09135 §4.2): each worker takes floor(H * t_fastest / t_own)
+  // inner steps per round, t the step times measured in the last round (virtual compute under the
+  // emulator, wall time over a network), so that all arrive at the outer step together.
+  bool dylu = false;
+  BatchOptions batch;
+};
+
+class Diloco final : public RoundAlgorithm {
  public:
   explicit Diloco(WorkerContext& w)
       : w_(w),
         x_(w.x),
+        o_(x_.algo.Options<DilocoOptions>()),
         n_params_(w.replica.model().num_params()),
         global_(w.replica.model().flat_params().detach().clone()),
         outer_(OuterOptimizerState::Like(global_)),
         drop_rng_(x_.sc.seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(w.rank) + 1) {
     // The outer gradient, the contributor count, one join vote per worker (Roster::Vote), and with
     // DyLU each worker's mean step time of the round (in its own slot).
-    tail_ = 1 + x_.num_workers * (x_.algo.dylu ? 2 : 1);
+    tail_ = 1 + x_.num_workers * (o_.dylu ? 2 : 1);
     w.buffer.resize(static_cast<size_t>(n_params_ + tail_));
   }
 
-  int64_t RoundSteps() const override { return x_.algo.inner_steps; }
+  int64_t RoundSteps() const override { return o_.inner_steps; }
 
   SharedState Shared() override {
     return {{{"global", &global_}, {"outer_momentum", &outer_.momentum}, {"outer_adam_m", &outer_.adam_m},
@@ -66,7 +78,7 @@ class Diloco final : public Algorithm {
 
   core::Status EndRound(Round* round) override {
     const int64_t re = round->end;
-    const bool keep = !(x_.algo.drop_probability > 0 && uniform_(drop_rng_) < x_.algo.drop_probability);
+    const bool keep = !(o_.drop_probability > 0 && uniform_(drop_rng_) < o_.drop_probability);
     auto& buffer = w_.buffer;
     NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, static_cast<int64_t>(buffer.size()), re, [&] {
       {
@@ -78,26 +90,26 @@ class Diloco final : public Algorithm {
       buffer[static_cast<size_t>(n_params_)] = keep ? 1.0f : 0.0f;
       std::fill(buffer.begin() + n_params_ + 1, buffer.end(), 0.0f);
       w_.roster->Vote(round->members, buffer.data() + n_params_ + 1);
-      if (x_.algo.dylu && steps_this_round_ > 0) {
+      if (o_.dylu && steps_this_round_ > 0) {
         buffer[static_cast<size_t>(n_params_ + 1 + x_.num_workers + w_.rank)] =
             static_cast<float>((w_.compute_s - round_compute_from_) / static_cast<double>(steps_this_round_));
       }
     }, true, &codec_, tail_));
     w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
-    if (x_.algo.dylu) PlanNextRound(*round);
+    if (o_.dylu) PlanNextRound(*round);
     steps_this_round_ = 0;
     const float contributors = buffer[static_cast<size_t>(n_params_)];
     if (contributors > 0) {
       for (int64_t i = 0; i < n_params_; ++i) buffer[static_cast<size_t>(i)] /= contributors;
       torch::Tensor delta = torch::empty_like(global_);
       FromHost(buffer.data(), delta);
-      OuterStep(x_.algo, global_, delta, outer_);
+      OuterStep(o_, global_, delta, outer_);
     }
     if (keep) {
       torch::NoGradGuard no_grad;
       w_.replica.model().flat_params().copy_(global_);
     }
-    w_.Record(x_.algo.dylu ? last_step_ : re - 1, last_loss_);
+    w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
       {
         std::lock_guard<std::mutex> lock(x_.mu);
@@ -120,8 +132,7 @@ class Diloco final : public Algorithm {
       if (t > 0 && (fastest == 0.0 || t < fastest)) fastest = t;
     }
     const double mine = times[w_.rank];
-    const int64_t H = x_.algo.inner_steps;
-    const int64_t next = fastest > 0 && mine > 0 ? std::clamp<int64_t>(static_cast<int64_t>(H * fastest / mine + 1e-9), 1, H) : H;
+    const int64_t next = DyluInnerSteps(o_.inner_steps, fastest, mine);
     if (next != my_inner_steps_) {
       x_.Event({{"type", "inner_steps"}, {"step", round.end}, {"worker", w_.rank}, {"inner_steps", next},
                 {"step_time_s", mine}, {"fastest_step_time_s", fastest}});
@@ -162,24 +173,70 @@ class Diloco final : public Algorithm {
  private:
   WorkerContext& w_;
   Experiment::Impl& x_;
+  const DilocoOptions& o_;
   const int64_t n_params_;
   torch::Tensor global_;
   OuterOptimizerState outer_;
   std::mt19937_64 drop_rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
-  const core::Codec codec_{x_.algo.outer_gradient};  // how pseudo-gradients travel
+  const core::Codec codec_{o_.outer_gradient};  // how pseudo-gradients travel
   ErrorFeedback error_feedback_;
   int64_t rewarm_from_ = -1;
   int64_t tail_ = 0;                             // floats after the pseudo-gradient, sent exactly
-  int64_t my_inner_steps_ = x_.algo.inner_steps;  // DyLU: this worker's inner steps per round
+  int64_t my_inner_steps_ = o_.inner_steps;  // DyLU: this worker's inner steps per round
   int64_t steps_this_round_ = 0, last_step_ = 0;
   double round_compute_from_ = 0.0;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
-  AdaptiveUpdates updates_{w_, /*test_on_halves=*/true};
+  AdaptiveUpdates updates_{w_, o_.batch, NormTestSamples::kHalvesOfEachBatch};
 };
+
+// diloco, diloco-hN; local-sgd, local-sgd-hN: outer SGD with lr 1 and no momentum (the
+// average of the workers' parameters).
+std::optional<core::ShorthandKeys> DilocoShorthand(const std::string& text) {
+  if (auto keys = InnerStepsShorthand("diloco", text)) return keys;
+  auto keys = InnerStepsShorthand("local-sgd", text);
+  if (keys) keys->insert(keys->end(), {{"outer_optimizer", "sgd"}, {"outer_lr", "1.0"}, {"outer_momentum", "0.0"}});
+  return keys;
+}
+
+core::ParsedOptions ParseDiloco(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
+  auto o = std::make_shared<DilocoOptions>();
+  ReadOuterOptions(r, o.get());
+  o->drop_probability = r.Double("drop_probability", 0.0, 0.0, 1.0);
+  o->dylu = r.Bool("dylu", false);
+  o->batch = ReadBatchOptions(r);
+  if (o->batch.schedule != BatchScheduleKind::kConstant && !sc.faults.empty()) {
+    r.ErrorAt("batch", "adaptive batch sizes do not support faults");
+  }
+  if (o->batch.schedule == BatchScheduleKind::kNormTest &&
+      (sc.train.batch_size % 2 != 0 || (sc.train.batch_size / 2) % sc.train.grad_accum != 0)) {
+    r.ErrorAt("batch", "DiLoCo's norm test splits each batch in halves: train.batch_size / 2 "
+                       "must be a whole multiple of train.grad_accum");
+  }
+  return {o, RoundsName("diloco", *o)};
+}
+
+// One fp32 (or encoded) all-reduce of the whole outer gradient every H steps; with --fragments,
+// also the streaming variant the command line asks for.
+std::vector<PlanRow> PlanDiloco(const PlanInputs& in, const core::AlgorithmSpec& entry) {
+  const DilocoOptions& o = entry.Options<DilocoOptions>();
+  std::vector<PlanRow> rows = {PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient)};
+  if (in.streaming.fragments > 0) {
+    rows.push_back(PredictOuterRounds(in, o.inner_steps, in.streaming.fragments, in.streaming.overlap_steps,
+                                      in.streaming.codec));
+    rows.back().name = entry.name + "-streaming-p" + std::to_string(in.streaming.fragments) + "-" +
+                       std::to_string(in.streaming.bits) + "bit";
+  }
+  return rows;
+}
 
 }  // namespace
 
-std::unique_ptr<Algorithm> MakeDiloco(WorkerContext& w) { return std::make_unique<Diloco>(w); }
+NARROWS_REGISTER_ALGORITHM(
+    diloco, AlgorithmPlugin{{"diloco", "diloco, diloco-hN, local-sgd, local-sgd-hN", DilocoShorthand, ParseDiloco,
+                             /*is_default=*/true},
+                            "DiLoCo: H inner AdamW steps, then an outer Nesterov step on the mean pseudo-gradient",
+                            [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Diloco>(w); },
+                            PlanDiloco});
 
 }  // namespace narrows::trainer

@@ -6,8 +6,10 @@
 // (the embeddings and final norm among all): one all-reduce per module, each counted apart. The
 // outer optimiser then steps the path, as in diloco.cc. A held-out document is scored on its own
 // path; the validation loss is the token-weighted mean over paths. Faults are refused at load.
+#include <cmath>
 
 #include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 #include "trainer/algorithms/paths.h"
 #include "trainer/routing.h"
@@ -15,12 +17,21 @@
 namespace narrows::trainer {
 namespace {
 
-class Dipaco final : public Algorithm {
+struct DipacoOptions : OuterOptions {
+  // The model's transformer blocks in `levels` consecutive levels of `modules` modules each; a path
+  // is one module per level (modules^levels paths). Worker w trains path w mod paths on the
+  // documents routed to it (k-means over a feature of each document's first `route_tokens`
+  // tokens; documents are `document_tokens` long).
+  int64_t levels = 2, modules = 2, document_tokens = 1024, route_tokens = 256;
+};
+
+class Dipaco final : public RoundAlgorithm {
  public:
   explicit Dipaco(WorkerContext& w)
       : w_(w),
         x_(w.x),
-        layout_{x_.algo.levels, x_.algo.modules},
+        o_(x_.algo.Options<DipacoOptions>()),
+        layout_{o_.levels, o_.modules},
         path_(layout_.PathOf(w.rank)),
         global_(w.replica.model().flat_params().detach().clone()),
         outer_(OuterOptimizerState::Like(global_)) {
@@ -50,8 +61,9 @@ class Dipaco final : public Algorithm {
     delta_host_.resize(static_cast<size_t>(global_.numel()));
   }
 
-  core::Status Run(WorkerContext& w) override {
-    const core::AlgorithmSpec& a = x_.algo;
+  core::Status Prepare() override {
+    WorkerContext& w = w_;
+    const DipacoOptions& a = o_;
     auto routing = x_.Share<PathRouting>("dipaco.routing", [&]() -> core::Result<PathRouting> {
       const Dataset& d = *x_.data;
       return RouteDocuments(d.corpus, d.split.train, d.val_corpus ? *d.val_corpus : d.corpus, d.split.val,
@@ -78,10 +90,10 @@ class Dipaco final : public Algorithm {
       x_.Event({{"type", "routing"}, {"paths", layout_.paths()}, {"train_tokens", r.train_tokens},
                 {"val_tokens", r.val_tokens}});
     }
-    return RunRounds(w, *this);
+    return core::Status::Ok();
   }
 
-  int64_t RoundSteps() const override { return x_.algo.inner_steps; }
+  int64_t RoundSteps() const override { return o_.inner_steps; }
 
   SharedState Shared() override {
     return {{{"global", &global_}, {"outer_momentum", &outer_.momentum}, {"outer_adam_m", &outer_.adam_m},
@@ -139,7 +151,7 @@ class Dipaco final : public Algorithm {
     }
     torch::Tensor delta = torch::empty_like(global_);
     FromHost(delta_host_.data(), delta);
-    OuterStep(x_.algo, global_, delta, outer_);
+    OuterStep(o_, global_, delta, outer_);
     {
       torch::NoGradGuard no_grad;
       w_.replica.model().flat_params().copy_(global_);
@@ -187,21 +199,90 @@ class Dipaco final : public Algorithm {
   static constexpr int kTagModules = 2000;  // unit id u uses tags 2000 + 3u .. 2002 + 3u
   WorkerContext& w_;
   Experiment::Impl& x_;
+  const DipacoOptions& o_;
   const PathLayout layout_;
   const int64_t path_;
   torch::Tensor global_;
   OuterOptimizerState outer_;
   std::vector<Unit> units_;
   std::vector<float> delta_host_;
-  const core::Codec codec_{x_.algo.outer_gradient};
+  const core::Codec codec_{o_.outer_gradient};
   std::vector<TokenBatch> val_batches_;
   double val_share_ = 0.0;
   int64_t steps_this_round_ = 0;
   float last_loss_ = 0.0f;
 };
 
+core::ParsedOptions ParseDipaco(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec& entry) {
+  auto o = std::make_shared<DipacoOptions>();
+  ReadOuterOptions(r, o.get());
+  o->levels = r.Int("levels", 2, 1, 64);
+  o->modules = r.Int("modules", 2, 1, 64);
+  o->document_tokens = r.Int("document_tokens", 1024, 2, int64_t{1} << 30);
+  o->route_tokens = r.Int("route_tokens", 256, 1, int64_t{1} << 30);
+  if (o->levels * o->modules > 600) {
+    r.ErrorAt("modules", "levels x modules must be at most 600 (one tag range per module)");
+  }
+  const int64_t n_layers = entry.n_layers > 0 ? entry.n_layers : sc.model.n_layers;
+  int64_t paths = 1;  // modules^levels, saturating above the worker count
+  for (int64_t l = 0; l < o->levels && paths <= sc.workers.count; ++l) paths *= o->modules;
+  if (n_layers % o->levels != 0) {
+    r.ErrorAt("levels", "the model's n_layers = " + std::to_string(n_layers) +
+                            " must be a multiple of levels (a level is a group of blocks)");
+  } else if (paths > sc.workers.count) {
+    r.ErrorAt("modules", std::to_string(o->modules) + "^" + std::to_string(o->levels) +
+                             " paths need at least as many workers (workers.count = " +
+                             std::to_string(sc.workers.count) + ")");
+  }
+  if (o->document_tokens <= sc.model.seq_len) {
+    r.ErrorAt("document_tokens", "must exceed model.seq_len = " + std::to_string(sc.model.seq_len));
+  }
+  if (!sc.faults.empty()) r.Error("dipaco does not support faults (a path's leaving would orphan its modules)");
+  return {o, RoundsName("dipaco", *o)};
+}
+
+// DiLoCo's rounds, but each outer step is one ring all-reduce of the embeddings and final norm
+// among all M workers, then per level one ring per module among the workers whose path holds it
+// (the level's rings at once, on disjoint workers), each of a module's fp32 pseudo-gradient and
+// its token weight. Block and shared sizes from the scenario's model (a block: the parameters one
+// more layer adds).
+std::vector<PlanRow> PlanDipaco(const PlanInputs& in, const core::AlgorithmSpec& entry) {
+  const DipacoOptions& a = entry.Options<DipacoOptions>();
+  const core::Scenario& sc = *in.sc;
+  const int m = in.workers();
+  core::ModelSpec spec = sc.model;
+  if (spec.vocab_size <= 0) spec.vocab_size = 256;
+  spec.n_layers = 1;
+  const double one = static_cast<double>(CostOf(spec).params);
+  spec.n_layers = 2;
+  const double block = static_cast<double>(CostOf(spec).params) - one, shared = one - block;
+  const double module = block * static_cast<double>((entry.n_layers > 0 ? entry.n_layers : sc.model.n_layers) / a.levels);
+  const PathLayout layout{a.levels, a.modules};
+  std::vector<int> all(static_cast<size_t>(m));
+  for (int i = 0; i < m; ++i) all[static_cast<size_t>(i)] = i;
+  double per_round_s = 0, per_round_bytes = 0;
+  per_round_s += in.ConcurrentRingsSeconds({all}, 4.0 * (shared + 1), &per_round_bytes);
+  for (int64_t l = 0; l < a.levels; ++l) {
+    std::vector<std::vector<int>> groups;
+    for (int64_t k = 0; k < a.modules; ++k) groups.push_back(layout.Sharing(all, l, k));
+    per_round_s += in.ConcurrentRingsSeconds(groups, 4.0 * (module + 1), &per_round_bytes);
+  }
+  const double rounds = std::ceil(in.steps / static_cast<double>(a.inner_steps));
+  PlanRow r;
+  r.compute_s = in.compute_s;
+  r.syncs = static_cast<int64_t>(rounds);
+  r.time_s = in.critical_compute_s + rounds * per_round_s;
+  r.bytes_per_worker = rounds * per_round_bytes;
+  return {r};
+}
+
 }  // namespace
 
-std::unique_ptr<Algorithm> MakeDipaco(WorkerContext& w) { return std::make_unique<Dipaco>(w); }
+NARROWS_REGISTER_ALGORITHM(
+    dipaco, AlgorithmPlugin{{"dipaco", "dipaco, dipaco-hN",
+                             [](const std::string& text) { return InnerStepsShorthand("dipaco", text); }, ParseDipaco},
+                            "DiPaCo: paths of modules over routed documents, each module averaged among its holders",
+                            [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Dipaco>(w); },
+                            PlanDipaco});
 
 }  // namespace narrows::trainer

@@ -11,6 +11,9 @@
 
 namespace narrows::trainer {
 
+// How blocks are dealt to fragments: strided (block b in fragment b mod P) or sequential.
+enum class FragmentPattern { kStrided, kSequential };
+
 struct Fragment {
   std::vector<std::pair<int64_t, int64_t>> ranges;  // (offset, numel) into flat_params(), ascending
   int64_t numel = 0;
@@ -20,6 +23,6 @@ struct Fragment {
 // fragment 0 and the final LayerNorm the fragment of the last block. Every parameter is in exactly
 // one fragment. REQUIRES: 1 <= fragments <= n_layers.
 std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, int64_t n_layers, int64_t fragments,
-                                         core::FragmentPattern pattern);
+                                         FragmentPattern pattern);
 
 }  // namespace narrows::trainer

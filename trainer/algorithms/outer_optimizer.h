@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/codec.h"
-#include "core/scenario.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/torch_pch.h"
 
 namespace narrows::trainer {
@@ -23,13 +23,13 @@ struct OuterOptimizerState {
   }
 };
 
-inline void OuterStep(const core::AlgorithmSpec& a, torch::Tensor& global, const torch::Tensor& delta,
+inline void OuterStep(const OuterOptions& a, torch::Tensor& global, const torch::Tensor& delta,
                       OuterOptimizerState& s) {
   torch::NoGradGuard no_grad;
   ++s.steps;
   const double lr = a.outer_lr, mu = a.outer_momentum;
   switch (a.outer_optimizer) {
-    case core::OuterOptimizer::kSgd:
+    case OuterOptimizer::kSgd:
       if (mu > 0) {
         s.momentum.mul_(mu).add_(delta);
         global.sub_(s.momentum, lr);
@@ -37,11 +37,11 @@ inline void OuterStep(const core::AlgorithmSpec& a, torch::Tensor& global, const
         global.sub_(delta, lr);
       }
       break;
-    case core::OuterOptimizer::kNesterov:  // PyTorch SGD(nesterov=True) on the pseudo-gradient
+    case OuterOptimizer::kNesterov:  // PyTorch SGD(nesterov=True) on the pseudo-gradient
       s.momentum.mul_(mu).add_(delta);
       global.sub_(delta + mu * s.momentum, lr);
       break;
-    case core::OuterOptimizer::kAdam: {
+    case OuterOptimizer::kAdam: {
       constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
       s.adam_m.mul_(b1).add_(delta, 1 - b1);
       s.adam_v.mul_(b2).addcmul_(delta, delta, 1 - b2);

@@ -1,41 +1,49 @@
-// The registry of algorithms: one line each (the scenario's `algorithm:` kind, its name, its maker).
+// The registry of algorithm plug-ins (plugin.h). Each plug-in registers itself from its own file at
+// static initialisation; the generated list of NARROWS_ALGORITHMS (algorithms_linked.cc, made by
+// trainer/CMakeLists.txt) is referenced here, so that a static link keeps every listed file.
+#include <map>
+
+#include "core/check.h"
 #include "trainer/algorithms/algorithm.h"
 
 namespace narrows::trainer {
 
-std::unique_ptr<Algorithm> MakeDdp(WorkerContext& w);     // ddp.cc
-std::unique_ptr<Algorithm> MakeDiloco(WorkerContext& w);  // diloco.cc
-std::unique_ptr<Algorithm> MakeStreamingDiloco(WorkerContext& w);  // streaming_diloco.cc
-std::unique_ptr<Algorithm> MakeAsyncDiloco(WorkerContext& w);      // async_diloco.cc
-std::unique_ptr<Algorithm> MakeDipaco(WorkerContext& w);           // dipaco.cc
+bool AlgorithmsLinked();  // algorithms_linked.cc (generated)
 
 namespace {
 
-struct Registered {
-  core::AlgorithmKind kind;
-  const char* name;
-  std::unique_ptr<Algorithm> (*make)(WorkerContext&);
-};
-
-constexpr Registered kAlgorithms[] = {
-    {core::AlgorithmKind::kDdp, "ddp", MakeDdp},
-    {core::AlgorithmKind::kDiloco, "diloco", MakeDiloco},
-    {core::AlgorithmKind::kStreamingDiloco, "streaming-diloco", MakeStreamingDiloco},
-    {core::AlgorithmKind::kAsyncDiloco, "async-diloco", MakeAsyncDiloco},
-    {core::AlgorithmKind::kDipaco, "dipaco", MakeDipaco},
-};
-
-const Registered& Find(core::AlgorithmKind kind) {
-  for (const auto& a : kAlgorithms) {
-    if (a.kind == kind) return a;
-  }
-  NARROWS_CHECK(false) << "algorithm kind " << static_cast<int>(kind) << " is not registered";
-  return kAlgorithms[0];
+std::map<std::string, AlgorithmPlugin>& Plugins() {
+  static std::map<std::string, AlgorithmPlugin> plugins;
+  return plugins;
 }
 
 }  // namespace
 
-std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w) { return Find(w.x.algo.kind).make(w); }
-std::string AlgorithmName(core::AlgorithmKind kind) { return Find(kind).name; }
+bool RegisterAlgorithm(AlgorithmPlugin plugin) {
+  NARROWS_CHECK(plugin.make) << "algorithm '" << plugin.parser.name << "' registered without make";
+  core::RegisterAlgorithmParser(plugin.parser);
+  const std::string name = plugin.parser.name;
+  NARROWS_CHECK(Plugins().emplace(name, std::move(plugin)).second) << "algorithm '" << name << "' registered twice";
+  return true;
+}
+
+const AlgorithmPlugin* FindAlgorithm(const std::string& name) {
+  NARROWS_CHECK(AlgorithmsLinked());
+  const auto it = Plugins().find(name);
+  return it == Plugins().end() ? nullptr : &it->second;
+}
+
+std::vector<const AlgorithmPlugin*> RegisteredAlgorithms() {
+  NARROWS_CHECK(AlgorithmsLinked());
+  std::vector<const AlgorithmPlugin*> out;
+  for (const auto& [name, p] : Plugins()) out.push_back(&p);
+  return out;
+}
+
+std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w) {
+  const AlgorithmPlugin* plugin = FindAlgorithm(w.x.algo.algorithm);
+  NARROWS_CHECK(plugin != nullptr) << "algorithm '" << w.x.algo.algorithm << "' is not registered";
+  return plugin->make(w);
+}
 
 }  // namespace narrows::trainer

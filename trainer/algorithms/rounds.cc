@@ -15,7 +15,7 @@ std::vector<torch::Tensor*> Tensors(const SharedState& s) {
   return out;
 }
 
-core::Status SaveCheckpoint(WorkerContext& w, const Algorithm& a, const SharedState& shared, int64_t step,
+core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const SharedState& shared, int64_t step,
                             const std::vector<int>& group) {
   WorkerCheckpoint c;
   c.rank = w.rank;
@@ -49,7 +49,7 @@ core::Status SaveCheckpoint(WorkerContext& w, const Algorithm& a, const SharedSt
 }
 
 // Continues worker `w` from its checkpoint in `folder`; returns the step it continues at.
-core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, Algorithm& a, const std::string& folder) {
+core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, const std::string& folder) {
   auto read = ReadCheckpoint(CheckpointPath(folder, w.rank));
   if (!read.ok()) return read.status();
   const WorkerCheckpoint& c = *read;
@@ -93,7 +93,7 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, Algorithm& a, const st
 
 }  // namespace
 
-core::Status RunRounds(WorkerContext& w, Algorithm& a) {
+core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
   Experiment::Impl& x = w.x;
   Roster& roster = *w.roster;
   const int64_t H = a.RoundSteps(), S = x.sc.train.steps;

@@ -14,15 +14,16 @@
 #include <algorithm>
 
 #include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 
 namespace narrows::trainer {
 
 std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, int64_t n_layers, int64_t fragments,
-                                         core::FragmentPattern pattern) {
+                                         FragmentPattern pattern) {
   std::vector<Fragment> out(static_cast<size_t>(fragments));
   auto fragment_of_block = [&](int64_t block) {
-    if (pattern == core::FragmentPattern::kStrided) return block % fragments;
+    if (pattern == FragmentPattern::kStrided) return block % fragments;
     return block * fragments / n_layers;  // sequential: consecutive blocks, as even as they divide
   };
   for (const auto& s : slices) {
@@ -46,15 +47,23 @@ std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, 
 
 namespace {
 
-class StreamingDiloco final : public Algorithm {
+struct StreamingOptions : OuterOptions {
+  int64_t fragments = 2;  // P
+  FragmentPattern fragment_pattern = FragmentPattern::kStrided;
+  int64_t overlap_steps = 1;  // tau: inner steps a fragment's all-reduce runs beside
+  double merge_alpha = 0.5;   // the local fragment becomes (1 - alpha) * local + alpha * global
+};
+
+class StreamingDiloco final : public RoundAlgorithm {
  public:
   explicit StreamingDiloco(WorkerContext& w)
       : w_(w),
         x_(w.x),
-        spacing_(x_.algo.inner_steps / x_.algo.fragments),
-        codec_(x_.algo.outer_gradient),
-        fragments_(SplitIntoFragments(w.replica.model().slices(), x_.model.n_layers, x_.algo.fragments,
-                                      x_.algo.fragment_pattern)) {
+        o_(x_.algo.Options<StreamingOptions>()),
+        spacing_(o_.inner_steps / o_.fragments),
+        codec_(o_.outer_gradient),
+        fragments_(SplitIntoFragments(w.replica.model().slices(), x_.model.n_layers, o_.fragments,
+                                      o_.fragment_pattern)) {
     torch::Tensor flat = w.replica.model().flat_params().detach();
     int64_t largest = 0;
     for (auto& f : fragments_) {
@@ -62,7 +71,7 @@ class StreamingDiloco final : public Algorithm {
       state_.back().outer = OuterOptimizerState::Like(state_.back().global);
       largest = std::max(largest, f.numel);
     }
-    outer_steps_ = torch::zeros({x_.algo.fragments}, flat.options());
+    outer_steps_ = torch::zeros({o_.fragments}, flat.options());
     // One fragment's outer gradient, the contributor count, one join vote per worker.
     w.buffer.resize(static_cast<size_t>(largest + 1 + x_.num_workers));
   }
@@ -79,7 +88,7 @@ class StreamingDiloco final : public Algorithm {
       s.tensors.emplace_back(p + "outer_adam_v", &state_[f].outer.adam_v);
     }
     // Outer step counts (per fragment: Adam's bias correction) travel as floats, exact below 2^24.
-    torch::Tensor steps = torch::empty({x_.algo.fragments}, torch::kFloat32);
+    torch::Tensor steps = torch::empty({o_.fragments}, torch::kFloat32);
     for (size_t f = 0; f < state_.size(); ++f) steps[static_cast<int64_t>(f)] = static_cast<float>(state_[f].outer.steps);
     outer_steps_.copy_(steps);
     s.tensors.emplace_back("outer_steps", &outer_steps_);
@@ -109,7 +118,7 @@ class StreamingDiloco final : public Algorithm {
   core::Status EndRound(Round* round) override {
     if (pending_.work) NARROWS_RETURN_IF_ERROR(Complete());
     const int64_t re = round->end;
-    pending_fragment_ = static_cast<size_t>((re / spacing_) % x_.algo.fragments);
+    pending_fragment_ = static_cast<size_t>((re / spacing_) % o_.fragments);
     const Fragment& frag = fragments_[pending_fragment_];
     FragmentState& st = state_[pending_fragment_];
     auto& buffer = w_.buffer;
@@ -124,16 +133,16 @@ class StreamingDiloco final : public Algorithm {
     w_.roster->Vote(round->members, buffer.data() + frag.numel + 1);
     contribution_.assign(buffer.begin(), buffer.begin() + count_);  // to send again if a member dies
     pending_round_ = *round;
-    pending_due_ = re + x_.algo.overlap_steps;
+    pending_due_ = re + o_.overlap_steps;
     comm_from_ = w_.Now();
     sent_before_ = w_.Stats().bytes_sent;
     pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, &codec_, 1 + x_.num_workers);
-    if (x_.algo.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
+    if (o_.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
     *round = pending_round_;  // survivors, if members died
     return core::Status::Ok();
   }
 
-  bool OverlapsRounds() const override { return x_.algo.overlap_steps > 0; }
+  bool OverlapsRounds() const override { return o_.overlap_steps > 0; }
 
   core::Status Finish() override {
     if (pending_.work) NARROWS_RETURN_IF_ERROR(Complete());
@@ -187,8 +196,8 @@ class StreamingDiloco final : public Algorithm {
     for (int64_t i = 0; i < frag.numel; ++i) buffer[static_cast<size_t>(i)] /= contributors;
     torch::Tensor delta = torch::empty_like(st.global);
     FromHost(buffer.data(), delta);
-    OuterStep(x_.algo, st.global, delta, st.outer);
-    const double alpha = x_.algo.merge_alpha;
+    OuterStep(o_, st.global, delta, st.outer);
+    const double alpha = o_.merge_alpha;
     if (alpha == 1.0) {
       Scatter(st.global, frag);
     } else {
@@ -224,6 +233,7 @@ class StreamingDiloco final : public Algorithm {
 
   WorkerContext& w_;
   Experiment::Impl& x_;
+  const StreamingOptions& o_;
   const int64_t spacing_;  // H / P: steps between two fragments' synchronisations
   const core::Codec codec_;
   const std::vector<Fragment> fragments_;
@@ -241,8 +251,47 @@ class StreamingDiloco final : public Algorithm {
   int64_t sent_before_ = 0;
 };
 
+core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec& entry) {
+  auto o = std::make_shared<StreamingOptions>();
+  ReadOuterOptions(r, o.get());
+  o->fragments = r.Int("fragments", 2, 1, 1024);
+  o->fragment_pattern = r.Enum<FragmentPattern>(
+      "fragment_pattern", FragmentPattern::kStrided,
+      {{"strided", FragmentPattern::kStrided}, {"sequential", FragmentPattern::kSequential}});
+  o->overlap_steps = r.Int("overlap_steps", 1, 0, 1 << 20);
+  o->merge_alpha = r.Double("merge_alpha", 0.5, 0.0, 1.0);
+  const int64_t spacing = o->inner_steps / o->fragments;
+  if (o->inner_steps % o->fragments != 0) {
+    r.ErrorAt("fragments", "inner_steps (" + std::to_string(o->inner_steps) + ") must be a multiple of fragments (" +
+                               std::to_string(o->fragments) +
+                               "): fragment p is synchronised at offset p * inner_steps / fragments");
+  } else if (o->overlap_steps >= spacing) {
+    r.ErrorAt("overlap_steps", "must be below inner_steps / fragments = " + std::to_string(spacing) +
+                                   " (one fragment's all-reduce in flight at a time)");
+  }
+  const int64_t n_layers = entry.n_layers > 0 ? entry.n_layers : sc.model.n_layers;
+  if (o->fragments > n_layers) {
+    r.ErrorAt("fragments", "expected at most the model's n_layers = " + std::to_string(n_layers) +
+                               " fragments (a fragment is a set of transformer blocks)");
+  }
+  return {o, RoundsName("streaming-diloco", *o)};
+}
+
+// P synchronisations per H steps, each of a fragment's outer gradient behind tau inner steps.
+std::vector<PlanRow> PlanStreaming(const PlanInputs& in, const core::AlgorithmSpec& entry) {
+  const StreamingOptions& o = entry.Options<StreamingOptions>();
+  return {PredictOuterRounds(in, o.inner_steps, o.fragments, static_cast<double>(o.overlap_steps), o.outer_gradient)};
+}
+
 }  // namespace
 
-std::unique_ptr<Algorithm> MakeStreamingDiloco(WorkerContext& w) { return std::make_unique<StreamingDiloco>(w); }
+NARROWS_REGISTER_ALGORITHM(
+    streaming_diloco,
+    AlgorithmPlugin{{"streaming-diloco", "streaming-diloco, streaming-diloco-hN",
+                     [](const std::string& text) { return InnerStepsShorthand("streaming-diloco", text); },
+                     ParseStreaming},
+                    "Streaming DiLoCo: fragments synchronised in turn, each overlapped with tau inner steps",
+                    [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<StreamingDiloco>(w); },
+                    PlanStreaming});
 
 }  // namespace narrows::trainer

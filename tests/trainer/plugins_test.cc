@@ -1,0 +1,220 @@
+// Algorithm plug-ins (trainer/algorithms/plugin.h): what is registered, a toy algorithm registered
+// from this file alone and run in the emulator and through the planner, and each built-in
+// algorithm's reading of its own options (errors with file, line and key path).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/trainer/distributed_fixture.h"
+#include "tools/plan_command.h"
+#include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/outer.h"
+
+namespace narrows::trainer {
+namespace {
+
+// The toy: every `period` steps the members replace their parameters by their mean (local SGD
+// without an outer optimiser). Nothing outside this file names it.
+struct ToyOptions : core::AlgorithmOptions {
+  int64_t period = 3;
+};
+
+class ToyAverage final : public RoundAlgorithm {
+ public:
+  explicit ToyAverage(WorkerContext& w) : w_(w), period_(w.x.algo.Options<ToyOptions>().period) {
+    w.buffer.resize(static_cast<size_t>(w.replica.model().num_params()));
+  }
+  int64_t RoundSteps() const override { return period_; }
+  SharedState Shared() override { return {{{"params", &w_.replica.model().flat_params()}}, nullptr}; }
+  void OnJoin(int64_t, bool) override {}
+  core::Status Step(Round*, int64_t step) override {
+    w_.Record(step, w_.InnerStep(step, -1).loss);
+    return core::Status::Ok();
+  }
+  core::Status EndRound(Round* round) override {
+    torch::Tensor params = w_.replica.model().flat_params();
+    NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, params.numel(), round->end,
+                                      [&] { ToHost(params.detach(), w_.buffer.data()); }, true));
+    torch::Tensor mean = torch::empty_like(params);
+    FromHost(w_.buffer.data(), mean);
+    torch::NoGradGuard no_grad;
+    params.copy_(mean / static_cast<double>(round->members.size()));
+    if (w_.rank == round->members.front()) w_.x.MaybeEvaluate(round->start, round->end, w_.Now(), params);
+    return core::Status::Ok();
+  }
+
+ private:
+  WorkerContext& w_;
+  const int64_t period_;
+};
+
+core::ParsedOptions ParseToy(core::OptionReader& r, const core::Scenario&, const core::AlgorithmSpec&) {
+  auto o = std::make_shared<ToyOptions>();
+  o->period = r.Int("period", 3, 1);
+  return {o, "toy-average"};
+}
+
+}  // namespace
+
+NARROWS_REGISTER_ALGORITHM(
+    toy_average, AlgorithmPlugin{{"toy-average", "toy-average",
+                                  [](const std::string& text) -> std::optional<core::ShorthandKeys> {
+                                    if (text == "toy-average") return core::ShorthandKeys{};
+                                    return std::nullopt;
+                                  },
+                                  ParseToy},
+                                 "a test's toy: parameters averaged every `period` steps",
+                                 [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<ToyAverage>(w); },
+                                 nullptr});
+
+namespace {
+
+class PluginsTest : public DistributedTest {
+ protected:
+  std::string ErrorOf(const std::string& yaml) {
+    auto sc = core::ParseScenario(yaml, "bad.yaml");
+    return sc.ok() ? std::string() : sc.status().message();
+  }
+};
+
+TEST_F(PluginsTest, EveryBuiltInAlgorithmAndTheToyAreRegistered) {
+  std::vector<std::string> names;
+  for (const AlgorithmPlugin* p : RegisteredAlgorithms()) {
+    names.push_back(p->parser.name);
+    EXPECT_FALSE(p->summary.empty()) << p->parser.name;
+    EXPECT_EQ(core::FindAlgorithmParser(p->parser.name), core::FindAlgorithmParser(p->parser.name));
+    EXPECT_NE(core::FindAlgorithmParser(p->parser.name), nullptr) << p->parser.name;
+  }
+  const std::vector<std::string> expected = {"async-diloco", "ddp", "diloco", "dipaco", "streaming-diloco",
+                                             "toy-average"};
+  EXPECT_EQ(names, expected);
+  // Every built-in predicts; the toy does not.
+  for (const AlgorithmPlugin* p : RegisteredAlgorithms()) EXPECT_EQ(static_cast<bool>(p->plan), p->parser.name != "toy-average");
+}
+
+TEST_F(PluginsTest, AToyRegisteredFromATestFileRunsInTheEmulatorAndIsNotPredicted) {
+  core::Scenario sc = Make("workers: {count: 3}\ncompare: [{algorithm: toy-average, period: 4}, {algorithm: toy-average, name: toy2}]\n");
+  ASSERT_EQ(sc.compare.size(), 2u);
+  EXPECT_EQ(sc.compare[0].name, "toy-average");
+  EXPECT_EQ(sc.compare[0].Options<ToyOptions>().period, 4);
+  EXPECT_EQ(sc.compare[1].Options<ToyOptions>().period, 3);
+  EXPECT_NE(sc.resolved_yaml.find("period: 4"), std::string::npos) << sc.resolved_yaml;
+  EXPECT_NE(ErrorOf("compare: [{algorithm: toy-average, period: 0}]\n").find("compare[0].period"), std::string::npos);
+  EXPECT_NE(ErrorOf("compare: [{algorithm: toy-average, inner_steps: 5}]\n").find("compare[0].inner_steps: unknown key"),
+            std::string::npos);
+
+  const EntryResult r = Run(sc, 0);
+  EXPECT_EQ(r.algorithm, "toy-average");
+  EXPECT_GT(r.final_val_loss, 0.0);
+  // Three all-reduces of the parameters (12 steps, every 4), a ring among 3 workers.
+  EXPECT_GT(r.bytes_sent_per_worker, 0.0);
+  const std::string metrics = Slurp(dir_ / "out" / "toy-average" / "metrics.jsonl");
+  EXPECT_NE(metrics.find("\"step\":12"), std::string::npos) << metrics;
+
+  sc.compare.insert(sc.compare.begin(), *core::ParseEntry("ddp", sc, "test"));
+  auto plan = tools::MakePlan(sc, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->rows.size(), 1u);  // ddp only
+  EXPECT_EQ(plan->rows[0].name, "ddp");
+  EXPECT_EQ(plan->unpredicted, (std::vector<std::string>{"toy-average (toy-average)", "toy2 (toy-average)"}));
+}
+
+TEST_F(PluginsTest, ShorthandsSpellOutTheirAlgorithmsKeys) {
+  auto sc = core::ParseScenario(
+      "compare: [ddp, diloco-h25, local-sgd-h10, {algorithm: diloco, name: adam, outer_optimizer: adam},\n"
+      "  {name: plain, inner_steps: 7}, streaming-diloco-h40, async-diloco, dipaco-h20]\n"
+      "workers: {count: 4}\n",
+      "ok.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  const auto& c = sc->compare;
+  ASSERT_EQ(c.size(), 8u);
+  const std::vector<std::string> algorithms = {"ddp", "diloco", "diloco", "diloco", "diloco",
+                                               "streaming-diloco", "async-diloco", "dipaco"};
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i].algorithm, algorithms[i]) << i;
+  EXPECT_EQ(c[1].Options<OuterOptions>().inner_steps, 25);
+  EXPECT_EQ(c[2].name, "local-sgd-h10");
+  EXPECT_EQ(c[2].Options<OuterOptions>().outer_optimizer, OuterOptimizer::kSgd);
+  EXPECT_EQ(c[2].Options<OuterOptions>().outer_lr, 1.0);
+  EXPECT_EQ(c[2].Options<OuterOptions>().outer_momentum, 0.0);
+  EXPECT_EQ(c[3].Options<OuterOptions>().outer_lr, 0.1);  // Adam's default
+  EXPECT_EQ(c[4].name, "plain");                          // a mapping without algorithm: is DiLoCo
+  EXPECT_EQ(c[4].Options<OuterOptions>().inner_steps, 7);
+  EXPECT_EQ(c[5].Options<OuterOptions>().inner_steps, 40);
+  EXPECT_EQ(c[6].Options<OuterOptions>().inner_steps, 50);
+  EXPECT_EQ(c[7].Options<OuterOptions>().inner_steps, 20);
+  // The resolved scenario reads back to the same entries.
+  auto again = core::ParseScenario(sc->resolved_yaml, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << sc->resolved_yaml;
+  EXPECT_EQ(again->compare[2].Options<OuterOptions>().outer_lr, 1.0);
+  EXPECT_EQ(again->compare[2].algorithm, "diloco");
+  EXPECT_EQ(again->resolved_yaml, sc->resolved_yaml);
+  const std::string unknown = ErrorOf("compare: [ddp, diloco-hx]\n");
+  EXPECT_NE(unknown.find("bad.yaml:1:16: compare[1]: unknown algorithm 'diloco-hx' (expected async-diloco"),
+            std::string::npos) << unknown;
+  EXPECT_NE(ErrorOf("compare: [ddp, ddp]\n").find("two entries are named 'ddp'"), std::string::npos);
+}
+
+TEST_F(PluginsTest, EachAlgorithmChecksItsOwnOptions) {
+  auto has = [&](const std::string& yaml, const std::string& what) {
+    const std::string e = ErrorOf(yaml);
+    EXPECT_NE(e.find(what), std::string::npos) << "error: " << e << "\nexpected: " << what;
+  };
+  has("compare: [{algorithm: streaming-diloco, inner_steps: 10, fragments: 3}]\n",
+      "compare[0].fragments: inner_steps (10) must be a multiple of fragments (3)");
+  has("compare: [{algorithm: streaming-diloco, inner_steps: 10, fragments: 2, overlap_steps: 5}]\n",
+      "compare[0].overlap_steps: must be below inner_steps / fragments = 5");
+  has("model: {preset: nano}\ncompare: [{algorithm: streaming-diloco, inner_steps: 12, fragments: 3}]\n",
+      "compare[0].fragments: expected at most the model's n_layers = 2");
+  has("compare: [{algorithm: streaming-diloco, drop_probability: 0.5}]\n", "compare[0].drop_probability: unknown key");
+  has("compare: [{algorithm: diloco, outer_gradient: fp8}]\n",
+      "compare[0].outer_gradient: expected one of fp32, bf16, fp16, int8, int4, topk, sign");
+  has("compare: [{algorithm: ddp, outer_gradient: int8}]\n", "compare[0].outer_gradient: unknown key");
+  has("compare: [{algorithm: diloco, overlap: false}]\n", "compare[0].overlap: unknown key");
+  has("compare: [{algorithm: streaming-diloco, batch: {schedule: linear}}]\n", "compare[0].batch");
+  has("compare: [{algorithm: ddp, batch: {schedule: norm-test}}]\n", "it needs 2 or more");
+  has("train: {batch_size: 6, grad_accum: 2}\ncompare: [{algorithm: diloco, batch: {schedule: norm-test}}]\n", "halves");
+  has("compare: [{algorithm: ddp, batch: {schedule: doubling}}]\n", "compare[0].batch.schedule");
+  has("warm_start: {steps: 10}\ncompare: [{algorithm: ddp, n_layers: 2}]\n", "compare[0].n_layers");
+  has("workers: {count: 4}\ncompare: [{algorithm: dipaco, levels: 40, modules: 40}]\n", "at most 600");
+  has("workers: {count: 2}\ncompare: [{algorithm: dipaco}]\n", "2^2 paths need at least as many workers");
+  has("workers: {count: 4}\nfaults: [{type: leave, worker: 0, at_step: 5}]\ncompare: [async-diloco]\n",
+      "worker 0 hosts the server");
+  has("compare: [{algorithm: gossip}]\n", "compare[0].algorithm: expected one of async-diloco, ddp, diloco");
+
+  auto sc = core::ParseScenario("workers: {count: 4}\ncompare: [dipaco-h20, {algorithm: ddp, batch: {schedule: norm-test,"
+                                " eta: 0.3}}, {algorithm: diloco, n_layers: 8, collective: star, batch: {schedule: linear}}]\n",
+                                "ok.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->compare[2].n_layers, 8);
+  EXPECT_EQ(sc->compare[2].collective, core::CollectiveKind::kStar);
+  EXPECT_NE(sc->resolved_yaml.find("schedule: norm-test"), std::string::npos);
+  EXPECT_NE(sc->resolved_yaml.find("schedule: linear"), std::string::npos);
+  EXPECT_NE(sc->resolved_yaml.find("levels: 2"), std::string::npos);
+}
+
+TEST_F(PluginsTest, StreamingDilocoAndCompressedOuterGradients) {
+  auto sc = core::ParseScenario("compare: [streaming-diloco-h40, {algorithm: streaming-diloco, inner_steps: 48, fragments: 4, overlap_steps: 2,\n"
+                          "  merge_alpha: 0.75, fragment_pattern: sequential, outer_gradient: {format: int4, block: 32,\n"
+                          "  error_feedback: true}}, {algorithm: diloco, outer_gradient: bf16}]\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  const auto& c = sc->compare;
+  EXPECT_EQ(c[0].algorithm, "streaming-diloco");
+  EXPECT_EQ(c[0].Options<OuterOptions>().inner_steps, 40);
+  EXPECT_EQ(c[0].Options<OuterOptions>().outer_gradient.format, core::CodecFormat::kFp32);
+  // Defaults: 2 fragments, tau 1, alpha 0.5, strided.
+  EXPECT_NE(sc->resolved_yaml.find("fragments: 2"), std::string::npos);
+  EXPECT_NE(sc->resolved_yaml.find("fragment_pattern: strided"), std::string::npos);
+  EXPECT_NE(sc->resolved_yaml.find("fragment_pattern: sequential"), std::string::npos);
+  EXPECT_NE(sc->resolved_yaml.find("merge_alpha: 0.75"), std::string::npos);
+  EXPECT_EQ(c[1].name, "streaming-diloco-h48");
+  EXPECT_EQ(c[1].Options<OuterOptions>().outer_gradient.format, core::CodecFormat::kInt4);
+  EXPECT_EQ(c[1].Options<OuterOptions>().outer_gradient.block, 32);
+  EXPECT_TRUE(c[1].Options<OuterOptions>().outer_gradient.error_feedback);
+  EXPECT_EQ(c[2].Options<OuterOptions>().outer_gradient.format, core::CodecFormat::kBf16);
+  auto again = core::ParseScenario(sc->resolved_yaml, "x.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->resolved_yaml, core::ParseScenario(again->resolved_yaml, "x.yaml")->resolved_yaml);
+}
+
+}  // namespace
+}  // namespace narrows::trainer

@@ -1,0 +1,75 @@
+#include "trainer/algorithms/outer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace narrows::trainer {
+
+void ReadOuterOptions(core::OptionReader& r, OuterOptions* o) {
+  o->inner_steps = r.Int("inner_steps", o->inner_steps, 1);
+  o->outer_optimizer = r.Enum<OuterOptimizer>(
+      "outer_optimizer", o->outer_optimizer,
+      {{"sgd", OuterOptimizer::kSgd}, {"nesterov", OuterOptimizer::kNesterov}, {"adam", OuterOptimizer::kAdam}});
+  o->outer_lr = r.Double("outer_lr", o->outer_optimizer == OuterOptimizer::kAdam ? 0.1 : 0.7, 0.0, 100.0,
+                         core::Bound::kExclusive);
+  o->outer_momentum = r.Double("outer_momentum", o->outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9, 0.0, 0.9999);
+  const std::vector<std::pair<std::string, core::CodecFormat>> formats = {
+      {"fp32", core::CodecFormat::kFp32}, {"bf16", core::CodecFormat::kBf16}, {"fp16", core::CodecFormat::kFp16},
+      {"int8", core::CodecFormat::kInt8}, {"int4", core::CodecFormat::kInt4}, {"topk", core::CodecFormat::kTopK},
+      {"sign", core::CodecFormat::kSign}};
+  core::CodecSpec& codec = o->outer_gradient;
+  if (r.Has("outer_gradient") && !r.HasMap("outer_gradient")) {
+    codec.format = r.Enum<core::CodecFormat>("outer_gradient", core::CodecFormat::kFp32, formats);
+    return;
+  }
+  core::OptionReader g = r.Sub("outer_gradient");
+  codec.format = g.Enum<core::CodecFormat>("format", core::CodecFormat::kFp32, formats);
+  codec.block = g.Int("block", 128, 1, 1 << 24);
+  codec.topk_fraction = g.Double("topk", 0.1, 0.0, 1.0, core::Bound::kExclusive);
+  codec.error_feedback = g.Bool("error_feedback", false);
+  g.Finish();
+}
+
+std::optional<core::ShorthandKeys> InnerStepsShorthand(const std::string& prefix, const std::string& text) {
+  if (text == prefix) return core::ShorthandKeys{{"inner_steps", "50"}};
+  if (text.rfind(prefix + "-h", 0) != 0) return std::nullopt;
+  const std::string digits = text.substr(prefix.size() + 2);
+  try {
+    size_t used = 0;
+    const long long h = std::stoll(digits, &used);
+    if (used != digits.size() || h <= 0) return std::nullopt;
+    return core::ShorthandKeys{{"inner_steps", std::to_string(h)}};
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::string RoundsName(const std::string& algorithm, const OuterOptions& o) {
+  return algorithm + "-h" + std::to_string(o.inner_steps);
+}
+
+int64_t DyluInnerSteps(int64_t inner_steps, double fastest_step_s, double own_step_s) {
+  if (fastest_step_s <= 0 || own_step_s <= 0) return inner_steps;
+  return std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(inner_steps) * fastest_step_s / own_step_s + 1e-9),
+                             1, inner_steps);
+}
+
+PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fragments, double overlap_steps,
+                           const core::CodecSpec& codec) {
+  const int m = in.workers();
+  const core::Codec wire(codec);
+  const double rounds = std::ceil(in.steps / static_cast<double>(inner_steps));
+  const double fragment = std::ceil(in.workload.params / static_cast<double>(fragments));
+  const double bytes = static_cast<double>(wire.EncodedBytes(static_cast<int64_t>(fragment))) + 4.0 * (1 + m);
+  const double reduce = wire.lossless() ? in.RingAllReduceSeconds(bytes) : in.EncodedAllReduceSeconds(bytes);
+  const double exposed = std::max(0.0, reduce - overlap_steps * in.step_s);
+  PlanRow r;
+  r.compute_s = in.compute_s;
+  r.syncs = static_cast<int64_t>(rounds) * fragments;
+  // The last synchronisation has no inner steps left to hide behind.
+  r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * exposed + (reduce - exposed);
+  r.bytes_per_worker = static_cast<double>(r.syncs) * 2.0 * (m - 1) / m * bytes;
+  return r;
+}
+
+}  // namespace narrows::trainer

@@ -1,0 +1,73 @@
+// What the capacity planner (tools/plan_command.cc, docs/planner.md) gives an algorithm's
+// prediction, and what the prediction returns: the vocabulary of AlgorithmPlugin::plan. The planner
+// owns the network model and the workload; an algorithm turns them into time, compute and bytes of
+// one entry without knowing how delivery times are computed. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/codec.h"
+#include "core/scenario.h"
+
+namespace narrows::trainer {
+
+// A training run to predict, at the size of the entry's model.
+struct Workload {
+  double params = 0;           // N
+  double flops_per_token = 0;  // training FLOPs per token (6N for the presets)
+  double tokens = 0;           // D, all workers
+  double batch_tokens = 0;     // per optimiser step, all workers
+  std::string label;
+};
+
+// One message of a collective step, sent at the step's start.
+struct PlanMessage {
+  int src = 0, dst = 0;
+  int64_t bytes = 0;
+};
+
+struct PlanRow {
+  std::string name;
+  double time_s = 0, compute_s = 0, bytes_per_worker = 0;
+  int64_t syncs = 0;
+  std::string note;  // what the prediction assumes, where the run may differ ("" if nothing)
+};
+
+// A streaming variant of DiLoCo the planner's command line asks for (--fragments, --overlap, --bits).
+struct StreamingRequest {
+  int64_t fragments = 0;  // 0: none asked for
+  double overlap_steps = 0;
+  core::CodecSpec codec;
+  int bits = 32;
+};
+
+struct PlanInputs {
+  const core::Scenario* sc = nullptr;  // network bandwidths as the planner scales them
+  Workload workload;                   // the entry's own size (its n_layers)
+  double steps = 0;                    // optimiser steps at the base batch
+  double nominal_step_s = 0;           // one step's compute of a worker at speed 1
+  double step_s = 0;                   // the same at the slowest worker's speed
+  double critical_compute_s = 0;       // steps * step_s: every synchronisation waits for the slowest
+  double compute_s = 0;                // the workers' mean compute time
+  StreamingRequest streaming;
+  // When the last of `messages`, all sent at time 0, arrives on the scenario's network model.
+  std::function<double(const std::vector<PlanMessage>&)> slowest_delivery;
+
+  int workers() const { return sc->workers.count; }
+  // A ring all-reduce of `bytes` among `group` (all workers when empty): 2(g-1) steps, in each of
+  // which every member sends bytes/g to the next at once.
+  double RingAllReduceSeconds(double bytes, const std::vector<int>& group = {}) const;
+  // core::AllReduceSumEncoded of `bytes` (encoded) among all: two phases, in each of which every
+  // worker sends bytes/M to each of the others at once (to the owners, then the owners' sums back).
+  double EncodedAllReduceSeconds(double bytes) const;
+  // The time of one ring among each of `groups` at once (disjoint workers): the slowest piece times
+  // 2(g-1) steps of the largest group; `*sent_per_worker` grows by the bytes each worker sends,
+  // averaged over all workers.
+  double ConcurrentRingsSeconds(const std::vector<std::vector<int>>& groups, double bytes,
+                                double* sent_per_worker) const;
+};
+
+}  // namespace narrows::trainer

@@ -1,0 +1,47 @@
+// An algorithm plug-in: everything narrows asks of one algorithm, registered from the algorithm's
+// own file. Its parser reads and checks its block of a `compare:` entry (core/algorithm_registry.h),
+// `make` builds what one worker runs (algorithm.h: round-based or owning its loop), and `plan`
+// predicts an entry's time and bytes for `narrows plan` (empty: the planner says "no prediction").
+//
+// Adding one: trainer/algorithms/X.cc ending in
+//   NARROWS_REGISTER_ALGORITHM(x, AlgorithmPlugin{...});
+// and one line `x` in NARROWS_ALGORITHMS (trainer/CMakeLists.txt), which compiles the file and lists
+// it in a generated file that the registry references, so that static linking keeps it. A plug-in
+// outside that list (a test's) registers the same way from an object file linked directly.
+// Torch-free header; the registry is filled at static initialisation and read-only afterwards.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/algorithm_registry.h"
+#include "trainer/algorithms/plan.h"
+
+namespace narrows::trainer {
+
+class Algorithm;
+struct WorkerContext;
+
+struct AlgorithmPlugin {
+  core::AlgorithmParser parser;  // parser.name is the algorithm's name
+  std::string summary;           // one line, for `narrows algorithms`
+  std::function<std::unique_ptr<Algorithm>(WorkerContext&)> make;
+  std::function<std::vector<PlanRow>(const PlanInputs&, const core::AlgorithmSpec&)> plan;
+};
+
+// Registers `plugin` here and its parser with the scenario; returns true (for the macro below).
+bool RegisterAlgorithm(AlgorithmPlugin plugin);
+// The plug-in named `name`, or null.
+const AlgorithmPlugin* FindAlgorithm(const std::string& name);
+// Every registered plug-in, by name.
+std::vector<const AlgorithmPlugin*> RegisteredAlgorithms();
+
+}  // namespace narrows::trainer
+
+// At namespace scope of narrows::trainer, in the algorithm's file; `id` is its line in
+// NARROWS_ALGORITHMS.
+#define NARROWS_REGISTER_ALGORITHM(id, ...) \
+  extern const bool kAlgorithmRegistered_##id; \
+  const bool kAlgorithmRegistered_##id = ::narrows::trainer::RegisterAlgorithm(__VA_ARGS__)
