@@ -14,6 +14,7 @@
 
 #include "core/progress.h"
 #include "core/run_writer.h"
+#include "core/tags.h"
 #include "deploy/zmq_transport.h"
 #include "tools/run_command.h"
 #include "trainer/experiment.h"
@@ -27,10 +28,10 @@ namespace {
 using core::Status;
 
 // Tags of the run's own messages, apart from the experiments' (trainer/experiment.cc uses < 10^8).
-constexpr int kTagStart = 900'000'001;
-constexpr int kTagPartSize = 900'000'002;
-constexpr int kTagPart = 900'000'003;
-constexpr int kTagAck = 900'000'004;
+constexpr int kTagStart = core::tags::kDeployStart;
+constexpr int kTagPartSize = core::tags::kDeployPartSize;
+constexpr int kTagPart = core::tags::kDeployPart;
+constexpr int kTagAck = core::tags::kDeployAck;
 
 core::Result<int> ParseInt(const std::string& text, const std::string& what) {
   char* end = nullptr;

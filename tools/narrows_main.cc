@@ -14,6 +14,7 @@
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
 #include "tools/run_command.h"
+#include "trainer/algorithms/plugin.h"
 #include "trainer/train.h"
 
 namespace {
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
   fit->add_option("sweep", fit_dir, "a sweep folder (<output.dir>/<name>-sweep)")->required();
 
   std::string key_file;
+  CLI::App* algorithms = app.add_subcommand("algorithms", "list the registered algorithms and their one-word entries");
   CLI::App* keygen = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
   keygen->add_option("file", key_file, "where to write it (must not exist)")->required();
 
@@ -152,6 +154,13 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
 
+  if (*algorithms) {
+    for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
+      std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(), p->summary.c_str(), "",
+                  p->parser.shorthands.c_str(), p->plan ? "predicted" : "no prediction");
+    }
+    return 0;
+  }
   if (*keygen) {
     const Status s = narrows::deploy::WriteNewKeyFile(key_file);
     if (!s.ok()) return Fail(s);

@@ -133,7 +133,8 @@ class LiveRoster final : public Roster {
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
 
   int Tag(int base, int64_t step) const override {
-    return 1'000'000 + static_cast<int>(((step % 1000) * 8 + failures_ % 8) * 4096) + base % 4096;
+    return core::tags::kLiveBase + static_cast<int>(((step % 1000) * 8 + failures_ % 8) * core::tags::kAlgorithmEnd) +
+           base % core::tags::kAlgorithmEnd;
   }
 
   core::Status Run(std::vector<int>* group, int64_t step, bool may_continue, const std::function<void()>& fill,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/tags.h"
 #include "core/transport.h"
 
 namespace narrows::trainer {
@@ -89,7 +90,7 @@ class Roster {
   virtual int64_t failures() const = 0;
   virtual void set_failures(int64_t failures) = 0;
 
-  static constexpr int kTagWelcome = 300;
+  static constexpr int kTagWelcome = core::tags::kWelcome;
 };
 
 }  // namespace narrows::trainer

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/collectives.h"
+#include "core/tags.h"
 #include "trainer/experiment.h"
 #include "trainer/fault_plan.h"
 #include "trainer/roster.h"
@@ -168,8 +169,8 @@ struct WorkerContext {
   // Collective options of this entry (algorithm, islands, pipelining over a real network).
   core::CollectiveOptions Options(std::vector<int> group, int tag) const;
 
-  static constexpr int kTagReduce = 100;
-  static constexpr int kTagJoin = 200;
+  static constexpr int kTagReduce = core::tags::kReduce;
+  static constexpr int kTagJoin = core::tags::kJoin;
 };
 
 // Sends `tensors` (flat, same device) and `*counter` from root to the joiners; everyone in

@@ -41,9 +41,9 @@ struct AsyncOptions : OuterOptions {
   bool dylu = false;  // the server answers each push with the worker's next inner-step count
 };
 
-constexpr int kTagPush = 400;   // worker -> server: PushHeader, then the encoded pseudo-gradient
-constexpr int kTagReply = 401;  // server -> worker: ReplyHeader, then the global parameters
-constexpr int kTagStop = 402;   // server -> worker, once: the token budget is spent
+constexpr int kTagPush = core::tags::kAsyncPush;   // worker -> server: PushHeader, then the encoded pseudo-gradient
+constexpr int kTagReply = core::tags::kAsyncReply;  // server -> worker: ReplyHeader, then the global parameters
+constexpr int kTagStop = core::tags::kAsyncStop;   // server -> worker, once: the token budget is spent
 constexpr int kServer = 0;      // the rank whose endpoint hosts the server
 
 struct PushHeader {

@@ -44,7 +44,10 @@ class OverlappedGradients {
     place_.resize(slices.size());
     for (size_t i : order) {
       const double cap_bytes = (buckets_.size() <= 1 ? std::min(1.0, bucket_mb) : bucket_mb) * 1e6;
-      if (buckets_.empty() || (buckets_.back().numel > 0 && 4.0 * (buckets_.back().numel + slices[i].numel) > cap_bytes)) {
+      // At most kMaxDdpBuckets (the tag range reserved for them): the last one takes the rest.
+      const bool full = !buckets_.empty() && buckets_.back().numel > 0 &&
+                        4.0 * (buckets_.back().numel + slices[i].numel) > cap_bytes;
+      if (buckets_.empty() || (full && buckets_.size() < static_cast<size_t>(core::tags::kMaxDdpBuckets))) {
         buckets_.emplace_back();
       }
       Bucket& b = buckets_.back();
@@ -130,13 +133,13 @@ class OverlappedGradients {
     ToHost(grad.reshape({-1}), b.host.data() + place_[i].second);
     if (--b.pending > 0) return;
     if (&b == &buckets_[0]) b.host[static_cast<size_t>(b.numel)] = static_cast<float>(loss_);
-    const int tag = w_.roster->Tag(kTagBuckets + 3 * place_[i].first, step_);
+    const int tag = w_.roster->Tag(kTagBuckets + core::tags::kCollectiveSpan * place_[i].first, step_);
     const int64_t count = b.numel + (&b == &buckets_[0] ? 1 : 0);
     core::Transport& via = guard_ ? *guard_ : w_.t;
     b.work = core::AllReduceSumAsync(via, b.host.data(), count, w_.Options(group_, tag));
   }
 
-  static constexpr int kTagBuckets = 1000;  // bucket b uses tags 1000 + 3b .. 1002 + 3b
+  static constexpr int kTagBuckets = core::tags::kDdpBuckets;  // bucket b: kDdpBuckets + kCollectiveSpan * b
   WorkerContext& w_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<int, int64_t>> place_;  // per slice: bucket, offset in its host buffer

@@ -138,7 +138,7 @@ class Dipaco final : public RoundAlgorithm {
         }
         u.error_feedback.Apply(codec_, buffer.data(), u.numel);
         buffer[static_cast<size_t>(u.numel)] = weight;
-      }, false, &codec_, 1, kTagModules + 3 * static_cast<int>(u.id)));
+      }, false, &codec_, 1, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
       u.bytes_sent += w_.Stats().bytes_sent - sent_before;
       const float total = buffer[static_cast<size_t>(u.numel)];
       int64_t at = 0;
@@ -196,7 +196,7 @@ class Dipaco final : public RoundAlgorithm {
     return false;
   }
 
-  static constexpr int kTagModules = 2000;  // unit id u uses tags 2000 + 3u .. 2002 + 3u
+  static constexpr int kTagModules = core::tags::kModules;  // unit u: kModules + kCollectiveSpan * u
   WorkerContext& w_;
   Experiment::Impl& x_;
   const DipacoOptions& o_;
