@@ -54,18 +54,23 @@ core::ParsedOptions ParseToy(core::OptionReader& r, const core::Scenario&, const
   return {o, "toy-average"};
 }
 
+AlgorithmPlugin ToyPlugin() {
+  AlgorithmPlugin p;
+  p.parser.name = "toy-average";
+  p.parser.shorthands = "toy-average";
+  p.parser.shorthand = [](const std::string& text) -> std::optional<core::ShorthandKeys> {
+    if (text == "toy-average") return core::ShorthandKeys{};
+    return std::nullopt;
+  };
+  p.parser.parse = ParseToy;
+  p.summary = "a test's toy: parameters averaged every `period` steps";
+  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<ToyAverage>(w); };
+  return p;  // no plan: `narrows plan` says "no prediction"
+}
+
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(
-    toy_average, AlgorithmPlugin{{"toy-average", "toy-average",
-                                  [](const std::string& text) -> std::optional<core::ShorthandKeys> {
-                                    if (text == "toy-average") return core::ShorthandKeys{};
-                                    return std::nullopt;
-                                  },
-                                  ParseToy},
-                                 "a test's toy: parameters averaged every `period` steps",
-                                 [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<ToyAverage>(w); },
-                                 nullptr});
+NARROWS_REGISTER_ALGORITHM(toy_average, ToyPlugin());
 
 namespace {
 

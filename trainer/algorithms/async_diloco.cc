@@ -409,14 +409,20 @@ std::vector<PlanRow> PlanAsync(const PlanInputs& in, const core::AlgorithmSpec& 
   return {r};
 }
 
+AlgorithmPlugin AsyncPlugin() {
+  AlgorithmPlugin p;
+  p.parser.name = "async-diloco";
+  p.parser.shorthands = "async-diloco, async-diloco-hN";
+  p.parser.shorthand = [](const std::string& text) { return InnerStepsShorthand("async-diloco", text); };
+  p.parser.parse = ParseAsync;
+  p.summary = "asynchronous DiLoCo: a server beside worker 0 applies each pseudo-gradient as it arrives";
+  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<AsyncDiloco>(w); };
+  p.plan = PlanAsync;
+  return p;
+}
+
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(
-    async_diloco,
-    AlgorithmPlugin{{"async-diloco", "async-diloco, async-diloco-hN",
-                     [](const std::string& text) { return InnerStepsShorthand("async-diloco", text); }, ParseAsync},
-                    "asynchronous DiLoCo: a server beside worker 0 applies each pseudo-gradient as it arrives",
-                    [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<AsyncDiloco>(w); },
-                    PlanAsync});
+NARROWS_REGISTER_ALGORITHM(async_diloco, AsyncPlugin());
 
 }  // namespace narrows::trainer

@@ -316,17 +316,23 @@ std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& en
   return {r};
 }
 
+AlgorithmPlugin DdpPlugin() {
+  AlgorithmPlugin p;
+  p.parser.name = "ddp";
+  p.parser.shorthands = "ddp";
+  p.parser.shorthand = [](const std::string& text) -> std::optional<core::ShorthandKeys> {
+    if (text == "ddp") return core::ShorthandKeys{};
+    return std::nullopt;
+  };
+  p.parser.parse = ParseDdp;
+  p.summary = "synchronous data parallelism (PyTorch DDP): an all-reduce of the gradients every step";
+  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Ddp>(w); };
+  p.plan = PlanDdp;
+  return p;
+}
+
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(
-    ddp, AlgorithmPlugin{{"ddp", "ddp",
-                          [](const std::string& text) -> std::optional<core::ShorthandKeys> {
-                            if (text == "ddp") return core::ShorthandKeys{};
-                            return std::nullopt;
-                          },
-                          ParseDdp},
-                         "synchronous data parallelism (PyTorch DDP): an all-reduce of the gradients every step",
-                         [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Ddp>(w); },
-                         PlanDdp});
+NARROWS_REGISTER_ALGORITHM(ddp, DdpPlugin());
 
 }  // namespace narrows::trainer

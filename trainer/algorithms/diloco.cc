@@ -230,13 +230,21 @@ std::vector<PlanRow> PlanDiloco(const PlanInputs& in, const core::AlgorithmSpec&
   return rows;
 }
 
+AlgorithmPlugin DilocoPlugin() {
+  AlgorithmPlugin p;
+  p.parser.name = "diloco";
+  p.parser.shorthands = "diloco, diloco-hN, local-sgd, local-sgd-hN";
+  p.parser.shorthand = DilocoShorthand;
+  p.parser.parse = ParseDiloco;
+  p.parser.is_default = true;  // an entry mapping without algorithm: (the papers' method)
+  p.summary = "DiLoCo: H inner AdamW steps, then an outer Nesterov step on the mean pseudo-gradient";
+  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Diloco>(w); };
+  p.plan = PlanDiloco;
+  return p;
+}
+
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(
-    diloco, AlgorithmPlugin{{"diloco", "diloco, diloco-hN, local-sgd, local-sgd-hN", DilocoShorthand, ParseDiloco,
-                             /*is_default=*/true},
-                            "DiLoCo: H inner AdamW steps, then an outer Nesterov step on the mean pseudo-gradient",
-                            [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Diloco>(w); },
-                            PlanDiloco});
+NARROWS_REGISTER_ALGORITHM(diloco, DilocoPlugin());
 
 }  // namespace narrows::trainer

@@ -276,13 +276,20 @@ std::vector<PlanRow> PlanDipaco(const PlanInputs& in, const core::AlgorithmSpec&
   return {r};
 }
 
+AlgorithmPlugin DipacoPlugin() {
+  AlgorithmPlugin p;
+  p.parser.name = "dipaco";
+  p.parser.shorthands = "dipaco, dipaco-hN";
+  p.parser.shorthand = [](const std::string& text) { return InnerStepsShorthand("dipaco", text); };
+  p.parser.parse = ParseDipaco;
+  p.summary = "DiPaCo: paths of modules over routed documents, each module averaged among its holders";
+  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Dipaco>(w); };
+  p.plan = PlanDipaco;
+  return p;
+}
+
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(
-    dipaco, AlgorithmPlugin{{"dipaco", "dipaco, dipaco-hN",
-                             [](const std::string& text) { return InnerStepsShorthand("dipaco", text); }, ParseDipaco},
-                            "DiPaCo: paths of modules over routed documents, each module averaged among its holders",
-                            [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Dipaco>(w); },
-                            PlanDipaco});
+NARROWS_REGISTER_ALGORITHM(dipaco, DipacoPlugin());
 
 }  // namespace narrows::trainer

@@ -283,15 +283,20 @@ std::vector<PlanRow> PlanStreaming(const PlanInputs& in, const core::AlgorithmSp
   return {PredictOuterRounds(in, o.inner_steps, o.fragments, static_cast<double>(o.overlap_steps), o.outer_gradient)};
 }
 
+AlgorithmPlugin StreamingPlugin() {
+  AlgorithmPlugin p;
+  p.parser.name = "streaming-diloco";
+  p.parser.shorthands = "streaming-diloco, streaming-diloco-hN";
+  p.parser.shorthand = [](const std::string& text) { return InnerStepsShorthand("streaming-diloco", text); };
+  p.parser.parse = ParseStreaming;
+  p.summary = "Streaming DiLoCo: fragments synchronised in turn, each overlapped with tau inner steps";
+  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<StreamingDiloco>(w); };
+  p.plan = PlanStreaming;
+  return p;
+}
+
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(
-    streaming_diloco,
-    AlgorithmPlugin{{"streaming-diloco", "streaming-diloco, streaming-diloco-hN",
-                     [](const std::string& text) { return InnerStepsShorthand("streaming-diloco", text); },
-                     ParseStreaming},
-                    "Streaming DiLoCo: fragments synchronised in turn, each overlapped with tau inner steps",
-                    [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<StreamingDiloco>(w); },
-                    PlanStreaming});
+NARROWS_REGISTER_ALGORITHM(streaming_diloco, StreamingPlugin());
 
 }  // namespace narrows::trainer
