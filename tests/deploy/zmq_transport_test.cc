@@ -237,7 +237,8 @@ TEST(ZmqTransportTest, LentMessagesToAPeerFoundDeadAreDroppedNotAwaited) {
   ASSERT_EQ(::kill(peer, SIGSTOP), 0);  // alive to the kernel, silent and reading nothing
   std::vector<float> buffer(64 << 20);  // 256 MB: far more than the socket buffers take
   core::SendLease lease;
-  ASSERT_TRUE(t0->SendBorrowed(1, 9, buffer.data(), buffer.size() * 4, lease).ok());
+  const core::Status sent = t0->SendBorrowed(1, 9, buffer.data(), buffer.size() * 4, lease);
+  ASSERT_TRUE(sent.ok()) << sent.ToString();
   EXPECT_EQ(lease.Outstanding(0.2), std::vector<int>{1});  // ZeroMQ still reads the buffer
   const auto start = std::chrono::steady_clock::now();
   t0->AwaitLent(lease);
