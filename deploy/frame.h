@@ -1,4 +1,4 @@
-// The wire frame of the ZeroMQ transport (issue 5): every message between processes is one frame,
+// The wire frame of the ZeroMQ transport: every message between processes is one frame,
 // a fixed header followed by its payload. The header carries a magic number, the protocol version,
 // the frame type, the sender's rank, the tag, the payload length and a CRC-32 (zlib) over the
 // header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
