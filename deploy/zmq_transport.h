@@ -21,6 +21,9 @@
 // one cluster key pair read from a key file, and a ZAP handler admits only clients that prove they
 // hold that key pair; without it, plain TCP.
 //
+// Files: zmq_node.h (the sockets, membership, the rendezvous), zmq_node_receive.cc (the receiving
+// thread), curve_keys.h, addresses.h; this file's .cc is the Transport API.
+//
 // Large messages: collectives should send them in pieces (core::CollectiveOptions::pipeline_bytes,
 // about 1 MiB), so that copying, checksumming, the wire and the reduction overlap and buffers are
 // reused from the heap (Connect raises glibc's mmap threshold to 32 MiB for the process).
@@ -35,24 +38,31 @@
 #include <string>
 #include <vector>
 
-#include "core/loopback_transport.h"
+#include "core/mailbox.h"
 #include "core/transport.h"
+#include "core/wall_clock.h"
+#include "deploy/addresses.h"
+#include "deploy/curve_keys.h"
+
+namespace zmq {
+class message_t;
+}
 
 namespace narrows::deploy {
 
-// A CURVE key pair in Z85 text (40 characters each).
-struct CurveKeys {
-  std::string public_key, secret_key;
-};
-// A fresh key pair.
-core::Result<CurveKeys> GenerateCurveKeys();
-// Key files: two lines, `public-key = "..."` and `secret-key = "..."` (ZeroMQ's certificate format).
-core::Result<CurveKeys> ReadKeyFile(const std::string& path);
-// Writes a fresh key pair to `path`, readable by its owner only; fails if `path` exists.
-core::Status WriteNewKeyFile(const std::string& path);
+// A received payload where the socket put it (ZeroMQ's message): collectives read it in place.
+class ZmqPayload {
+ public:
+  explicit ZmqPayload(zmq::message_t message);
+  ZmqPayload(ZmqPayload&&) noexcept;
+  ZmqPayload& operator=(ZmqPayload&&) noexcept;
+  ~ZmqPayload();
+  const void* data() const;
+  size_t size() const;
 
-// A TCP port on 127.0.0.1 that the kernel hands out as free now (for a rendezvous on one machine).
-int FreeLoopbackPort();
+ private:
+  std::unique_ptr<zmq::message_t> message_;
+};
 
 struct ZmqOptions {
   int rank = 0;
@@ -70,7 +80,7 @@ struct ZmqOptions {
   std::function<void(const std::string&)> log;
 };
 
-class ZmqTransport : public core::Transport {
+class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
  public:
   // Binds, registers at the rendezvous and connects to every peer. Fails with Timeout if the
   // rendezvous does not complete within `connect_timeout_s` (for example with a wrong key).
@@ -87,11 +97,6 @@ class ZmqTransport : public core::Transport {
   // Messages lent to a peer that is found dead or gone are dropped (its data socket is closed
   // and opened again if it rejoins), so this returns once the rest are written.
   void AwaitLent(core::SendLease& lease) override;
-  core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = core::kForever) override;
-  core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out,
-                                double timeout_s = core::kForever) override;
-  core::Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
-                           double timeout_s = core::kForever) override;
   std::vector<int> Members() override;
   int64_t Generation(int rank) override;
   core::Clock& clock() override;
@@ -107,7 +112,10 @@ class ZmqTransport : public core::Transport {
 
   static constexpr size_t kMinBorrowedBytes = 64 * 1024;
 
-  struct Node;  // the sockets, the receiving thread and the mailboxes; shared by endpoints
+  struct Node;  // the sockets, the receiving thread and the mailbox; shared by endpoints (zmq_node.h)
+
+ protected:
+  core::Result<core::Envelope<ZmqPayload>> Await(int src, int tag, size_t expected_bytes, double timeout_s) override;
 
  private:
   explicit ZmqTransport(std::shared_ptr<Node> node);

@@ -1,145 +1,10 @@
 #include "emu/engine.h"
 
+#include "emu/emulated_endpoint.h"
+
 #include <algorithm>
-#include <cstring>
-#include <optional>
 
 namespace narrows::emu {
-
-class Engine::VirtualClock : public core::Clock {
- public:
-  VirtualClock(Engine* engine, int actor) : engine_(engine), actor_(actor) {}
-  double Now() const override {
-    std::lock_guard<std::mutex> lock(engine_->mu_);
-    return engine_->actors_[actor_]->clock;
-  }
-  void ChargeCompute(double seconds) override {
-    std::lock_guard<std::mutex> lock(engine_->mu_);
-    engine_->actors_[actor_]->clock += std::max(0.0, seconds);
-  }
-  bool is_virtual() const override { return true; }
-
- private:
-  Engine* engine_;
-  int actor_;
-};
-
-class Engine::Endpoint : public core::Transport {
- public:
-  Endpoint(Engine* engine, int actor, int rank) : engine_(engine), actor_(actor), rank_(rank), clock_(engine, actor) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return engine_->num_workers_; }
-
-  core::Status Send(int dst, int tag, const void* data, size_t bytes) override {
-    if (dst < 0 || dst >= world_size()) {
-      return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
-    }
-    std::unique_lock<std::mutex> lock(engine_->mu_);
-    engine_->Yield(actor_, lock);
-    const auto* bytes_in = static_cast<const uint8_t*>(data);
-    Message m{rank_, tag, std::vector<uint8_t>(bytes_in, bytes_in + bytes)};  // one pass: no zeroing first
-    const double now = engine_->actors_[actor_]->clock;
-    if (dst == rank_) {  // between two endpoints of this rank: at once, off the network
-      engine_->Arrive(dst, std::move(m), now);
-      return core::Status::Ok();
-    }
-    std::vector<sim::Delivery> delivered;
-    engine_->network_->AdvanceTo(now, &delivered);
-    engine_->Deliver(delivered);
-    const int64_t flow = engine_->network_->StartFlow(rank_, dst, static_cast<int64_t>(bytes), now);
-    engine_->in_flight_.emplace(flow, std::make_pair(dst, std::move(m)));
-    engine_->stats_[rank_].bytes_sent += static_cast<int64_t>(bytes);
-    ++engine_->stats_[rank_].messages_sent;
-    return core::Status::Ok();
-  }
-
-  core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s) override {
-    return RecvInPlace(src, tag, bytes, [&](const void* in) {
-      if (bytes) std::memcpy(data, in, bytes);
-    }, timeout_s);
-  }
-
-  core::Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
-                           double timeout_s) override {
-    if (src < 0 || src >= world_size()) return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
-    auto got = Receive(src, tag, timeout_s, [&](Message& m) {
-      if (m.payload.size() != bytes) {
-        return core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
-                                             std::to_string(m.payload.size()) + " bytes, expected " +
-                                             std::to_string(bytes));
-      }
-      consume(m.payload.data());
-      return core::Status::Ok();
-    });
-    return got.ok() ? core::Status::Ok() : got.status();
-  }
-
-  core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) override {
-    if (src != core::kAnySource && (src < 0 || src >= world_size())) {
-      return core::Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
-    }
-    return Receive(src, tag, timeout_s, [&](Message& m) {
-      *out = std::move(m.payload);
-      return core::Status::Ok();
-    });
-  }
-
-  std::vector<int> Members() override {
-    std::lock_guard<std::mutex> lock(engine_->mu_);
-    std::vector<int> out;
-    for (int r = 0; r < world_size(); ++r) {
-      if (engine_->alive_[r]) out.push_back(r);
-    }
-    return out;
-  }
-  core::Clock& clock() override { return clock_; }
-  core::TransportStats stats() const override {
-    std::lock_guard<std::mutex> lock(engine_->mu_);
-    return engine_->stats_[rank_];
-  }
-  std::unique_ptr<core::Work> Start(core::AsyncOp op) override { return engine_->Start(actor_, std::move(op)); }
-
- private:
-  // The next message with `tag` from `src` (or any source) handed to `accept`, or why none came.
-  core::Result<int> Receive(int src, int tag, double timeout_s, const std::function<core::Status(Message&)>& accept) {
-    std::unique_lock<std::mutex> lock(engine_->mu_);
-    engine_->Yield(actor_, lock);
-    auto& box = engine_->mailboxes_[rank_];
-    auto take = [&]() -> std::optional<core::Result<int>> {
-      for (auto it = box.begin(); it != box.end(); ++it) {
-        if (it->tag != tag || (src != core::kAnySource && it->src != src)) continue;
-        Message m = std::move(*it);
-        box.erase(it);
-        const auto size = static_cast<int64_t>(m.payload.size());
-        const core::Status s = accept(m);
-        if (!s.ok()) return core::Result<int>(s);
-        if (m.src != rank_) {
-          engine_->stats_[rank_].bytes_received += size;
-          ++engine_->stats_[rank_].messages_received;
-        }
-        return core::Result<int>(m.src);
-      }
-      return std::nullopt;
-    };
-    if (auto got = take()) return std::move(*got);
-    const std::string who = src == core::kAnySource ? "any rank" : "rank " + std::to_string(src);
-    if (src != core::kAnySource && !engine_->alive_[src]) return core::Status::PeerUnavailable(who + " has left");
-    Actor& me = *engine_->actors_[actor_];
-    me.wait_src = src;
-    me.wait_tag = tag;
-    const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
-    if (auto got = take()) return std::move(*got);
-    if (wake == Wake::kTimeout) {
-      return core::Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) +
-                                   " s of virtual time");
-    }
-    return core::Status::PeerUnavailable(who + " will never send (it finished, left or waits too)");
-  }
-
-  Engine* engine_;
-  int actor_, rank_;
-  VirtualClock clock_;
-};
 
 class Engine::EmulatedWork : public core::Work {
  public:
@@ -189,13 +54,14 @@ class Engine::EmulatedWork : public core::Work {
 Engine::Engine(int num_workers, std::unique_ptr<sim::NetworkModel> network)
     : num_workers_(num_workers),
       network_(std::move(network)),
-      mailboxes_(static_cast<size_t>(num_workers)),
-      stats_(static_cast<size_t>(num_workers)),
-      alive_(static_cast<size_t>(num_workers), true) {
+      sent_(static_cast<size_t>(num_workers)) {
   NARROWS_CHECK(network_->topology().num_workers() == num_workers)
       << "topology has " << network_->topology().num_workers() << " workers, engine " << num_workers;
   std::lock_guard<std::mutex> lock(mu_);
-  for (int r = 0; r < num_workers; ++r) AddActor(r, 0.0);
+  for (int r = 0; r < num_workers; ++r) {
+    mailboxes_.emplace_back(r, num_workers);
+    AddActor(r, 0.0);
+  }
 }
 
 Engine::~Engine() = default;
@@ -216,11 +82,6 @@ core::Transport& Engine::endpoint(int rank) { return *actors_[rank]->endpoint; }
 double Engine::clock_of(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
   return actors_[rank]->clock;
-}
-
-void Engine::SetAlive(int rank, bool alive) {
-  std::lock_guard<std::mutex> lock(mu_);
-  alive_[rank] = alive;
 }
 
 void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
@@ -263,7 +124,7 @@ void Engine::Arrive(int dst, Message m, double time) {
       break;
     }
   }
-  mailboxes_[dst].push_back(std::move(m));
+  mailboxes_[dst].Put(m.src, m.tag, std::move(m.payload));
 }
 
 void Engine::StartThread(int actor, std::function<void()> body) {

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -26,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/mailbox.h"
 #include "core/transport.h"
 #include "sim/network_model.h"
 
@@ -40,8 +40,6 @@ class Engine {
   core::Transport& endpoint(int rank);
   // Runs body(rank) for every rank, each in its own actor thread, until all return.
   void Run(const std::function<void(int rank)>& body);
-  // Marks a rank as gone (it stays out of Members(); receives from it fail). Callable from actors.
-  void SetAlive(int rank, bool alive);
   double clock_of(int rank) const;
   const sim::NetworkModel& network() const { return *network_; }
 
@@ -52,10 +50,7 @@ class Engine {
   enum class State { kRunning, kReady, kBlocked, kDone };
   enum class Wake { kNone, kMessage, kTimeout, kDeadlock };
   static constexpr int kNoTag = std::numeric_limits<int>::min();
-  struct Message {
-    int src, tag;
-    std::vector<uint8_t> payload;
-  };
+  using Message = core::Envelope<std::vector<uint8_t>>;
   // An actor: a rank's main worker (actor id = rank) or an operation it started.
   struct Actor {
     int rank = 0;
@@ -94,9 +89,8 @@ class Engine {
   std::vector<std::unique_ptr<Actor>> actors_;  // by id; finished ones stay (their Work may ask)
   std::vector<int> live_;      // ids of the actors not finished, ascending: what scheduling scans
   std::vector<int> finished_;  // finished since the scheduler last ran: their threads to join
-  std::vector<std::deque<Message>> mailboxes_;  // per rank: delivered, not yet received
-  std::vector<core::TransportStats> stats_;     // per rank
-  std::vector<bool> alive_;
+  std::vector<core::Mailbox<std::vector<uint8_t>>> mailboxes_;  // per rank: delivered, not yet received
+  std::vector<core::TransportStats> sent_;                      // per rank
   std::map<int64_t, std::pair<int, Message>> in_flight_;  // flow -> (dst rank, message)
 };
 

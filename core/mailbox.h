@@ -1,0 +1,143 @@
+// Mailbox and MailboxTransport: what every transport does with a message once it has arrived —
+// queue it, match a receive to it by (source, tag) or from any source in arrival order, check its
+// size, hand its bytes over in the three ways Transport offers, and count it — written once for
+// the loopback, emulated and ZeroMQ transports. How a transport waits for an arrival (a condition
+// variable on the wall clock, the emulator's baton in virtual time) stays its own.
+//
+// Payload is the transport's buffer type: std::vector<uint8_t>, or zmq::message_t so that bytes
+// are read where the socket put them; it needs data(), size() and moves.
+//
+// A Mailbox is not thread-safe: its transport guards it with its own lock.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/transport.h"
+
+namespace narrows::core {
+
+constexpr size_t kAnySize = static_cast<size_t>(-1);
+
+template <typename Payload>
+struct Envelope {
+  int src = 0;
+  int tag = 0;
+  Payload payload;
+};
+
+template <typename Payload>
+class Mailbox {
+ public:
+  // The mailbox of rank `owner` in a world of `world_size` ranks.
+  Mailbox(int owner, int world_size) : owner_(owner), world_size_(world_size) {}
+
+  void Put(int src, int tag, Payload payload) {
+    queues_[{src, tag}].push_back(Arrival{arrivals_++, std::move(payload)});
+  }
+
+  // Removes and returns the earliest arrival with `tag` from `src` (kAnySource: from any rank);
+  // nullopt if none has arrived. It counts as received unless the owner sent it to itself or it
+  // is not `expected_bytes` long (a receive that rejects it).
+  std::optional<Envelope<Payload>> Take(int src, int tag, size_t expected_bytes = kAnySize) {
+    std::deque<Arrival>* earliest = nullptr;
+    int from = -1;
+    const int first = src == kAnySource ? 0 : src, last = src == kAnySource ? world_size_ : src + 1;
+    for (int r = first; r < last; ++r) {
+      auto it = queues_.find({r, tag});
+      if (it == queues_.end() || it->second.empty()) continue;
+      if (earliest == nullptr || it->second.front().seq < earliest->front().seq) {
+        earliest = &it->second;
+        from = r;
+      }
+    }
+    if (earliest == nullptr) return std::nullopt;
+    Envelope<Payload> out{from, tag, std::move(earliest->front().payload)};
+    earliest->pop_front();
+    if (from != owner_ && (expected_bytes == kAnySize || out.payload.size() == expected_bytes)) {
+      received_.bytes_received += static_cast<int64_t>(out.payload.size());
+      ++received_.messages_received;
+    }
+    return out;
+  }
+
+  // Drops every message queued from `src` (a restarted process: its previous incarnation's
+  // messages are void).
+  void Discard(int src) {
+    for (auto it = queues_.begin(); it != queues_.end();) {
+      it = it->first.first == src ? queues_.erase(it) : std::next(it);
+    }
+  }
+
+  // bytes_received and messages_received of what Take handed out (the sent fields stay 0).
+  const TransportStats& received() const { return received_; }
+
+ private:
+  struct Arrival {
+    uint64_t seq;
+    Payload payload;
+  };
+  int owner_, world_size_;
+  std::map<std::pair<int, int>, std::deque<Arrival>> queues_;  // (source, tag) -> arrival order
+  uint64_t arrivals_ = 0;                                      // orders arrivals across sources
+  TransportStats received_;
+};
+
+// The receive half of Transport over one primitive, Await: argument checks, the size check, and
+// the three ways of handing the bytes over. Send, membership, clock and Start stay the transport's.
+template <typename Payload>
+class MailboxTransport : public Transport {
+ public:
+  Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) final {
+    return RecvInPlace(src, tag, bytes, [&](const void* in) {
+      if (bytes) std::memcpy(data, in, bytes);
+    }, timeout_s);
+  }
+
+  // `consume` runs without the transport's lock, on the bytes as they arrived.
+  Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                     double timeout_s = kForever) final {
+    if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+    Result<Envelope<Payload>> got = Await(src, tag, bytes, timeout_s);
+    if (!got.ok()) return got.status();
+    const Payload& m = got->payload;
+    if (m.size() != bytes) {
+      return Status::InvalidArgument("message from rank " + std::to_string(src) + " has " + std::to_string(m.size()) +
+                                     " bytes, expected " + std::to_string(bytes));
+    }
+    consume(m.data());
+    return Status::Ok();
+  }
+
+  Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s = kForever) final {
+    if (src != kAnySource && (src < 0 || src >= world_size())) {
+      return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+    }
+    Result<Envelope<Payload>> got = Await(src, tag, kAnySize, timeout_s);
+    if (!got.ok()) return got.status();
+    if constexpr (std::is_same_v<Payload, std::vector<uint8_t>>) {
+      *out = std::move(got->payload);
+    } else {
+      const auto* begin = static_cast<const uint8_t*>(got->payload.data());
+      out->assign(begin, begin + got->payload.size());
+    }
+    return got->src;
+  }
+
+ protected:
+  // The earliest message with `tag` from `src` (or kAnySource), taken from this rank's mailbox
+  // (Mailbox::Take with `expected_bytes`) once it has arrived; Timeout after `timeout_s` of this
+  // endpoint's clock, PeerUnavailable when it can no longer come. `src` has been checked to be
+  // kAnySource or a rank of the world.
+  virtual Result<Envelope<Payload>> Await(int src, int tag, size_t expected_bytes, double timeout_s) = 0;
+};
+
+}  // namespace narrows::core

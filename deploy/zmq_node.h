@@ -1,0 +1,131 @@
+// ZmqTransport::Node: one rank's sockets, its receiving thread, its peers' membership and its
+// mailbox, shared by every endpoint of the rank (the one Connect returns and those Start makes).
+// Internal to deploy/; zmq_transport.h says what the transport promises, this says how.
+//
+// The receiving thread polls the data and control PULL sockets (and rank 0's rendezvous ROUTER and
+// the ZAP socket), validates every frame (deploy/frame.h) before it reaches the mailbox, and sends
+// heartbeats; a peer silent for `timeout_s` is declared dead. Everything below `mu` is guarded by
+// it; a peer's PUSH sockets by that peer's `send_mu`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/mailbox.h"
+#include "deploy/frame.h"
+#include "deploy/zmq_transport.h"
+
+namespace narrows::deploy {
+
+using Json = nlohmann::json;
+
+struct ZmqTransport::Node {
+  enum class PeerState { kAlive, kLeft, kDead };
+  struct Peer {
+    std::string data_ep, control_ep;
+    uint64_t incarnation = 0;
+    int64_t generation = 0;  // new incarnations seen
+    std::unique_ptr<zmq::socket_t> data, control;  // PUSH, guarded by send_mu
+    std::mutex send_mu;
+    PeerState state = PeerState::kAlive;
+    double last_seen = 0.0;
+    // Data frames sent to it and received from it (this incarnation); a bye says how many it sent,
+    // and the peer has left only once all of them arrived (they travel on another connection).
+    int64_t data_sent = 0, data_received = 0, leaves_after = -1;
+  };
+  // Where a frame was read: what it may carry depends on it.
+  enum class Inbox { kData, kControl, kRendezvous };
+
+  ZmqOptions opt;
+  uint64_t incarnation;
+  zmq::context_t ctx{1};
+  zmq::socket_t data_pull{ctx, zmq::socket_type::pull};
+  zmq::socket_t control_pull{ctx, zmq::socket_type::pull};
+  zmq::socket_t zap{ctx, zmq::socket_type::rep};
+  std::unique_ptr<zmq::socket_t> router;  // rank 0: the rendezvous
+  std::string data_ep, control_ep;         // this rank's, as bound
+  std::thread thread;
+  std::atomic<bool> stop{false};
+
+  mutable std::mutex mu;  // everything below
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<Peer>> peers;
+  core::Mailbox<ZmqPayload> mailbox;
+  core::TransportStats sent;  // the sent fields; the mailbox counts what was received
+  int64_t rejected = 0;
+  std::string evicted;  // non-empty: why this rank stopped
+  // Rendezvous (rank 0): the registered ranks' endpoints and the identities waiting for the table.
+  std::vector<Json> table;
+  std::vector<std::string> waiting;
+  bool table_complete = false;
+
+  explicit Node(const ZmqOptions& o);
+  void Log(const std::string& m) const;
+
+  // --- set-up (zmq_node.cc) ------------------------------------------------------------------
+  // Binds the data and control sockets (and, on rank 0, the rendezvous at `master_port`).
+  core::Status Bind(int master_port);
+  // The table of every rank's endpoints, once every rank has registered: rank 0 registers with
+  // itself and waits; the others register at `master` and wait for the answer.
+  core::Result<Json> Rendezvous(const std::string& master_host, int master_port);
+  // Connects to every peer in `table` and says hello.
+  void ConnectAll(const Json& table);
+  // Says bye to every live peer, stops the receiving thread and closes every socket.
+  void Close();
+
+  // --- sending -------------------------------------------------------------------------------
+  enum class CurveRole { kServer, kClient };
+  // With `curve`: the socket authenticates as the cluster (server) or proves it holds its keys (client).
+  void Secure(zmq::socket_t& s, CurveRole role);
+  std::unique_ptr<zmq::socket_t> Push(const std::string& endpoint, int linger_ms);
+  // The header, then the payload: copied into the message, or lent to it when `lease` is given
+  // (ZeroMQ returns it to `lease` for `dst` once written or dropped).
+  static bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
+                        core::SendLease* lease = nullptr, int dst = -1);
+  // Closes the data socket to `r` without lingering: what it still queued (lent messages
+  // included) is dropped. The next hello from `r` opens a new one.
+  void DropQueued(int r);
+  void SendControl(int dst, FrameType type, const Json& body);
+  Json Hello() const;
+  // Connects to a peer's endpoints (again, for a restarted peer). REQUIRES: mu held.
+  void ConnectPeer(int r, const std::string& d, const std::string& c, uint64_t inc);
+  // Why sending to or receiving from `r` can no longer succeed; empty while it can. REQUIRES: mu held.
+  std::string Unavailable(int r) const;
+
+  // --- receiving thread (zmq_node_receive.cc) ------------------------------------------------
+  void Loop();
+  void Beat();
+  void AnswerZap();
+  void Reject(int src_hint, const std::string& why);
+  // Reads one multipart frame [header][payload] (a ROUTER's has the identity first); false if
+  // none was waiting.
+  bool ReadFrame(zmq::socket_t& s, Inbox inbox);
+  void OnData(int src, int tag, zmq::message_t payload);
+  // The JSON body of a control frame, or false (the frame rejected) if it is not JSON.
+  bool ParseBody(int src, const zmq::message_t& payload, const char* what, Json* body);
+  void OnControl(int src, FrameType type, const zmq::message_t& payload);
+  // Rank 0: a rank registers its endpoints (at start, or again after a restart).
+  void OnRegister(int src, const std::string& identity, const std::string& peer_address, const zmq::message_t& payload);
+  // A rendezvous answer to the registering process `identity`. REQUIRES: mu held.
+  void SendHello(const std::string& identity, const std::string& text);
+  // Sends the table to every waiting rank once every rank has registered. REQUIRES: mu held.
+  void AnswerRegistrations();
+};
+
+// "rank 3".
+std::string RankName(int r);
+// Seconds of the steady clock (membership's timestamps).
+double SteadySeconds();
+// The parts of the next multipart message on `s` (none if `flags` is dontwait and none waits).
+std::vector<zmq::message_t> RecvParts(zmq::socket_t& s, zmq::recv_flags flags);
+
+}  // namespace narrows::deploy

@@ -1,0 +1,255 @@
+// The receiving thread of a ZmqTransport::Node: frames validated and routed (data to the mailbox,
+// control to membership, registrations to the rendezvous), heartbeats, and CURVE's ZAP answers.
+#include <chrono>
+
+#include "deploy/zmq_node.h"
+
+namespace narrows::deploy {
+
+using core::Status;
+
+void ZmqTransport::Node::Reject(int src_hint, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++rejected;
+  }
+  Log("rejected a frame" + (src_hint >= 0 ? " claiming " + RankName(src_hint) : std::string()) + ": " + why);
+}
+
+bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
+  std::vector<zmq::message_t> parts = RecvParts(s, zmq::recv_flags::dontwait);
+  if (parts.empty()) return false;
+  std::string identity, peer_address;
+  if (inbox == Inbox::kRendezvous) {
+    identity = parts.front().to_string();
+    parts.erase(parts.begin());
+    const char* addr = parts.empty() ? nullptr : parts.front().gets("Peer-Address");
+    peer_address = addr ? addr : "";
+  }
+  if (parts.size() != 2) {
+    Reject(-1, "expected 2 parts (header, payload), got " + std::to_string(parts.size()));
+    return true;
+  }
+  const auto* hbytes = static_cast<const uint8_t*>(parts[0].data());
+  auto header = DecodeFrameHeader(hbytes, parts[0].size(), opt.max_message_bytes);
+  if (!header.ok()) {
+    Reject(-1, header.status().message());
+    return true;
+  }
+  const int src = header->src;
+  if (header->length != parts[1].size()) {
+    Reject(src, "header says " + std::to_string(header->length) + " payload bytes, frame has " +
+                    std::to_string(parts[1].size()));
+    return true;
+  }
+  if (const Status s = VerifyFrame(hbytes, *header, parts[1].data(), parts[1].size()); !s.ok()) {
+    Reject(src, s.message());
+    return true;
+  }
+  if (src < 0 || src >= opt.world_size || src == opt.rank) {
+    Reject(src, "sender rank " + std::to_string(src) + " is not a peer in a world of " +
+                    std::to_string(opt.world_size));
+    return true;
+  }
+  if (inbox == Inbox::kRendezvous) {
+    if (header->type != FrameType::kHello) {
+      Reject(src, "only registrations go to the rendezvous");
+      return true;
+    }
+    OnRegister(src, identity, peer_address, parts[1]);
+  } else if (inbox == Inbox::kData) {
+    if (header->type != FrameType::kData) {
+      Reject(src, "control frame on the data socket");
+      return true;
+    }
+    OnData(src, header->tag, std::move(parts[1]));
+  } else {
+    if (header->type == FrameType::kData) {
+      Reject(src, "data frame on the control socket");
+      return true;
+    }
+    OnControl(src, header->type, parts[1]);
+  }
+  return true;
+}
+
+void ZmqTransport::Node::OnData(int src, int tag, zmq::message_t payload) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Peer& p = *peers[static_cast<size_t>(src)];
+    if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
+    p.last_seen = SteadySeconds();
+    mailbox.Put(src, tag, ZmqPayload(std::move(payload)));
+    if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+  }
+  cv.notify_all();
+}
+
+bool ZmqTransport::Node::ParseBody(int src, const zmq::message_t& payload, const char* what, Json* body) {
+  try {
+    *body = Json::parse(payload.to_string());
+    return true;
+  } catch (const std::exception& e) {
+    Reject(src, std::string(what) + " is not JSON: " + e.what());
+    return false;
+  }
+}
+
+void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t& payload) {
+  Json body;
+  if (!ParseBody(src, payload, "control payload", &body)) return;
+  std::unique_lock<std::mutex> lock(mu);
+  Peer& p = *peers[static_cast<size_t>(src)];
+  const uint64_t inc = body.value("incarnation", uint64_t{0});
+  if (type == FrameType::kHello) {
+    if (!body.contains("data") || !body.contains("control") || !body["data"].is_string() ||
+        !body["control"].is_string()) {
+      lock.unlock();
+      Reject(src, "hello without data and control endpoints");
+      return;
+    }
+    if (p.incarnation != 0 && inc != p.incarnation) {
+      // A restarted process: what its previous incarnation sent is void.
+      mailbox.Discard(src);
+      p.data_sent = p.data_received = 0;
+      p.leaves_after = -1;
+      ++p.generation;
+      Log(RankName(src) + " rejoined (new process)");
+    }
+    ConnectPeer(src, body["data"], body["control"], inc);
+  } else if (type == FrameType::kHeartbeat) {
+    if (inc != p.incarnation || p.state != PeerState::kAlive) return;  // stale or declared dead
+    p.last_seen = SteadySeconds();
+    for (const auto& d : body.value("dead", Json::array())) {
+      if (d.is_array() && d.size() == 2 && d[0] == opt.rank && d[1] == incarnation && evicted.empty()) {
+        evicted = "this rank was declared dead by " + RankName(src);
+        Log(evicted + "; it stops");
+      }
+    }
+  } else if (type == FrameType::kBye) {
+    if (inc == p.incarnation && p.state == PeerState::kAlive) {
+      p.leaves_after = body.value("sent", int64_t{0});
+      if (p.data_received >= p.leaves_after) p.state = PeerState::kLeft;
+    }
+  }
+  lock.unlock();
+  cv.notify_all();
+}
+
+void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const std::string& peer_address,
+                const zmq::message_t& payload) {
+  Json body;
+  if (!ParseBody(src, payload, "registration", &body)) return;
+  std::string host = body.value("host", std::string());
+  if (host.empty()) host = peer_address.empty() ? "127.0.0.1" : peer_address;
+  const int dp = body.value("data_port", 0), cp = body.value("control_port", 0);
+  if (dp <= 0 || cp <= 0) {
+    Reject(src, "registration without ports");
+    return;
+  }
+  const uint64_t inc = body.value("incarnation", uint64_t{0});
+  std::lock_guard<std::mutex> lock(mu);
+  const Json& known = table[static_cast<size_t>(src)];
+  if (!table_complete && !known.is_null() && known.value("incarnation", uint64_t{0}) != inc) {
+    // Before every rank has registered, a second process for a rank is a mistake (the same rank
+    // given twice, or a restart before the original registered), not a restart: refuse it.
+    const std::string why = RankName(src) + " is already registered by another process (rank given twice?)";
+    Log("refused a registration: " + why);
+    SendHello(identity, Json{{"error", why}}.dump());
+    return;
+  }
+  table[static_cast<size_t>(src)] = {{"data", TcpEndpoint(host, dp)}, {"control", TcpEndpoint(host, cp)},
+                                     {"incarnation", inc}};
+  waiting.push_back(identity);
+  AnswerRegistrations();
+}
+
+void ZmqTransport::Node::SendHello(const std::string& identity, const std::string& text) {
+  const auto header = EncodeFrameHeader(FrameType::kHello, 0, 0, text.data(), text.size());
+  router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  router->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  router->send(zmq::buffer(text), zmq::send_flags::dontwait);
+}
+
+void ZmqTransport::Node::AnswerRegistrations() {
+  for (const auto& e : table) {
+    if (e.is_null()) return;
+  }
+  table_complete = true;
+  const std::string text = Json(table).dump();
+  for (const auto& id : waiting) SendHello(id, text);
+  waiting.clear();
+  cv.notify_all();
+}
+
+void ZmqTransport::Node::AnswerZap() {
+  std::vector<zmq::message_t> req = RecvParts(zap, zmq::recv_flags::dontwait);
+  if (req.size() < 6) return;
+  bool ok = false;
+  if (req.size() >= 7 && req[5].to_string() == "CURVE" && req[6].size() == 32) {
+    char z85[41];
+    zmq_z85_encode(z85, static_cast<const uint8_t*>(req[6].data()), 32);
+    ok = opt.keys.public_key == z85;
+  }
+  if (!ok) Log("refused a connection from " + req[3].to_string() + ": not the cluster's key");
+  const std::string code = ok ? "200" : "400";
+  zap.send(zmq::buffer(std::string("1.0")), zmq::send_flags::sndmore);
+  zap.send(req[1], zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(code), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string(ok ? "OK" : "wrong key")), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string("")), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string("")), zmq::send_flags::none);
+}
+
+void ZmqTransport::Node::Beat() {
+  Json dead = Json::array();
+  std::vector<int> to;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const double now = SteadySeconds();
+    for (int r = 0; r < opt.world_size; ++r) {
+      if (r == opt.rank) continue;
+      Peer& p = *peers[static_cast<size_t>(r)];
+      if (p.state == PeerState::kAlive && p.incarnation != 0 && now - p.last_seen > opt.timeout_s) {
+        p.state = PeerState::kDead;
+        Log(RankName(r) + " declared dead: nothing heard for " + std::to_string(now - p.last_seen) + " s");
+        cv.notify_all();
+      }
+      if (p.state == PeerState::kDead) dead.push_back({r, p.incarnation});
+      if (p.state == PeerState::kAlive && p.control) to.push_back(r);
+    }
+  }
+  const Json body = {{"incarnation", incarnation}, {"dead", dead}};
+  for (int r : to) SendControl(r, FrameType::kHeartbeat, body);
+}
+
+void ZmqTransport::Node::Loop() {
+  std::vector<zmq::pollitem_t> items = {{data_pull.handle(), 0, ZMQ_POLLIN, 0},
+                                        {control_pull.handle(), 0, ZMQ_POLLIN, 0},
+                                        {zap.handle(), 0, ZMQ_POLLIN, 0}};
+  if (router) items.push_back({router->handle(), 0, ZMQ_POLLIN, 0});
+  const auto wait = std::chrono::milliseconds(std::max(1, std::min(50, static_cast<int>(opt.heartbeat_s * 500))));
+  double next_beat = 0.0;
+  while (!stop.load()) {
+    try {
+      zmq::poll(items.data(), items.size(), wait);
+      if (items[2].revents & ZMQ_POLLIN) AnswerZap();
+      for (int i = 0; i < 256 && ReadFrame(control_pull, Inbox::kControl); ++i) {
+      }
+      for (int i = 0; i < 256 && ReadFrame(data_pull, Inbox::kData); ++i) {
+      }
+      for (int i = 0; router && i < 64 && ReadFrame(*router, Inbox::kRendezvous); ++i) {
+      }
+      const double now = SteadySeconds();
+      if (now >= next_beat) {
+        Beat();
+        next_beat = now + opt.heartbeat_s;
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      Log(std::string("receiving thread: ") + e.what());
+    }
+  }
+}
+
+}  // namespace narrows::deploy

@@ -1,0 +1,74 @@
+#include "emu/emulated_endpoint.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace narrows::emu {
+
+double Engine::VirtualClock::Now() const {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  return engine_->actors_[actor_]->clock;
+}
+
+void Engine::VirtualClock::ChargeCompute(double seconds) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  engine_->actors_[actor_]->clock += std::max(0.0, seconds);
+}
+
+core::Status Engine::Endpoint::Send(int dst, int tag, const void* data, size_t bytes) {
+  if (dst < 0 || dst >= world_size()) {
+    return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
+  }
+  std::unique_lock<std::mutex> lock(engine_->mu_);
+  engine_->Yield(actor_, lock);
+  const auto* bytes_in = static_cast<const uint8_t*>(data);
+  Message m{rank_, tag, std::vector<uint8_t>(bytes_in, bytes_in + bytes)};  // one pass: no zeroing first
+  const double now = engine_->actors_[actor_]->clock;
+  if (dst == rank_) {
+    engine_->Arrive(dst, std::move(m), now);
+    return core::Status::Ok();
+  }
+  std::vector<sim::Delivery> delivered;
+  engine_->network_->AdvanceTo(now, &delivered);
+  engine_->Deliver(delivered);
+  const int64_t flow = engine_->network_->StartFlow(rank_, dst, static_cast<int64_t>(bytes), now);
+  engine_->in_flight_.emplace(flow, std::make_pair(dst, std::move(m)));
+  engine_->sent_[rank_].bytes_sent += static_cast<int64_t>(bytes);
+  ++engine_->sent_[rank_].messages_sent;
+  return core::Status::Ok();
+}
+
+std::vector<int> Engine::Endpoint::Members() {
+  std::vector<int> out(static_cast<size_t>(world_size()));
+  std::iota(out.begin(), out.end(), 0);
+  return out;
+}
+
+core::TransportStats Engine::Endpoint::stats() const {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  core::TransportStats s = engine_->mailboxes_[rank_].received();
+  s.bytes_sent = engine_->sent_[rank_].bytes_sent;
+  s.messages_sent = engine_->sent_[rank_].messages_sent;
+  return s;
+}
+
+core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int src, int tag, size_t expected_bytes, double timeout_s) {
+  std::unique_lock<std::mutex> lock(engine_->mu_);
+  engine_->Yield(actor_, lock);
+  auto& box = engine_->mailboxes_[rank_];
+  if (auto m = box.Take(src, tag, expected_bytes)) return std::move(*m);
+  Actor& me = *engine_->actors_[actor_];
+  me.wait_src = src;
+  me.wait_tag = tag;
+  const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
+  if (auto m = box.Take(src, tag, expected_bytes)) return std::move(*m);
+  const std::string who = src == core::kAnySource ? "any rank" : "rank " + std::to_string(src);
+  if (wake == Wake::kTimeout) {
+    return core::Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) +
+                                 " s of virtual time");
+  }
+  return core::Status::PeerUnavailable(who + " will never send (it finished, left or waits too)");
+}
+
+}  // namespace narrows::emu

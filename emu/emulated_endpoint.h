@@ -1,0 +1,50 @@
+// The emulator's per-actor pieces, beside the engine that schedules them: an actor's virtual
+// clock, and its transport endpoint. Every call takes the engine's lock and the baton first
+// (Engine::Yield), so it happens at the actor's virtual time, after every earlier event. Internal
+// to emu/: users reach them through Engine::endpoint and Transport::clock.
+#pragma once
+
+#include <vector>
+
+#include "core/mailbox.h"
+#include "emu/engine.h"
+
+namespace narrows::emu {
+
+class Engine::VirtualClock : public core::Clock {
+ public:
+  VirtualClock(Engine* engine, int actor) : engine_(engine), actor_(actor) {}
+  double Now() const override;
+  void ChargeCompute(double seconds) override;
+  bool is_virtual() const override { return true; }
+
+ private:
+  Engine* engine_;
+  int actor_;
+};
+
+class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
+ public:
+  Endpoint(Engine* engine, int actor, int rank) : engine_(engine), actor_(actor), rank_(rank), clock_(engine, actor) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return engine_->num_workers_; }
+  // Starts a flow in the network model at this actor's time; a message to the own rank (another
+  // endpoint of it) arrives at once, off the network.
+  core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
+  // Every rank stays a member: a finished or crashed worker shows as receives that can never be
+  // satisfied (PeerUnavailable), not as a membership change.
+  std::vector<int> Members() override;
+  core::Clock& clock() override { return clock_; }
+  core::TransportStats stats() const override;
+  std::unique_ptr<core::Work> Start(core::AsyncOp op) override { return engine_->Start(actor_, std::move(op)); }
+
+ protected:
+  core::Result<core::Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s) override;
+
+ private:
+  Engine* engine_;
+  int actor_, rank_;
+  VirtualClock clock_;
+};
+
+}  // namespace narrows::emu
