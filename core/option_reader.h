@@ -15,7 +15,7 @@
 namespace narrows::core {
 
 namespace internal {
-class Section;  // core/scenario.cc
+class Section;  // core/section.h
 }
 
 // Whether a range's lower bound is itself allowed.

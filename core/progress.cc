@@ -23,8 +23,11 @@ std::string FormatDuration(double seconds) {
 
 bool Progress::IsTerminal(std::FILE* f) { return ::isatty(::fileno(f)) == 1; }
 
-Progress::Progress(std::string label, int64_t total, std::FILE* out, bool interactive)
-    : label_(std::move(label)), total_(total), out_(out), interactive_(interactive) {}
+Progress::Progress(std::string label, int64_t total, std::FILE* out, Style style)
+    : label_(std::move(label)),
+      total_(total),
+      out_(out),
+      interactive_(style == Style::kRedrawOnTerminal && out != nullptr && IsTerminal(out)) {}
 
 std::string Progress::Line(int64_t done, const std::string& detail) const {
   const double elapsed =

@@ -12,8 +12,10 @@ namespace narrows::core {
 
 class Progress {
  public:
-  // `out` is usually stderr; `interactive` is whether it is a terminal.
-  Progress(std::string label, int64_t total, std::FILE* out, bool interactive);
+  // kRedrawOnTerminal rewrites the line in place when `out` is a terminal; kPlainLines never does.
+  enum class Style { kRedrawOnTerminal, kPlainLines };
+  // `out` is usually stderr; null prints nothing.
+  Progress(std::string label, int64_t total, std::FILE* out, Style style = Style::kRedrawOnTerminal);
   // `done` of `total` finished; `detail` is appended after the rate and ETA.
   void Update(int64_t done, const std::string& detail);
   void Finish(const std::string& detail);

@@ -14,6 +14,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/algorithm_registry.h"
+#include "core/section.h"
+
 namespace narrows::core {
 namespace {
 
@@ -41,325 +44,12 @@ constexpr Profile kProfiles[] = {
     {"internet-1g", 1e9, 50.0}, {"home-100m", 100e6, 30.0},
 };
 
-// Where a value came from, for error messages: a file position or a command-line override.
-struct Origin {
-  std::string file;
-  std::map<std::string, std::string> overrides;  // key path -> override text
-
-  std::string Where(const YAML::Node& node, const std::string& path) const {
-    for (const auto& [key, text] : overrides) {
-      if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;
-    }
-    std::ostringstream out;
-    out << file;
-    if (node.IsDefined() && node.Mark().line >= 0) {
-      out << ":" << node.Mark().line + 1 << ":" << node.Mark().column + 1;
-    }
-    return out.str();
-  }
-};
-
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-    default: return "an undefined value";
-  }
-}
-
 }  // namespace
-
-namespace internal {
-
-// A mapping of the scenario being read: typed getters that record what they read (for unknown-key
-// checks and for the resolved scenario) and collect errors instead of stopping at the first.
-class Section {
- public:
-  Section(YAML::Node node, std::string path, const Origin* origin, std::vector<std::string>* errors,
-          YAML::Node resolved)
-      : node_(std::move(node)),
-        path_(std::move(path)),
-        origin_(origin),
-        errors_(errors),
-        resolved_(resolved) {
-    if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
-      Error(node_, path_, "expected a mapping of keys, got " + Describe(node_));
-      node_ = YAML::Node();
-    }
-  }
-
-  bool Has(const std::string& key) const { return Child(key).IsDefined() && !Child(key).IsNull(); }
-  bool HasMap(const std::string& key) const { return Child(key).IsMap(); }
-
-  Section Sub(const std::string& key) {
-    seen_.insert(key);
-    YAML::Node out = resolved_[key];
-    return Section(Child(key), Path(key), origin_, errors_, out);
-  }
-
-  int64_t Int(const std::string& key, int64_t fallback, int64_t min,
-              int64_t max = std::numeric_limits<int64_t>::max()) {
-    int64_t value = fallback;
-    if (const YAML::Node n = Take(key); n.IsDefined()) {
-      if (!Convert(n, &value) || static_cast<double>(value) != std::floor(static_cast<double>(value))) {
-        Error(n, Path(key), "expected an integer, got " + Describe(n));
-      } else if (value < min || value > max) {
-        Error(n, Path(key), "expected an integer in [" + std::to_string(min) + ", " +
-                                (max == std::numeric_limits<int64_t>::max() ? "inf"
-                                                                            : std::to_string(max)) +
-                                "], got " + std::to_string(value));
-        // Nothing downstream is sized from a value out of range: it continues as the nearest bound.
-        value = std::clamp(value, min, max);
-      }
-    }
-    resolved_[key] = value;
-    return value;
-  }
-
-  double Double(const std::string& key, double fallback, double min, double max,
-                bool min_exclusive = false) {
-    double value = fallback;
-    if (const YAML::Node n = Take(key); n.IsDefined()) {
-      if (!Convert(n, &value) || !std::isfinite(value)) {
-        Error(n, Path(key), "expected a number, got " + Describe(n));
-        value = fallback;
-      } else if (value < min || value > max || (min_exclusive && value == min)) {
-        std::ostringstream range;
-        range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
-        Error(n, Path(key), "expected a number in " + range.str() + ", got " + n.Scalar());
-        value = fallback;
-      }
-    }
-    resolved_[key] = value;
-    return value;
-  }
-
-  bool Bool(const std::string& key, bool fallback) {
-    bool value = fallback;
-    if (const YAML::Node n = Take(key); n.IsDefined()) {
-      if (!Convert(n, &value)) Error(n, Path(key), "expected true or false, got " + Describe(n));
-    }
-    resolved_[key] = value;
-    return value;
-  }
-
-  std::string String(const std::string& key, const std::string& fallback) {
-    std::string value = fallback;
-    if (const YAML::Node n = Take(key); n.IsDefined()) {
-      if (!n.IsScalar()) {
-        Error(n, Path(key), "expected a string, got " + Describe(n));
-      } else {
-        value = n.Scalar();
-      }
-    }
-    resolved_[key] = value;
-    return value;
-  }
-
-  template <typename E>
-  E Enum(const std::string& key, E fallback, const std::vector<std::pair<std::string, E>>& names) {
-    std::string fallback_name;
-    for (const auto& [name, e] : names) {
-      if (e == fallback) fallback_name = name;
-    }
-    const YAML::Node n = Take(key);
-    if (!n.IsDefined()) {
-      resolved_[key] = fallback_name;
-      return fallback;
-    }
-    std::string choices;
-    for (const auto& [name, e] : names) {
-      if (n.IsScalar() && n.Scalar() == name) {
-        resolved_[key] = name;
-        return e;
-      }
-      choices += (choices.empty() ? "" : ", ") + name;
-    }
-    Error(n, Path(key), "expected one of " + choices + "; got " + Describe(n));
-    resolved_[key] = fallback_name;
-    return fallback;
-  }
-
-  // Records a resolved value that was not read from a key of this mapping (shorthand expansions).
-  template <typename T>
-  void Set(const std::string& key, const T& value) {
-    resolved_[key] = value;
-  }
-
-  // A number or a list of numbers; a single number is repeated `count` times.
-  std::vector<double> DoubleList(const std::string& key, double fallback, size_t count, double min,
-                                 double max) {
-    std::vector<double> out(count, fallback);
-    const YAML::Node n = Take(key);
-    if (n.IsDefined()) {
-      if (n.IsScalar()) {
-        double v = fallback;
-        if (!Convert(n, &v) || !(v >= min && v <= max)) {
-          Error(n, Path(key), "expected a number in [" + Num(min) + ", " + Num(max) + "] or a list of them");
-          v = fallback;
-        }
-        out.assign(count, v);
-      } else if (n.IsSequence()) {
-        if (n.size() != count) {
-          Error(n, Path(key), "expected " + std::to_string(count) + " values (one per worker), got " +
-                                  std::to_string(n.size()));
-        }
-        for (size_t i = 0; i < n.size() && i < count; ++i) {
-          double v = 0;
-          if (!Convert(n[i], &v) || !(v >= min && v <= max)) {
-            Error(n[i], Path(key) + "[" + std::to_string(i) + "]",
-                  "expected a number in [" + Num(min) + ", " + Num(max) + "], got " + Describe(n[i]));
-          } else {
-            out[i] = v;
-          }
-        }
-      } else {
-        Error(n, Path(key), "expected a number or a list, got " + Describe(n));
-      }
-    }
-    YAML::Node seq(YAML::NodeType::Sequence);
-    for (double v : out) seq.push_back(v);
-    resolved_[key] = seq;
-    return out;
-  }
-
-  // Lists of integer lists, e.g. islands: [[0, 1], [2, 3]].
-  std::vector<std::vector<int>> IntLists(const std::string& key) {
-    std::vector<std::vector<int>> out;
-    const YAML::Node n = Take(key);
-    YAML::Node seq(YAML::NodeType::Sequence);
-    if (n.IsDefined()) {
-      if (!n.IsSequence()) {
-        Error(n, Path(key), "expected a list of lists of worker indices, got " + Describe(n));
-      } else {
-        for (size_t i = 0; i < n.size(); ++i) {
-          std::vector<int> group;
-          YAML::Node resolved_group(YAML::NodeType::Sequence);
-          if (!n[i].IsSequence()) {
-            Error(n[i], Path(key) + "[" + std::to_string(i) + "]", "expected a list of worker indices");
-            continue;
-          }
-          for (size_t j = 0; j < n[i].size(); ++j) {
-            int v = 0;
-            if (!Convert(n[i][j], &v)) {
-              Error(n[i][j], Path(key) + "[" + std::to_string(i) + "][" + std::to_string(j) + "]",
-                    "expected a worker index, got " + Describe(n[i][j]));
-            }
-            group.push_back(v);
-            resolved_group.push_back(v);
-          }
-          out.push_back(group);
-          seq.push_back(resolved_group);
-        }
-      }
-    }
-    resolved_[key] = seq;
-    return out;
-  }
-
-  // Calls fn(item_section, item_node, index) for each element of the list under `key`.
-  // Scalar items are passed with an empty section so the caller can read shorthand.
-  void Items(const std::string& key, const std::function<void(Section&, const YAML::Node&, size_t)>& fn) {
-    const YAML::Node n = Take(key);
-    YAML::Node seq(YAML::NodeType::Sequence);
-    if (n.IsDefined() && !n.IsSequence()) {
-      Error(n, Path(key), "expected a list, got " + Describe(n));
-    } else if (n.IsDefined()) {
-      for (size_t i = 0; i < n.size(); ++i) {
-        YAML::Node out(YAML::NodeType::Map);
-        const std::string path = Path(key) + "[" + std::to_string(i) + "]";
-        Section item(n[i].IsMap() ? n[i] : YAML::Node(), path, origin_, errors_, out);
-        fn(item, n[i], i);
-        item.Finish();
-        seq.push_back(out);
-      }
-    }
-    resolved_[key] = seq;
-  }
-
-  // Reports every key of this mapping that no getter asked for, and keys given twice.
-  void Finish() {
-    if (!node_.IsMap()) return;
-    std::set<std::string> keys;
-    for (const auto& kv : node_) {
-      if (!kv.first.IsScalar()) {
-        Error(kv.first, path_.empty() ? "(top level)" : path_, "expected a key name, got " + Describe(kv.first));
-        continue;
-      }
-      const std::string key = kv.first.Scalar();
-      if (!keys.insert(key).second) Error(kv.first, Path(key), "key given twice");
-      if (!seen_.count(key)) {
-        std::string known;
-        for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-        Error(kv.first, Path(key), "unknown key (known here: " + known + ")");
-      }
-    }
-  }
-
-  // An error about the value of `key` in this mapping, at that value's position.
-  void ErrorAt(const std::string& key, const std::string& what) {
-    const YAML::Node value = Child(key);
-    Error(value.IsDefined() ? value : node_, Path(key), what);
-  }
-
-  void Error(const YAML::Node& node, const std::string& path, const std::string& what) {
-    errors_->push_back(origin_->Where(node, path) + ": " + path + ": " + what);
-  }
-  const std::string& path() const { return path_; }
-  const YAML::Node& node() const { return node_; }
-  // Reads `node` (a mapping) from now on; for items given as one word that stand for a mapping.
-  void Rebind(YAML::Node node) { node_ = std::move(node); }
-  // Like Enum, with the names alone: the index of the chosen one.
-  size_t EnumIndex(const std::string& key, size_t fallback, const std::vector<std::string>& names) {
-    std::vector<std::pair<std::string, size_t>> indexed;
-    for (size_t i = 0; i < names.size(); ++i) indexed.emplace_back(names[i], i);
-    return Enum<size_t>(key, fallback, indexed);
-  }
-
- private:
-  YAML::Node Child(const std::string& key) const {
-    if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    const YAML::Node& const_node = node_;  // const lookup never inserts
-    YAML::Node child = const_node[key];
-    return child ? child : YAML::Node(YAML::NodeType::Undefined);
-  }
-  YAML::Node Take(const std::string& key) {
-    seen_.insert(key);
-    YAML::Node n = Child(key);
-    if (n.IsDefined() && n.IsNull()) return YAML::Node(YAML::NodeType::Undefined);  // `key:` = default
-    return n;
-  }
-  std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  static std::string Num(double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
-  }
-  template <typename T>
-  static bool Convert(const YAML::Node& n, T* out) {
-    if (!n.IsScalar()) return false;
-    try {
-      *out = n.as<T>();
-      return true;
-    } catch (const YAML::Exception&) {
-      return false;
-    }
-  }
-
-  YAML::Node node_;
-  std::string path_;
-  const Origin* origin_;
-  std::vector<std::string>* errors_;
-  YAML::Node resolved_;
-  std::set<std::string> seen_;
-};
-
-}  // namespace internal
 
 namespace {
 
+using internal::Describe;
+using internal::Origin;
 using internal::Section;
 
 // Why a data path names nothing to read ("" when it names something): the built-in corpus needs no
@@ -421,7 +111,7 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
   m->vocab_size = data_vocab;
   m->positions = s.Enum<Positions>("positions", Positions::kLearned,
                                    {{"learned", Positions::kLearned}, {"rope", Positions::kRope}});
-  m->init_std = s.Double("init_std", 0.02, 0.0, 1.0, /*min_exclusive=*/true);
+  m->init_std = s.Double("init_std", 0.02, 0.0, 1.0, Bound::kExclusive);
   m->parameterization = s.Enum<Parameterization>(
       "parameterization", Parameterization::kStandard,
       {{"standard", Parameterization::kStandard}, {"completep", Parameterization::kCompleteP}});
@@ -540,6 +230,253 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
   return a;
 }
 
+// data: where the tokens come from and how they are split and sampled.
+void ReadData(Section d, Scenario& sc) {
+  DataSpec& data = sc.data;
+  data.path = d.String("path", "austen");
+  data.format = d.Enum<DataFormat>("format", DataFormat::kAuto,
+                                   {{"auto", DataFormat::kAuto},
+                                    {"austen", DataFormat::kAusten},
+                                    {"text", DataFormat::kText},
+                                    {"shards", DataFormat::kShards}});
+  data.val_path = d.String("val_path", "");
+  const bool shards = data.format == DataFormat::kShards ||
+                      (data.format == DataFormat::kAuto &&
+                       data.path.size() > 4 && data.path.substr(data.path.size() - 4) == ".bin");
+  data.vocab_size = d.Int("vocab_size", shards ? 50257 : 256, 2, 65536);
+  data.val_fraction = d.Double("val_fraction", 0.05, 0.0, 0.5, Bound::kExclusive);
+  data.sampling = d.Enum<Sampling>("sampling", Sampling::kIid,
+                                   {{"iid", Sampling::kIid}, {"non-iid", Sampling::kNonIid}});
+  // Refused here rather than minutes later when the run loads the data (paths are relative to
+  // the working directory, as the loader reads them).
+  if (const std::string why = MissingDataPath(data.path, data.format); !why.empty()) d.ErrorAt("path", why);
+  if (!data.val_path.empty()) {
+    if (const std::string why = MissingDataPath(data.val_path, data.format); !why.empty()) d.ErrorAt("val_path", why);
+  }
+  d.Finish();
+}
+
+// train: the inner optimisation every entry shares.
+void ReadTrain(Section t, Scenario& sc) {
+  TrainSpec& tr = sc.train;
+  tr.steps = t.Int("steps", 200, 1);
+  tr.batch_size = t.Int("batch_size", 16, 1, 1 << 20);
+  tr.grad_accum = t.Int("grad_accum", 1, 1, 1 << 20);
+  if (tr.batch_size % tr.grad_accum != 0) {
+    t.Error(t.node(), "train.grad_accum",
+            "batch_size (" + std::to_string(tr.batch_size) + ") must be divisible by grad_accum (" +
+                std::to_string(tr.grad_accum) + ")");
+  }
+  tr.lr = t.Double("lr", 3e-3, 0.0, 10.0, Bound::kExclusive);
+  tr.schedule = t.Enum<LrSchedule>(
+      "schedule", LrSchedule::kCosine,
+      {{"cosine", LrSchedule::kCosine}, {"constant", LrSchedule::kConstant}});
+  tr.warmup_steps = t.Int("warmup_steps", std::min<int64_t>(20, tr.steps / 10), 0);
+  tr.min_lr_ratio = t.Double("min_lr_ratio", 0.1, 0.0, 1.0);
+  tr.weight_decay = t.Double("weight_decay", 0.1, 0.0, 10.0);
+  tr.beta1 = t.Double("beta1", 0.9, 0.0, 1.0);
+  tr.beta2 = t.Double("beta2", 0.95, 0.0, 1.0);
+  tr.eps = t.Double("eps", 1e-8, 0.0, 1.0, Bound::kExclusive);
+  tr.grad_clip = t.Double("grad_clip", 1.0, 0.0, 1e9);
+  t.Finish();
+}
+
+// network: the model of the network, its topology, links and their schedule.
+void ReadNetwork(Section n, Scenario& sc) {
+  NetworkSpec& net = sc.network;
+  net.model = n.String("model", "analytic");
+  net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
+  // Every registered model reads its own block (network.<name>), the chosen one's options are kept.
+  for (const NetworkModelParser* p : NetworkModelParsers()) {
+    if (!n.Has(p->name) && p->name != net.model) continue;
+    Section sub = n.Sub(p->name);
+    OptionReader reader(&sub);
+    auto options = p->parse(reader, sc);
+    sub.Finish();
+    if (p->name == net.model) net.model_options = std::move(options);
+  }
+  if (FindNetworkModelParser(net.model) == nullptr) {
+    std::string known;
+    for (const NetworkModelParser* p : NetworkModelParsers()) known += (known.empty() ? "" : ", ") + p->name;
+    n.ErrorAt("model", "expected one of " + known + "; got '" + net.model + "'");
+  }
+  net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
+                                      {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});
+  net.link = ReadLink(n, "home-100m", nullptr, &net.profile);
+  net.islands = n.IntLists("islands");
+  {
+    Section intra = n.Sub("intra");
+    net.intra = ReadLink(intra, "dc-100g");
+    intra.Finish();
+  }
+  if (net.topology == TopologyKind::kIslands) {
+    std::vector<int> seen(static_cast<size_t>(sc.workers.count), 0);
+    for (const auto& island : net.islands) {
+      for (int w : island) {
+        if (w < 0 || w >= sc.workers.count) {
+          n.Error(n.node(), "network.islands", "worker " + std::to_string(w) + " does not exist (workers.count is " +
+                                                   std::to_string(sc.workers.count) + ")");
+        } else {
+          ++seen[static_cast<size_t>(w)];
+        }
+      }
+    }
+    for (int w = 0; w < sc.workers.count; ++w) {
+      if (seen[static_cast<size_t>(w)] != 1) {
+        n.Error(n.node(), "network.islands",
+                "worker " + std::to_string(w) + " must be in exactly one island");
+        break;
+      }
+    }
+  } else if (!net.islands.empty()) {
+    n.Error(n.node(), "network.islands", "islands are only used with topology: islands");
+  }
+  n.Items("workers", [&](Section& item, const YAML::Node& node, size_t) {
+    NetworkSpec::Override o;
+    o.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
+    o.link = ReadLink(item, "custom", &net.link);
+    if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
+    net.overrides.push_back(o);
+  });
+  const int num_islands = static_cast<int>(net.islands.size());
+  n.Items("schedule", [&](Section& item, const YAML::Node& node, size_t) {
+    NetworkSpec::Change c;
+    c.link = item.String("link", "worker:0");
+    c.at_s = item.Double("at_s", 0.0, 0.0, 1e12);
+    c.bandwidth_bps = item.Double("bandwidth_bps", 0.0, 0.0, 1e13);
+    if (!ValidLinkName(c.link, sc.workers.count, num_islands)) {
+      item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + c.link + "'");
+    }
+    net.schedule.push_back(c);
+  });
+  n.Finish();
+}
+
+// deploy: a deployment over a real network (the emulator ignores it).
+void ReadDeploy(Section d, Scenario& sc) {
+  DeploySpec& dep = sc.deploy;
+  dep.security = d.Enum<std::string>("security", "curve", {{"curve", "curve"}, {"plain", "plain"}});
+  dep.key_file = d.String("key_file", "");
+  dep.heartbeat_s = d.Double("heartbeat_s", 0.5, 0.001, 3600, Bound::kExclusive);
+  dep.timeout_s = d.Double("timeout_s", 5.0, 0.001, 86400, Bound::kExclusive);
+  dep.on_failure = d.Enum<OnFailure>("on_failure", OnFailure::kContinue,
+                                     {{"continue", OnFailure::kContinue}, {"stop", OnFailure::kStop}});
+  dep.collective_timeout_s = d.Double("collective_timeout_s", 600.0, 0.001, 1e7, Bound::kExclusive);
+  dep.checkpoint_every = d.Int("checkpoint_every", 0, 0);
+  if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");
+  d.Finish();
+}
+
+// faults: leaves, joins, crashes and link outages, in steps or virtual seconds.
+void ReadFaults(Section& top, Scenario& sc) {
+  top.Items("faults", [&](Section& item, const YAML::Node& node, size_t) {
+    FaultSpec f;
+    f.kind = item.Enum<FaultKind>("type", FaultKind::kLeave,
+                                  {{"leave", FaultKind::kLeave},
+                                   {"join", FaultKind::kJoin},
+                                   {"crash", FaultKind::kCrash},
+                                   {"link_down", FaultKind::kLinkDown}});
+    if (f.kind == FaultKind::kLinkDown) {
+      f.link = item.String("link", "worker:0");
+      f.from_s = item.Double("from_s", 0.0, 0.0, 1e12);
+      f.to_s = item.Double("to_s", 0.0, 0.0, 1e12);
+      if (!ValidLinkName(f.link, sc.workers.count, static_cast<int>(sc.network.islands.size()))) {
+        item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + f.link + "'");
+      }
+      if (f.to_s <= f.from_s) item.Error(node, item.path() + ".to_s", "must be after from_s");
+    } else {
+      f.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
+      f.at_step = item.Int("at_step", 0, 0, sc.train.steps - 1);
+    }
+    if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
+    sc.faults.push_back(f);
+  });
+}
+
+
+// The top-level keys: the run's name (its folder), seed, device and threads.
+void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_name, Scenario& sc) {
+  sc.source = origin_name;
+  const std::string stem = std::filesystem::path(origin_name).stem().string();
+  sc.name = top.String("name", stem.empty() ? "scenario" : stem);
+  if (sc.name.empty() || sc.name.find_first_of("/\\") != std::string::npos || sc.name == "." ||
+      sc.name == "..") {
+    top.Error(root["name"], "name", "expected a non-empty name without '/' (it names the run folder)");
+  }
+  sc.seed = static_cast<uint64_t>(top.Int("seed", 0, 0));
+  sc.device = top.String("device", "cpu");
+  if (sc.device != "cpu" && sc.device != "cuda" && sc.device.rfind("cuda:", 0) != 0) {
+    top.Error(root["device"], "device", "expected cpu, cuda or cuda:N; got '" + sc.device + "'");
+  }
+  sc.threads = top.Int("threads", 0, 0, 4096);
+}
+
+// eval, output and workers: small blocks that every run has.
+void ReadEvalOutputWorkers(Section& top, Scenario& sc) {
+  {
+    Section e = top.Sub("eval");
+    sc.eval.every = e.Int("every", 50, 0);
+    sc.eval.batches = e.Int("batches", 8, 1, 1 << 20);
+    sc.eval.batch_size = e.Int("batch_size", sc.train.batch_size, 1, 1 << 20);
+    e.Finish();
+  }
+  {
+    Section o = top.Sub("output");
+    sc.output.dir = o.String("dir", "runs");
+    sc.output.log_every = o.Int("log_every", 10, 1);
+    o.Finish();
+  }
+  {
+    Section w = top.Sub("workers");
+    sc.workers.count = static_cast<int>(w.Int("count", 1, 1, 4096));
+    sc.workers.speed = w.DoubleList("speed", 1.0, static_cast<size_t>(sc.workers.count), 1e-3, 1e3);
+    w.Finish();
+  }
+}
+
+// compute: measured on this host, or modelled from FLOPs at a device's rate.
+void ReadCompute(Section c, Scenario& sc) {
+  sc.compute.mode = c.Enum<ComputeMode>("mode", ComputeMode::kMeasured,
+                                        {{"measured", ComputeMode::kMeasured}, {"modelled", ComputeMode::kModelled}});
+  sc.compute.device_flops = c.Double("device_flops", 1e12, 1e6, 1e18);
+  c.Finish();
+}
+
+// compare: the entries, each read by its algorithm's registered parser; names must differ.
+void ReadCompare(Section& top, const YAML::Node& root, Scenario& sc) {
+  top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
+    sc.compare.push_back(ParseEntryItem(item, node, sc));
+  });
+  std::set<std::string> names;
+  for (const auto& a : sc.compare) {
+    if (!names.insert(a.name).second) {
+      top.Error(root["compare"], "compare", "two entries are named '" + a.name + "'; give one a name:");
+    }
+  }
+}
+
+// warm_start: pre-training shared by every entry (steps here, or a checkpoint); entries must fit it.
+void ReadWarmStart(Section& top, const YAML::Node& root, Scenario& sc) {
+  Section w = top.Sub("warm_start");
+  sc.warm_start.steps = w.Int("steps", 0, 0, 100'000'000);
+  sc.warm_start.checkpoint = w.String("checkpoint", "");
+  if (sc.warm_start.steps > 0 && !sc.warm_start.checkpoint.empty()) {
+    w.ErrorAt("checkpoint", "give steps (pre-train here) or checkpoint (a narrows train model.ckpt), not both");
+  } else if (!sc.warm_start.checkpoint.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(sc.warm_start.checkpoint, ec)) {
+      w.ErrorAt("checkpoint", "'" + sc.warm_start.checkpoint + "' is not a file (narrows train writes <run folder>/model.ckpt)");
+    }
+  }
+  w.Finish();
+  for (size_t i = 0; i < sc.compare.size(); ++i) {
+    if (sc.compare[i].n_layers > 0 && sc.compare[i].n_layers != sc.model.n_layers && sc.warm_start.enabled()) {
+      top.Error(root["compare"][i]["n_layers"], "compare[" + std::to_string(i) + "].n_layers",
+                "differs from model.n_layers, so the warm start's model does not fit this entry");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ModelPresetNames() {
@@ -582,225 +519,20 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   YAML::Node resolved(YAML::NodeType::Map);
   Section top(root, "", &origin, &errors, resolved);
   Scenario sc;
-  sc.source = origin_name;
-  const std::string stem = std::filesystem::path(origin_name).stem().string();
-  sc.name = top.String("name", stem.empty() ? "scenario" : stem);
-  if (sc.name.empty() || sc.name.find_first_of("/\\") != std::string::npos || sc.name == "." ||
-      sc.name == "..") {
-    top.Error(root["name"], "name", "expected a non-empty name without '/' (it names the run folder)");
-  }
-  sc.seed = static_cast<uint64_t>(top.Int("seed", 0, 0));
-  sc.device = top.String("device", "cpu");
-  if (sc.device != "cpu" && sc.device != "cuda" && sc.device.rfind("cuda:", 0) != 0) {
-    top.Error(root["device"], "device", "expected cpu, cuda or cuda:N; got '" + sc.device + "'");
-  }
-  sc.threads = top.Int("threads", 0, 0, 4096);
+  ReadTop(top, root, origin_name, sc);
 
-  {
-    Section d = top.Sub("data");
-    DataSpec& data = sc.data;
-    data.path = d.String("path", "austen");
-    data.format = d.Enum<DataFormat>("format", DataFormat::kAuto,
-                                     {{"auto", DataFormat::kAuto},
-                                      {"austen", DataFormat::kAusten},
-                                      {"text", DataFormat::kText},
-                                      {"shards", DataFormat::kShards}});
-    data.val_path = d.String("val_path", "");
-    const bool shards = data.format == DataFormat::kShards ||
-                        (data.format == DataFormat::kAuto &&
-                         data.path.size() > 4 && data.path.substr(data.path.size() - 4) == ".bin");
-    data.vocab_size = d.Int("vocab_size", shards ? 50257 : 256, 2, 65536);
-    data.val_fraction = d.Double("val_fraction", 0.05, 0.0, 0.5, /*min_exclusive=*/true);
-    data.sampling = d.Enum<Sampling>("sampling", Sampling::kIid,
-                                     {{"iid", Sampling::kIid}, {"non-iid", Sampling::kNonIid}});
-    // Refused here rather than minutes later when the run loads the data (paths are relative to
-    // the working directory, as the loader reads them).
-    if (const std::string why = MissingDataPath(data.path, data.format); !why.empty()) d.ErrorAt("path", why);
-    if (!data.val_path.empty()) {
-      if (const std::string why = MissingDataPath(data.val_path, data.format); !why.empty()) d.ErrorAt("val_path", why);
-    }
-    d.Finish();
-  }
+  ReadData(top.Sub("data"), sc);
   ReadModel(top.Sub("model"), &sc.model, sc.data.vocab_size);
-  {
-    Section t = top.Sub("train");
-    TrainSpec& tr = sc.train;
-    tr.steps = t.Int("steps", 200, 1);
-    tr.batch_size = t.Int("batch_size", 16, 1, 1 << 20);
-    tr.grad_accum = t.Int("grad_accum", 1, 1, 1 << 20);
-    if (tr.batch_size % tr.grad_accum != 0) {
-      t.Error(t.node(), "train.grad_accum",
-              "batch_size (" + std::to_string(tr.batch_size) + ") must be divisible by grad_accum (" +
-                  std::to_string(tr.grad_accum) + ")");
-    }
-    tr.lr = t.Double("lr", 3e-3, 0.0, 10.0, /*min_exclusive=*/true);
-    tr.schedule = t.Enum<LrSchedule>(
-        "schedule", LrSchedule::kCosine,
-        {{"cosine", LrSchedule::kCosine}, {"constant", LrSchedule::kConstant}});
-    tr.warmup_steps = t.Int("warmup_steps", std::min<int64_t>(20, tr.steps / 10), 0);
-    tr.min_lr_ratio = t.Double("min_lr_ratio", 0.1, 0.0, 1.0);
-    tr.weight_decay = t.Double("weight_decay", 0.1, 0.0, 10.0);
-    tr.beta1 = t.Double("beta1", 0.9, 0.0, 1.0);
-    tr.beta2 = t.Double("beta2", 0.95, 0.0, 1.0);
-    tr.eps = t.Double("eps", 1e-8, 0.0, 1.0, /*min_exclusive=*/true);
-    tr.grad_clip = t.Double("grad_clip", 1.0, 0.0, 1e9);
-    t.Finish();
-  }
-  {
-    Section e = top.Sub("eval");
-    sc.eval.every = e.Int("every", 50, 0);
-    sc.eval.batches = e.Int("batches", 8, 1, 1 << 20);
-    sc.eval.batch_size = e.Int("batch_size", sc.train.batch_size, 1, 1 << 20);
-    e.Finish();
-  }
-  {
-    Section o = top.Sub("output");
-    sc.output.dir = o.String("dir", "runs");
-    sc.output.log_every = o.Int("log_every", 10, 1);
-    o.Finish();
-  }
-  {
-    Section w = top.Sub("workers");
-    sc.workers.count = static_cast<int>(w.Int("count", 1, 1, 4096));
-    sc.workers.speed = w.DoubleList("speed", 1.0, static_cast<size_t>(sc.workers.count), 1e-3, 1e3);
-    w.Finish();
-  }
-  {
-    Section n = top.Sub("network");
-    NetworkSpec& net = sc.network;
-    net.model = n.Enum<std::string>("model", "analytic", {{"analytic", "analytic"}, {"ns3", "ns3"}});
-    net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
-    {
-      Section ns3 = n.Sub("ns3");
-      net.ns3.tcp = ns3.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}});
-      net.ns3.queue_packets = ns3.Int("queue_packets", 0, 0, 1'000'000);
-      ns3.Finish();
-    }
-    net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
-                                        {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});
-    net.link = ReadLink(n, "home-100m", nullptr, &net.profile);
-    net.islands = n.IntLists("islands");
-    {
-      Section intra = n.Sub("intra");
-      net.intra = ReadLink(intra, "dc-100g");
-      intra.Finish();
-    }
-    if (net.topology == TopologyKind::kIslands) {
-      std::vector<int> seen(static_cast<size_t>(sc.workers.count), 0);
-      for (const auto& island : net.islands) {
-        for (int w : island) {
-          if (w < 0 || w >= sc.workers.count) {
-            n.Error(n.node(), "network.islands", "worker " + std::to_string(w) + " does not exist (workers.count is " +
-                                                     std::to_string(sc.workers.count) + ")");
-          } else {
-            ++seen[static_cast<size_t>(w)];
-          }
-        }
-      }
-      for (int w = 0; w < sc.workers.count; ++w) {
-        if (seen[static_cast<size_t>(w)] != 1) {
-          n.Error(n.node(), "network.islands",
-                  "worker " + std::to_string(w) + " must be in exactly one island");
-          break;
-        }
-      }
-    } else if (!net.islands.empty()) {
-      n.Error(n.node(), "network.islands", "islands are only used with topology: islands");
-    }
-    n.Items("workers", [&](Section& item, const YAML::Node& node, size_t) {
-      NetworkSpec::Override o;
-      o.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
-      o.link = ReadLink(item, "custom", &net.link);
-      if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
-      net.overrides.push_back(o);
-    });
-    const int num_islands = static_cast<int>(net.islands.size());
-    n.Items("schedule", [&](Section& item, const YAML::Node& node, size_t) {
-      NetworkSpec::Change c;
-      c.link = item.String("link", "worker:0");
-      c.at_s = item.Double("at_s", 0.0, 0.0, 1e12);
-      c.bandwidth_bps = item.Double("bandwidth_bps", 0.0, 0.0, 1e13);
-      if (!ValidLinkName(c.link, sc.workers.count, num_islands)) {
-        item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + c.link + "'");
-      }
-      net.schedule.push_back(c);
-    });
-    n.Finish();
-  }
-  {
-    Section c = top.Sub("compute");
-    sc.compute.mode = c.Enum<ComputeMode>("mode", ComputeMode::kMeasured,
-                                          {{"measured", ComputeMode::kMeasured}, {"modelled", ComputeMode::kModelled}});
-    sc.compute.device_flops = c.Double("device_flops", 1e12, 1e6, 1e18);
-    c.Finish();
-  }
-  {
-    Section d = top.Sub("deploy");
-    DeploySpec& dep = sc.deploy;
-    dep.security = d.Enum<std::string>("security", "curve", {{"curve", "curve"}, {"plain", "plain"}});
-    dep.key_file = d.String("key_file", "");
-    dep.heartbeat_s = d.Double("heartbeat_s", 0.5, 0.001, 3600, true);
-    dep.timeout_s = d.Double("timeout_s", 5.0, 0.001, 86400, true);
-    dep.on_failure = d.Enum<std::string>("on_failure", "continue", {{"continue", "continue"}, {"stop", "stop"}});
-    dep.collective_timeout_s = d.Double("collective_timeout_s", 600.0, 0.001, 1e7, true);
-    dep.checkpoint_every = d.Int("checkpoint_every", 0, 0);
-    if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");
-    d.Finish();
-  }
-  top.Items("faults", [&](Section& item, const YAML::Node& node, size_t) {
-    FaultSpec f;
-    f.kind = item.Enum<FaultKind>("type", FaultKind::kLeave,
-                                  {{"leave", FaultKind::kLeave},
-                                   {"join", FaultKind::kJoin},
-                                   {"crash", FaultKind::kCrash},
-                                   {"link_down", FaultKind::kLinkDown}});
-    if (f.kind == FaultKind::kLinkDown) {
-      f.link = item.String("link", "worker:0");
-      f.from_s = item.Double("from_s", 0.0, 0.0, 1e12);
-      f.to_s = item.Double("to_s", 0.0, 0.0, 1e12);
-      if (!ValidLinkName(f.link, sc.workers.count, static_cast<int>(sc.network.islands.size()))) {
-        item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + f.link + "'");
-      }
-      if (f.to_s <= f.from_s) item.Error(node, item.path() + ".to_s", "must be after from_s");
-    } else {
-      f.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
-      f.at_step = item.Int("at_step", 0, 0, sc.train.steps - 1);
-    }
-    if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
-    sc.faults.push_back(f);
-  });
-  top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
-    sc.compare.push_back(ParseEntryItem(item, node, sc));
-  });
-  {
-    std::set<std::string> names;
-    for (const auto& a : sc.compare) {
-      if (!names.insert(a.name).second) {
-        top.Error(root["compare"], "compare", "two entries are named '" + a.name + "'; give one a name:");
-      }
-    }
-  }
+  ReadTrain(top.Sub("train"), sc);
+  ReadEvalOutputWorkers(top, sc);
+  ReadNetwork(top.Sub("network"), sc);
+  ReadCompute(top.Sub("compute"), sc);
+  ReadDeploy(top.Sub("deploy"), sc);
+  ReadFaults(top, sc);
+
+  ReadCompare(top, root, sc);
   sc.target_loss = top.Double("target_loss", 0.0, 0.0, 100.0);
-  {
-    Section w = top.Sub("warm_start");
-    sc.warm_start.steps = w.Int("steps", 0, 0, 100'000'000);
-    sc.warm_start.checkpoint = w.String("checkpoint", "");
-    if (sc.warm_start.steps > 0 && !sc.warm_start.checkpoint.empty()) {
-      w.ErrorAt("checkpoint", "give steps (pre-train here) or checkpoint (a narrows train model.ckpt), not both");
-    } else if (!sc.warm_start.checkpoint.empty()) {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(sc.warm_start.checkpoint, ec)) {
-        w.ErrorAt("checkpoint", "'" + sc.warm_start.checkpoint + "' is not a file (narrows train writes <run folder>/model.ckpt)");
-      }
-    }
-    w.Finish();
-    for (size_t i = 0; i < sc.compare.size(); ++i) {
-      if (sc.compare[i].n_layers > 0 && sc.compare[i].n_layers != sc.model.n_layers && sc.warm_start.enabled()) {
-        top.Error(root["compare"][i]["n_layers"], "compare[" + std::to_string(i) + "].n_layers",
-                  "differs from model.n_layers, so the warm start's model does not fit this entry");
-      }
-    }
-  }
+  ReadWarmStart(top, root, sc);
   top.Finish();
 
   if (!errors.empty()) {
@@ -843,33 +575,5 @@ Result<AlgorithmSpec> ParseEntry(const std::string& yaml_text, const Scenario& s
   }
   return a;
 }
-
-// OptionReader forwards to the Section it stands for.
-bool OptionReader::Has(const std::string& key) const { return section_->Has(key); }
-bool OptionReader::HasMap(const std::string& key) const { return section_->HasMap(key); }
-OptionReader OptionReader::Sub(const std::string& key) {
-  OptionReader sub(nullptr);
-  sub.owned_ = std::make_shared<Section>(section_->Sub(key));
-  sub.section_ = sub.owned_.get();
-  return sub;
-}
-int64_t OptionReader::Int(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
-  return section_->Int(key, fallback, min, max);
-}
-double OptionReader::Double(const std::string& key, double fallback, double min, double max, Bound lower) {
-  return section_->Double(key, fallback, min, max, lower == Bound::kExclusive);
-}
-bool OptionReader::Bool(const std::string& key, bool fallback) { return section_->Bool(key, fallback); }
-std::string OptionReader::String(const std::string& key, const std::string& fallback) {
-  return section_->String(key, fallback);
-}
-size_t OptionReader::EnumIndex(const std::string& key, size_t fallback, const std::vector<std::string>& names) {
-  return section_->EnumIndex(key, fallback, names);
-}
-void OptionReader::Set(const std::string& key, const std::string& value) { section_->Set(key, value); }
-void OptionReader::ErrorAt(const std::string& key, const std::string& what) { section_->ErrorAt(key, what); }
-void OptionReader::Error(const std::string& what) { section_->Error(section_->node(), section_->path(), what); }
-void OptionReader::Finish() { section_->Finish(); }
-const std::string& OptionReader::path() const { return section_->path(); }
 
 }  // namespace narrows::core

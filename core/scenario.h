@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/algorithm_registry.h"
+#include "core/network_model_registry.h"
 #include "core/check.h"
 #include "core/status.h"
 
@@ -84,15 +85,10 @@ struct LinkSpec {
 
 enum class TopologyKind { kStar, kIslands };
 
-struct Ns3Spec {
-  std::string tcp = "cubic";   // cubic or newreno
-  int64_t queue_packets = 0;   // per link direction; 0 = one bandwidth-delay product (at least 100)
-};
-
 struct NetworkSpec {
-  std::string model = "analytic";       // analytic or ns3
+  std::string model = "analytic";       // a registered network model (core/network_model_registry.h)
+  std::shared_ptr<const NetworkModelOptions> model_options;  // what the model read from network.<model>
   int mtu = 1500;                       // IP packet size: 1500, or 9000 for jumbo frames
-  Ns3Spec ns3;
   std::string profile = "home-100m";  // dc-400g, dc-100g, region-10g, internet-1g, home-100m, custom
   TopologyKind topology = TopologyKind::kStar;
   LinkSpec link;                        // every worker's access link (star) or the WAN (islands)
@@ -109,6 +105,14 @@ struct NetworkSpec {
     double bandwidth_bps = 0.0;
   };
   std::vector<Change> schedule;         // bandwidth changes over virtual time
+
+  // The model's options as its own type; asking for another model's is a broken invariant.
+  template <typename T>
+  const T& ModelOptions() const {
+    const T* o = dynamic_cast<const T*>(model_options.get());
+    NARROWS_CHECK(o != nullptr) << "network model '" << model << "' has no options of the type asked for";
+    return *o;
+  }
 };
 
 struct WorkersSpec {
@@ -135,13 +139,17 @@ struct FaultSpec {
 // within islands joined across them.
 enum class CollectiveKind { kRing, kStar, kHierarchical };
 
+// What the survivors of a deployment do when a worker dies during DDP's all-reduce: repeat the
+// step's all-reduce among themselves, or stop with an error (the metrics so far are written).
+enum class OnFailure { kContinue, kStop };
+
 // A deployment over a real network (`narrows worker`, `narrows launch`); the emulator ignores it.
 struct DeploySpec {
   std::string security = "curve";      // curve: ZeroMQ CURVE, authenticated and encrypted; plain: TCP
   std::string key_file;                // curve: the cluster key pair (narrows keygen)
   double heartbeat_s = 0.5;
   double timeout_s = 5.0;              // a peer silent this long is declared dead
-  std::string on_failure = "continue";  // ddp when a worker dies: continue with the survivors, or stop
+  OnFailure on_failure = OnFailure::kContinue;
   double collective_timeout_s = 600.0;  // a collective that makes no progress this long fails
   int64_t checkpoint_every = 0;        // diloco: outer steps between checkpoints of the global state
 };

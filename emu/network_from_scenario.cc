@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "sim/analytic_model.h"
-#include "sim/ns3_model.h"
+#include "core/check.h"
+#include "sim/network_registry.h"
 
 namespace narrows::emu {
 namespace {
@@ -65,16 +65,9 @@ sim::Topology TopologyFromScenario(const core::Scenario& sc) {
 }
 
 std::unique_ptr<sim::NetworkModel> NetworkFromScenario(const core::Scenario& sc) {
-  const auto& net = sc.network;
-  if (net.model == "ns3") {
-    sim::Ns3Options o;
-    o.tcp = net.ns3.tcp;
-    o.mtu = net.mtu;
-    o.queue_packets = net.ns3.queue_packets;
-    o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
-    return std::make_unique<sim::Ns3Model>(TopologyFromScenario(sc), o);
-  }
-  return std::make_unique<sim::AnalyticModel>(TopologyFromScenario(sc), sim::AnalyticOptions::ForMtu(net.mtu));
+  const sim::NetworkModelPlugin* plugin = sim::FindNetworkModel(sc.network.model);
+  NARROWS_CHECK(plugin != nullptr) << "network model '" << sc.network.model << "' is not registered";
+  return plugin->make(TopologyFromScenario(sc), sc);
 }
 
 }  // namespace narrows::emu

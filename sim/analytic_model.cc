@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/scenario.h"
+#include "sim/network_registry.h"
 
 namespace narrows::sim {
 namespace {
@@ -166,5 +168,28 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
     if (now_ >= t && NextEventTime() > t) return;
   }
 }
+
+}  // namespace narrows::sim
+
+namespace narrows::sim {
+namespace {
+
+// The analytic model has no block of its own (network.analytic takes no keys); the MTU sets its
+// header overhead.
+NetworkModelPlugin AnalyticPlugin() {
+  NetworkModelPlugin p;
+  p.parser.name = "analytic";
+  p.parser.parse = [](core::OptionReader&, const core::Scenario&) {
+    return std::make_shared<const core::NetworkModelOptions>();
+  };
+  p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
+    return std::make_unique<AnalyticModel>(std::move(topology), AnalyticOptions::ForMtu(sc.network.mtu));
+  };
+  return p;
+}
+
+}  // namespace
+
+NARROWS_REGISTER_NETWORK_MODEL(analytic_model, AnalyticPlugin());
 
 }  // namespace narrows::sim

@@ -13,6 +13,8 @@
 #include <ns3/traffic-control-module.h>
 
 #include "core/check.h"
+#include "core/scenario.h"
+#include "sim/network_registry.h"
 
 namespace narrows::sim {
 namespace {
@@ -152,33 +154,12 @@ struct Ns3Model::Impl {
   }
 };
 
-Ns3Model::Ns3Model(Topology topology, Ns3Options options)
-    : topology_(std::move(topology)), impl_(std::make_unique<Impl>()) {
-  using namespace ns3;
-  NARROWS_CHECK(!g_model_alive) << "only one ns-3 model may exist at a time (ns-3's simulator is global)";
-  NARROWS_CHECK(options.host_qdisc == "fq_codel" || options.host_qdisc == "drop_tail")
-      << "unknown host queue discipline '" << options.host_qdisc << "'";
-  g_model_alive = true;
-  Impl& m = *impl_;
-  m.options = options;
-  const int n = m.num_workers = topology_.num_workers();
-  const Graph g = NodesOf(topology_);
-  const auto& links = topology_.links();
+namespace {
 
-  // Each link's queue defaults to one bandwidth-delay product of the longest path crossing it.
-  std::vector<double> link_rtt(links.size(), 0.0);
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) {
-      if (i == j) continue;
-      const double rtt = topology_.PathLatency(i, j) + topology_.PathLatency(j, i);
-      for (int l : topology_.Route(i, j)) link_rtt[l] = std::max(link_rtt[l], rtt);
-    }
-  }
-  auto peak_bandwidth = [](const Link& l) {
-    double b = l.bandwidth_bps;
-    for (const auto& c : l.schedule) b = std::max(b, c.bandwidth_bps);
-    return b;
-  };
+// ns-3's TCP defaults for every socket of the model: the variant, the segment size of the MTU,
+// buffers that never limit a window, Linux's retries and delayed ACKs, no Nagle.
+void ConfigureTcp(const Ns3Options& options) {
+  using namespace ns3;
   RngSeedManager::SetSeed(std::max<uint32_t>(1, options.seed));
   RngSeedManager::SetRun(1);
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue(TcpTypeName(options.tcp)));
@@ -196,7 +177,40 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
   // backs off spuriously after idle periods (tens of seconds for a 140 kB all-reduce, tested).
   Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(1)));
   Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));  // as ZeroMQ sets it
+}
 
+// Each link's queue defaults to one bandwidth-delay product of the longest path crossing it.
+std::vector<double> LinkRtts(const Topology& topology) {
+  const auto& links = topology.links();
+  const int n = topology.num_workers();
+  std::vector<double> link_rtt(links.size(), 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const double rtt = topology.PathLatency(i, j) + topology.PathLatency(j, i);
+      for (int l : topology.Route(i, j)) link_rtt[l] = std::max(link_rtt[l], rtt);
+    }
+  }
+  return link_rtt;
+}
+
+double PeakBandwidth(const Link& l) {
+  double b = l.bandwidth_bps;
+  for (const auto& c : l.schedule) b = std::max(b, c.bandwidth_bps);
+  return b;
+}
+
+}  // namespace
+
+// The nodes (workers, then switches), their internet stacks, the point-to-point links with their
+// queues and error models, and the routes.
+ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
+  using namespace ns3;
+  const Ns3Options& options = m.options;
+  const int n = m.num_workers;
+  const Graph g = NodesOf(topology);
+  const auto& links = topology.links();
+  const std::vector<double> link_rtt = LinkRtts(topology);
   Ipv4AddressGenerator::Reset();  // addresses are global too; a previous model's would collide
   NodeContainer nodes;
   nodes.Create(static_cast<uint32_t>(g.num_nodes));
@@ -223,7 +237,7 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
       const Link& link = links[dir];
       auto tx = DynamicCast<PointToPointNetDevice>(devices.Get(k));
       auto rx = DynamicCast<PointToPointNetDevice>(devices.Get(1 - k));
-      tx->SetDataRate(DataRate(static_cast<uint64_t>(std::max(1.0, peak_bandwidth(link)))));
+      tx->SetDataRate(DataRate(static_cast<uint64_t>(std::max(1.0, PeakBandwidth(link)))));
       const bool host = (k == 0 ? g.from[l] : g.to[l]) < n;
       if (host && options.host_qdisc == "fq_codel") {
         // A worker's own egress: Linux's default fq_codel over a short device ring, so the ACKs of
@@ -233,7 +247,7 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
         fq.Install(NetDeviceContainer(tx));
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
       } else {
-        const int64_t bdp_packets = std::llround(std::ceil(peak_bandwidth(link) / 8 * link_rtt[dir] / options.mtu));
+        const int64_t bdp_packets = std::llround(std::ceil(PeakBandwidth(link) / 8 * link_rtt[dir] / options.mtu));
         const int64_t queue = options.queue_packets > 0 ? options.queue_packets : std::max(kMinQueuePackets, bdp_packets);
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, static_cast<uint32_t>(queue)));
       }
@@ -251,7 +265,13 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
   }
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
-  // One persistent connection per ordered pair, established before virtual time 0.
+  return nodes;
+}
+
+// One persistent TCP connection per ordered pair of workers, established before virtual time 0.
+void Ns3Model::ConnectEveryPair(Impl& m, ns3::NodeContainer& nodes) {
+  using namespace ns3;
+  const int n = m.num_workers;
   m.connections.resize(static_cast<size_t>(n * n));
   for (int w = 0; w < n; ++w) {
     Ptr<Socket> listener = Socket::CreateSocket(nodes.Get(static_cast<uint32_t>(w)), TcpSocketFactory::GetTypeId());
@@ -294,8 +314,13 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
   }
   m.offset_ns = Simulator::Now().GetNanoSeconds();
 
-  // From virtual time 0: each link's bandwidth and loss, then its schedule (a bandwidth of 0 is a
-  // link that is down: every packet is lost, and TCP backs off as it would).
+}
+
+// From virtual time 0: each link's bandwidth and loss, then its schedule (a bandwidth of 0 is a
+// link that is down: every packet is lost, and TCP backs off as it would).
+void Ns3Model::ApplyLinkStates(Impl& m, const Topology& topology) {
+  using namespace ns3;
+  const auto& links = topology.links();
   for (size_t l = 0; l < links.size(); ++l) {
     const Impl::Direction d = m.directions[l];
     if (!d.tx_device) continue;
@@ -307,7 +332,21 @@ Ns3Model::Ns3Model(Topology topology, Ns3Options options)
     for (const auto& c : links[l].schedule) {
       Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, ToNs(c.at_s))), [set, bps = c.bandwidth_bps] { set(bps); });
     }
-  }
+  }}
+
+Ns3Model::Ns3Model(Topology topology, Ns3Options options)
+    : topology_(std::move(topology)), impl_(std::make_unique<Impl>()) {
+  NARROWS_CHECK(!g_model_alive) << "only one ns-3 model may exist at a time (ns-3's simulator is global)";
+  NARROWS_CHECK(options.host_qdisc == "fq_codel" || options.host_qdisc == "drop_tail")
+      << "unknown host queue discipline '" << options.host_qdisc << "'";
+  g_model_alive = true;
+  Impl& m = *impl_;
+  m.options = options;
+  m.num_workers = topology_.num_workers();
+  ConfigureTcp(options);
+  ns3::NodeContainer nodes = BuildNetwork(m, topology_);
+  ConnectEveryPair(m, nodes);
+  ApplyLinkStates(m, topology_);
 }
 
 Ns3Model::~Ns3Model() {
@@ -348,14 +387,15 @@ double Ns3Model::NextEventTime() const {
   return static_cast<double>(m.stopped_early ? m.now_ns : m.now_ns + 1) / 1e9;
 }
 
-void Ns3Model::AdvanceTo(double t, std::vector<Delivery>* delivered) { Run(t, false, delivered); }
+void Ns3Model::AdvanceTo(double t, std::vector<Delivery>* delivered) { Run(t, RunUntil::kLimit, delivered); }
 
 void Ns3Model::AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered) {
   if (NextEventTime() > limit) return;
-  Run(limit, true, delivered);
+  Run(limit, RunUntil::kFirstDelivery, delivered);
 }
 
-void Ns3Model::Run(double limit, bool stop_at_delivery, std::vector<Delivery>* delivered) {
+void Ns3Model::Run(double limit, RunUntil until, std::vector<Delivery>* delivered) {
+  const bool stop_at_delivery = until == RunUntil::kFirstDelivery;
   using namespace ns3;
   Impl& m = *impl_;
   const int64_t limit_ns = limit < kNever ? ToNs(limit) : std::numeric_limits<int64_t>::max();
@@ -386,5 +426,35 @@ void Ns3Model::Run(double limit, bool stop_at_delivery, std::vector<Delivery>* d
     m.now_ns = std::max(m.now_ns, reached);
   }
 }
+
+}  // namespace narrows::sim
+
+namespace narrows::sim {
+namespace {
+
+NetworkModelPlugin Ns3Plugin() {
+  NetworkModelPlugin p;
+  p.parser.name = "ns3";
+  p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
+    auto o = std::make_shared<Ns3ScenarioOptions>();
+    o->tcp = r.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}});
+    o->queue_packets = r.Int("queue_packets", 0, 0, 1'000'000);
+    return std::shared_ptr<const core::NetworkModelOptions>(std::move(o));
+  };
+  p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
+    const auto& own = sc.network.ModelOptions<Ns3ScenarioOptions>();
+    Ns3Options o;
+    o.tcp = own.tcp;
+    o.mtu = sc.network.mtu;
+    o.queue_packets = own.queue_packets;
+    o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
+    return std::make_unique<Ns3Model>(std::move(topology), o);
+  };
+  return p;
+}
+
+}  // namespace
+
+NARROWS_REGISTER_NETWORK_MODEL(ns3_model, Ns3Plugin());
 
 }  // namespace narrows::sim

@@ -15,7 +15,12 @@
 #include <memory>
 #include <string>
 
+#include "core/network_model_registry.h"
 #include "sim/network_model.h"
+
+namespace ns3 {
+class NodeContainer;
+}
 
 namespace narrows::sim {
 
@@ -26,6 +31,13 @@ struct Ns3Options {
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
   uint32_t seed = 1;             // ns-3 random streams (loss)
   int frame_header_bytes = 16;   // per message, as the real transport's frame header
+};
+
+// What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
+// scenario's): the TCP variant and the switch ports' queue length.
+struct Ns3ScenarioOptions : core::NetworkModelOptions {
+  std::string tcp = "cubic";  // cubic or newreno
+  int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
 };
 
 class Ns3Model : public NetworkModel {
@@ -46,7 +58,14 @@ class Ns3Model : public NetworkModel {
 
  private:
   struct Impl;
-  void Run(double limit, bool stop_at_delivery, std::vector<Delivery>* delivered);
+  // Whether Run returns at the first delivery or only at its time limit.
+  enum class RunUntil { kLimit, kFirstDelivery };
+  void Run(double limit, RunUntil until, std::vector<Delivery>* delivered);
+  // The constructor's stages: the network (nodes, stacks, links, queues, routes), then a TCP
+  // connection per ordered pair of workers, then the links' states from virtual time 0.
+  static ns3::NodeContainer BuildNetwork(Impl& m, const Topology& topology);
+  static void ConnectEveryPair(Impl& m, ns3::NodeContainer& nodes);
+  static void ApplyLinkStates(Impl& m, const Topology& topology);
 
   Topology topology_;
   std::unique_ptr<Impl> impl_;

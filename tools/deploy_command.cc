@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <set>
 #include <thread>
 
 #include "core/progress.h"
@@ -24,6 +26,18 @@ extern char** environ;
 
 namespace narrows::tools {
 namespace {
+
+// The deployment's fault layer: a scenario's crash fault ends this worker's process with SIGKILL
+// before the step it names — a real crash, which the survivors find by their heartbeats.
+std::function<void(int, int64_t)> CrashAtScriptedSteps(const core::Scenario& sc) {
+  std::set<std::pair<int, int64_t>> crashes;
+  for (const auto& f : sc.faults) {
+    if (f.kind == core::FaultKind::kCrash) crashes.emplace(f.worker, f.at_step);
+  }
+  return [crashes](int rank, int64_t step) {
+    if (crashes.count({rank, step}) > 0) ::raise(SIGKILL);
+  };
+}
 
 using core::Status;
 
@@ -183,6 +197,7 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
     eo.rejoin = o.rejoin;
     eo.checkpoint_dir = run_dir + "/" + entry.name + "/checkpoints";
     eo.resume_from = o.resume;
+    if (!o.rejoin) eo.before_step = CrashAtScriptedSteps(sc);  // a restarted process does not crash again
     auto e = trainer::Experiment::Create(sc, entry, *data, eo);
     if (!e.ok()) return e.status();
     experiments.push_back(std::move(e).value());
@@ -216,7 +231,7 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
     const bool show = rank == 0 && o.progress;
     core::Progress progress("[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + entries[i].name +
                                 " step",
-                            sc.train.steps, show ? o.progress : nullptr, show && core::Progress::IsTerminal(o.progress));
+                            sc.train.steps, show ? o.progress : nullptr);
     experiments[i]->SetProgress([&progress](int64_t steps, double wall_s, double loss) {
       char detail[96];
       std::snprintf(detail, sizeof detail, "wall %.1f s | loss %.3f", wall_s, loss);

@@ -9,6 +9,7 @@
 
 #include "core/run_writer.h"
 #include "emu/network_from_scenario.h"
+#include "tools/format.h"
 #include "tools/run_command.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
@@ -105,32 +106,7 @@ double BandwidthFor(const core::Scenario& sc, const core::AlgorithmSpec& a, cons
   return base * std::exp(hi);
 }
 
-std::string Human(double v, const char* unit) {
-  static const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
-  if (!std::isfinite(v)) return "never";
-  int i = 0;
-  while (std::abs(v) >= 1000 && i < 6) {
-    v /= 1000;
-    ++i;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[i], unit);
-  return buf;
-}
 
-std::string Duration(double s) {
-  char buf[32];
-  if (s < 120) {
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  } else if (s < 2 * 3600) {
-    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  } else if (s < 2 * 86400) {
-    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f d", s / 86400);
-  }
-  return buf;
-}
 
 core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions& o) {
   Workload w;
@@ -154,7 +130,7 @@ core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions&
     }
     w.params = n;
     w.flops_per_token = 6.0 * n;  // Kaplan et al.; App. A of the DiLoCo scaling laws
-    w.label = Human(n, "") + " parameters";
+    w.label = Si(n, "") + " parameters";
     w.batch_tokens = 4194304;     // 2^22 tokens, the paper's order of magnitude
     w.tokens = 20.0 * n;          // Chinchilla-optimal unless told otherwise
   }
@@ -210,8 +186,8 @@ Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
   auto plan = MakePlan(sc, o);
   if (!plan.ok()) return plan.status();
   std::printf("plan: %s, %s tokens in steps of %s tokens, %d workers at %s each, network %s\n", plan->label.c_str(),
-              Human(plan->tokens, "").c_str(), Human(plan->batch_tokens, "").c_str(), sc.workers.count,
-              Human(plan->flops_per_worker, "FLOP/s").c_str(), sc.network.profile.c_str());
+              Si(plan->tokens, "").c_str(), Si(plan->batch_tokens, "").c_str(), sc.workers.count,
+              Si(plan->flops_per_worker, "FLOP/s").c_str(), sc.network.profile.c_str());
   std::printf("%-26s %10s %8s %12s %7s | bandwidth for compute utilisation 50/80/90/95/99%%\n", "entry", "time",
               "compute", "sent/worker", "syncs");
   nlohmann::json out = nlohmann::json::array();
@@ -219,11 +195,11 @@ Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
     std::string needs;
     nlohmann::json bw = nlohmann::json::object();
     for (const auto& [t, b] : r.bandwidth_for) {
-      needs += (needs.empty() ? "" : " / ") + Human(b, "bit/s");
+      needs += (needs.empty() ? "" : " / ") + Si(b, "bit/s");
       bw[std::to_string(t)] = std::isfinite(b) ? nlohmann::json(b) : nlohmann::json();
     }
     std::printf("%-26s %10s %7.0f%% %12s %7lld | %s\n", r.name.c_str(), Duration(r.time_s).c_str(),
-                100 * r.compute_s / r.time_s, Human(r.bytes_per_worker, "B").c_str(), static_cast<long long>(r.syncs),
+                100 * r.compute_s / r.time_s, Si(r.bytes_per_worker, "B").c_str(), static_cast<long long>(r.syncs),
                 needs.c_str());
     out.push_back({{"name", r.name}, {"time_s", r.time_s}, {"compute_s", r.compute_s},
                    {"compute_utilization", r.compute_s / r.time_s}, {"bytes_sent_per_worker", r.bytes_per_worker},

@@ -12,7 +12,7 @@
 
 #include "core/run_writer.h"
 #include "core/scenario.h"
-#include "tools/run_command.h"
+#include "tools/format.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/experiment.h"
 
@@ -144,20 +144,8 @@ double TimeOf(const json& line) {
   return std::isnan(v) ? Num(line, "wall_time_s") : v;
 }
 
-std::string Format(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
-// Bytes as the tables print them, "-" when missing.
-std::string BytesOrDash(double b) { return std::isnan(b) ? std::string("-") : Bytes(b); }
 
-std::string Bandwidth(double bps) {
-  if (bps >= 1e9) return Format("%g Gbit/s", bps / 1e9);
-  if (bps >= 1e6) return Format("%g Mbit/s", bps / 1e6);
-  return Format("%g kbit/s", bps / 1e3);
-}
 
 json Axis(const std::string& label, bool log = false) { return {{"label", label}, {"log", log}}; }
 
@@ -259,14 +247,14 @@ json SummaryTable(const Run& run) {
     const json& s = e.summary;
     const double t = EntryTime(s);
     const double target = Num(s, "time_to_target_s");
-    rows.push_back({s.value("name", ""), s.value("algorithm", ""), Format("%.0f", Num(s, "workers")),
-                    Format("%.4f", Num(s, "final_val_loss")), Format("%.1f", t),
-                    std::isnan(target) ? std::string("-") : Format("%.1f", target),
+    rows.push_back({s.value("name", ""), s.value("algorithm", ""), Printf("%.0f", Num(s, "workers")),
+                    Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", t),
+                    std::isnan(target) ? std::string("-") : Printf("%.1f", target),
                     BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "bytes_to_target")),
-                    BytesOrDash(Num(s, "peak_bytes_per_round")), Format("%.0f", Num(s, "outer_syncs", 0.0)),
-                    Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Format("%.2fx", first / t),
+                    BytesOrDash(Num(s, "peak_bytes_per_round")), Printf("%.0f", Num(s, "outer_syncs", 0.0)),
+                    Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Printf("%.2fx", first / t),
                     std::isnan(Num(s, "speedup_at_target")) ? std::string("-")
-                                                            : Format("%.2fx", Num(s, "speedup_at_target"))});
+                                                            : Printf("%.2fx", Num(s, "speedup_at_target"))});
   }
   return Table("Summary", {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
                            "to target (s)", "sent/worker", "sent to target", "peak/round", "outer syncs", "compute",
@@ -482,10 +470,10 @@ json FitBlocks(const std::string& dir, int index) {
       continue;
     }
     const auto& p = f.fit;
-    rows.push_back({f.entry, std::to_string(p.points), Format("%.4g", p.a) + " ± " + Format("%.2g", p.a_err),
-                    p.uses_params ? Format("%.4f", p.alpha) + " ± " + Format("%.4f", p.alpha_err) : "-",
-                    p.uses_workers ? Format("%.4f", p.beta) + " ± " + Format("%.4f", p.beta_err) : "-",
-                    Format("%.3f", p.r2), Format("%.2f%%", 100.0 * p.rms_rel_error)});
+    rows.push_back({f.entry, std::to_string(p.points), Printf("%.4g", p.a) + " ± " + Printf("%.2g", p.a_err),
+                    p.uses_params ? Printf("%.4f", p.alpha) + " ± " + Printf("%.4f", p.alpha_err) : "-",
+                    p.uses_workers ? Printf("%.4f", p.beta) + " ± " + Printf("%.4f", p.beta_err) : "-",
+                    Printf("%.3f", p.r2), Printf("%.2f%%", 100.0 * p.rms_rel_error)});
     // Points by the other variable; a fit line through each of its values.
     std::map<double, json> groups;
     double lo = INFINITY, hi = 0;
@@ -496,7 +484,7 @@ json FitBlocks(const std::string& dir, int index) {
       hi = std::max(hi, x);
     }
     for (const auto& [other, pts] : groups) {
-      const std::string suffix = groups.size() > 1 ? (by_params ? " M=" : " N=") + Format("%g", other) : "";
+      const std::string suffix = groups.size() > 1 ? (by_params ? " M=" : " N=") + Printf("%g", other) : "";
       series.push_back(Series(f.entry + suffix, pts, "points"));
       json line = json::array();
       for (int i = 0; i <= 20; ++i) {
@@ -586,9 +574,9 @@ json SweepSection(const Sweep& sweep, int index) {
       const json& s = e.summary;
       const double t = EntryTime(s);
       for (const std::string& cell :
-           {s.value("name", std::string()), Format("%.4f", Num(s, "final_val_loss")), Format("%.1f", t),
-            BytesOrDash(Num(s, "bytes_sent_per_worker")), Format("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
-            Format("%.0f", Num(s, "outer_syncs", 0.0)), std::isnan(ddp) ? std::string("-") : Format("%.2fx", ddp / t)}) {
+           {s.value("name", std::string()), Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", t),
+            BytesOrDash(Num(s, "bytes_sent_per_worker")), Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
+            Printf("%.0f", Num(s, "outer_syncs", 0.0)), std::isnan(ddp) ? std::string("-") : Printf("%.2fx", ddp / t)}) {
         row.push_back(cell);
       }
       rows.push_back(row);
@@ -675,10 +663,10 @@ Status PrintFits(const std::string& sweep_dir) {
     }
     const auto& p = f.fit;
     auto pm = [](bool used, double v, double e) {
-      return used ? Format("%.4f", v) + " ± " + Format("%.4f", e) : std::string("-");
+      return used ? Printf("%.4f", v) + " ± " + Printf("%.4f", e) : std::string("-");
     };
     std::printf("%-20s %6d %22s %20s %20s %7.3f %8.2f%%\n", f.entry.c_str(), p.points,
-                (Format("%.4g", p.a) + " ± " + Format("%.2g", p.a_err)).c_str(), pm(p.uses_params, p.alpha, p.alpha_err).c_str(),
+                (Printf("%.4g", p.a) + " ± " + Printf("%.2g", p.a_err)).c_str(), pm(p.uses_params, p.alpha, p.alpha_err).c_str(),
                 pm(p.uses_workers, p.beta, p.beta_err).c_str(), p.r2, 100.0 * p.rms_rel_error);
   }
   return Status::Ok();

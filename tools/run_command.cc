@@ -11,22 +11,12 @@
 #include "core/run_writer.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
+#include "tools/format.h"
 #include "tools/report_command.h"
 #include "trainer/experiment.h"
 #include "trainer/warm_start.h"
 
 namespace narrows::tools {
-std::string Bytes(double b) {
-  char buf[32];
-  if (b >= 1e9) {
-    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  } else if (b >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f kB", b / 1e3);
-  }
-  return buf;
-}
 
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
   if (!sc.compare.empty()) return sc.compare;
@@ -225,8 +215,7 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " +
                               entries[i].name + " step";
-    core::Progress progress(label, sc.train.steps, options.progress,
-                            options.progress && core::Progress::IsTerminal(options.progress));
+    core::Progress progress(label, sc.train.steps, options.progress);
     experiments[i]->SetProgress([&progress](int64_t steps, double virtual_s, double loss) {
       char detail[96];
       std::snprintf(detail, sizeof detail, "virtual %.1f s | loss %.3f", virtual_s, loss);

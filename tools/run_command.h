@@ -38,8 +38,6 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
 // evaluation at or below the target (null: never), `speedup_at_target` and `bytes_saved_at_target`
 // relative to the first entry.
 void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary);
-// "1.01 GB", "20.2 MB", "429 kB": bytes as the tables print them.
-std::string Bytes(double b);
 // The comparison table of a summary on stdout: at equal steps and at equal loss.
 void PrintComparison(const nlohmann::json& summary);
 

@@ -139,7 +139,7 @@ Status RunSweep(const SweepOptions& o) {
   run.data_root = o.data_root;
   // Over the points to run: one plain line after each (the point's own runs redraw theirs).
   core::Progress points_done("sweep: points run", static_cast<int64_t>(points.size() - done), o.quiet ? nullptr : stderr,
-                             false);
+                             core::Progress::Style::kPlainLines);
   int64_t ran = 0;
   for (size_t i = 0; i < scenarios.size(); ++i) {
     if (finished(scenarios[i])) continue;

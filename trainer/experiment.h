@@ -47,8 +47,8 @@ enum class Membership {
   // From the transport's heartbeats (a deployment): collectives run through a core::GroupGuard;
   // when a worker dies the survivors drop it and repeat the collective (DDP stops instead if
   // deploy.on_failure is stop); a restarted DiLoCo worker joins at the next outer step with the
-  // global state of a live peer. Crash faults become real SIGKILLs of the worker's process; leave,
-  // join and link_down faults are the emulator's only.
+  // global state of a live peer. Crash faults are the deployment's to inject
+  // (ExperimentOptions::before_step); leave, join and link_down faults are the emulator's only.
   kLive,
 };
 
@@ -57,6 +57,9 @@ struct ExperimentOptions {
   bool rejoin = false;         // live: this process restarts a rank of a run in progress
   std::string checkpoint_dir;  // live DiLoCo with deploy.checkpoint_every: where checkpoints go
   std::string resume_from;     // live DiLoCo: a checkpoint folder (…/step-N) to continue from
+  // Live: called by each worker before it trains `step`. The deployment's fault layer (outside
+  // the trainer) ends the process there for a scenario's crash fault; the trainer crashes nothing.
+  std::function<void(int rank, int64_t step)> before_step;
 };
 
 class Experiment {

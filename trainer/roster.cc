@@ -1,6 +1,5 @@
 #include "trainer/roster.h"
 
-#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,13 +63,13 @@ class ScriptedRoster final : public Roster {
     return out;
   }
   int Tag(int base, int64_t) const override { return base; }
-  core::Status Run(std::vector<int>*, int64_t, bool, const std::function<void()>& fill,
+  core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
                    const std::function<core::Status(core::Transport&)>& collective) override {
     fill();
     return collective(w_.t);
   }
   std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
-  core::Status DropDead(std::vector<int>*, int64_t, bool, const core::Status& why) override { return why; }
+  core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
   void Vote(const std::vector<int>&, float*) override {}
   void CountVotes(const std::vector<int>&, const float*) override {}
   core::Result<Welcome> AwaitWelcome() override {
@@ -127,7 +126,7 @@ class LiveRoster final : public Roster {
   void EndRound(const Round& round) override { group_ = round.members; }
   bool Present(int64_t) override { return true; }
   bool Trains(int64_t step) override {
-    if (!w_.x.opt.rejoin && w_.x.plan.CrashesAt(w_.rank, step)) ::raise(SIGKILL);  // a restart does not crash again
+    if (w_.x.opt.before_step) w_.x.opt.before_step(w_.rank, step);  // the deployment's fault layer
     return true;
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
@@ -137,26 +136,26 @@ class LiveRoster final : public Roster {
            base % core::tags::kAlgorithmEnd;
   }
 
-  core::Status Run(std::vector<int>* group, int64_t step, bool may_continue, const std::function<void()>& fill,
+  core::Status Run(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const std::function<void()>& fill,
                    const std::function<core::Status(core::Transport&)>& collective) override {
     while (true) {
       fill();
       core::GroupGuard guard(w_.t, *group, w_.x.sc.deploy.collective_timeout_s, generations_);
       const core::Status s = collective(guard);
       if (s.ok() || s.code() != core::StatusCode::kPeerUnavailable) return s;
-      NARROWS_RETURN_IF_ERROR(DropDead(group, step, may_continue, s));
+      NARROWS_RETURN_IF_ERROR(DropDead(group, step, on_failure, s));
     }
   }
   std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) override {
     return std::make_unique<core::GroupGuard>(w_.t, group, w_.x.sc.deploy.collective_timeout_s, generations_);
   }
-  core::Status DropDead(std::vector<int>* group, int64_t step, bool may_continue, const core::Status& why) override {
+  core::Status DropDead(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const core::Status& why) override {
     ++failures_;
     const std::vector<int> dead = core::GroupGuard::Lost(w_.t, *group, generations_);
     if (dead.empty() || std::find(dead.begin(), dead.end(), w_.rank) != dead.end()) return why;
     std::string names;
     for (int d : dead) names += (names.empty() ? "" : ", ") + std::to_string(d);
-    if (!may_continue) {
+    if (on_failure == core::OnFailure::kStop) {
       return core::Status::Aborted("worker " + names + " died at step " + std::to_string(step) +
                                    "; stopping (deploy.on_failure: stop)");
     }
@@ -186,9 +185,8 @@ class LiveRoster final : public Roster {
   core::Result<Welcome> AwaitWelcome() override {
     const int n = w_.x.num_workers;
     std::vector<int64_t> msg(static_cast<size_t>(2 + n));
-    const auto start = std::chrono::steady_clock::now();
-    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
-           w_.x.sc.deploy.collective_timeout_s) {
+    const double start = w_.t.clock().Now();
+    while (w_.t.clock().Now() - start < w_.x.sc.deploy.collective_timeout_s) {
       for (int r : w_.t.Members()) {
         if (r == w_.rank || !w_.t.Recv(r, kTagWelcome, msg.data(), msg.size() * 8, 0.05).ok()) continue;
         Welcome wel;

@@ -7,7 +7,8 @@
 //   LiveRoster      the transport's heartbeats (a deployment): collectives run through a
 //                   core::GroupGuard; when a member dies the survivors drop it and repeat the
 //                   collective; a restarted process votes itself in and is welcomed by the
-//                   leader at the next round; crash faults are real SIGKILLs.
+//                   leader at the next round; crash faults are injected by the deployment
+//                   (ExperimentOptions::before_step).
 //
 // A round is the steps between two synchronisations of the algorithm ([start, end): one step for
 // DDP, H for DiLoCo). Every worker calls BeginRound and EndRound for every round, in order.
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/scenario.h"
 #include "core/status.h"
 #include "core/tags.h"
 #include "core/transport.h"
@@ -58,8 +60,8 @@ class Roster {
   virtual void EndRound(const Round& round) = 0;
   // Whether this worker trains in a round that starts at `start` (scripted: alive then).
   virtual bool Present(int64_t start) = 0;
-  // Whether this worker trains `step` (scripted: still alive; live: a scenario crash at `step` kills
-  // this process, unless it is a restart).
+  // Whether this worker trains `step` (scripted: still alive; live: yes, after the deployment's
+  // fault layer had its say, which may end the process).
   virtual bool Trains(int64_t step) = 0;
   // This worker's leaves and crashes among the steps of [start, end): (step, crashed). Scripted.
   virtual std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) = 0;
@@ -69,14 +71,14 @@ class Roster {
   virtual int Tag(int base, int64_t step) const = 0;
   // Runs `collective` over `*group` (through a guard where members may die) after `fill`. Live: when
   // members die, the survivors drop them (a crash event) and run it again, filling first; an error if
-  // this worker was dropped or may not continue (`may_continue` false: deploy.on_failure stop).
-  virtual core::Status Run(std::vector<int>* group, int64_t step, bool may_continue, const std::function<void()>& fill,
+  // this worker was dropped or may not continue (`on_failure` kStop).
+  virtual core::Status Run(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const std::function<void()>& fill,
                            const std::function<core::Status(core::Transport&)>& collective) = 0;
   // The transport for collectives started by hand over `group`: a guard when live; nullptr when the
   // worker's own transport serves.
   virtual std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) = 0;
   // After a hand-started collective over `*group` failed with `why`: as Run does between attempts.
-  virtual core::Status DropDead(std::vector<int>* group, int64_t step, bool may_continue, const core::Status& why) = 0;
+  virtual core::Status DropDead(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const core::Status& why) = 0;
 
   // Join votes, one float slot per worker carried in a round's all-reduce: a member writes 1 for each
   // live worker outside `group`; the summed slots name the joiners of the next round.

@@ -63,8 +63,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   const double nats_to_bits = 1.0 / std::log(2.0);
   const int64_t tokens_per_step = sc.train.batch_size * model_spec.seq_len;
 
-  core::Progress progress("step", sc.train.steps, options.progress,
-                          options.progress && core::Progress::IsTerminal(options.progress));
+  core::Progress progress("step", sc.train.steps, options.progress);
   double train_time = 0.0, loss_sum = 0.0, last_val = std::nan("");
   int64_t loss_count = 0;
   for (int64_t step = 0; step < sc.train.steps; ++step) {

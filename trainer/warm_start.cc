@@ -61,7 +61,7 @@ core::Result<std::string> PrepareWarmStart(const core::Scenario& sc, const Datas
   Replica replica(model, train, *device);
   BatchSampler sampler(data.corpus, data.split.train, model.seq_len, sc.seed ^ 0x5741524d53544152ULL, 0, 1,
                        sc.data.sampling);
-  core::Progress bar("warm start step", train.steps, progress, progress && core::Progress::IsTerminal(progress));
+  core::Progress bar("warm start step", train.steps, progress);
   double loss = 0.0;
   for (int64_t step = 0; step < train.steps; ++step) {
     loss = replica.TrainStep(sampler.Next(train.batch_size), LearningRate(train, step)).loss;

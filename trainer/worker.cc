@@ -35,6 +35,15 @@ void Experiment::Impl::Event(Json e) {
   events.push_back(std::move(e));
 }
 
+void Experiment::Impl::OuterSync(int64_t step, double time, Json detail) {
+  detail["type"] = "outer_sync";
+  detail["step"] = step;
+  detail["time"] = time;
+  std::lock_guard<std::mutex> lock(mu);
+  ++outer_syncs;
+  events.push_back(std::move(detail));
+}
+
 double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches) {
   std::lock_guard<std::mutex> lock(mu);
   if (!evaluator) {
@@ -207,10 +216,10 @@ StepStats WorkerContext::InnerStep(int64_t step, int64_t rewarm_from) {
   return Compute(StepFlops(), [&] { return replica.TrainStep(batch, lr); });
 }
 
-core::Status WorkerContext::Timed(bool as_idle, const std::function<core::Status()>& fn) {
+core::Status WorkerContext::Timed(Spent as, const std::function<core::Status()>& fn) {
   const double before = Now();
   core::Status s = fn();
-  (as_idle ? idle_s : comm_s) += Now() - before;
+  (as == Spent::kIdle ? idle_s : comm_s) += Now() - before;
   return s;
 }
 
@@ -238,10 +247,10 @@ void WorkerContext::Done() {
 }
 
 core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
-                                   const std::function<void()>& fill, bool may_continue, const core::Codec* codec,
+                                   const std::function<void()>& fill, core::OnFailure on_failure, const core::Codec* codec,
                                    int64_t exact_tail, int tag) {
-  return roster->Run(group, step, may_continue, fill, [&](core::Transport& via) {
-    return Timed(false, [&] {
+  return roster->Run(group, step, on_failure, fill, [&](core::Transport& via) {
+    return Timed(Spent::kCommunicating, [&] {
       const core::CollectiveOptions o = Options(*group, roster->Tag(tag, step));
       if (codec && !codec->lossless()) return core::AllReduceSumEncoded(via, buffer.data(), count, exact_tail, *codec, o);
       return core::AllReduceSum(via, buffer.data(), count, o);
@@ -299,7 +308,7 @@ core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& j
   o.group = group;
   o.root = root;
   o.tag = tag;
-  NARROWS_RETURN_IF_ERROR(w.Timed(!is_root, [&] {
+  NARROWS_RETURN_IF_ERROR(w.Timed(is_root ? WorkerContext::Spent::kCommunicating : WorkerContext::Spent::kIdle, [&] {
     return core::Broadcast(w.t, buf.data(), buf.size() * sizeof(float), o);
   }));
   if (!is_root) {

@@ -75,6 +75,9 @@ struct Experiment::Impl {
 
   void Fail(const core::Status& s, int rank);
   void Event(Json e);
+  // One synchronisation of the global model: counted, and its "outer_sync" event written with the
+  // step, the time and `detail` (what the algorithm adds: participants, contributors, ...).
+  void OuterSync(int64_t step, double time, Json detail);
   // Validation loss of `params` (a flat parameter tensor) on `batches` (default: the validation
   // batches), observed without charging virtual time.
   double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr);
@@ -147,7 +150,9 @@ struct WorkerContext {
   // The learning rate InnerStep uses at `step`.
   double InnerLearningRate(int64_t step, int64_t rewarm_from) const;
   // A collective, with its virtual duration counted as communication (or idle, for joiners).
-  core::Status Timed(bool as_idle, const std::function<core::Status()>& fn);
+  // What the time a worker spends outside compute is counted as.
+  enum class Spent { kCommunicating, kIdle };
+  core::Status Timed(Spent as, const std::function<core::Status()>& fn);
   void Record(int64_t step, double loss);
   void Done();
 
@@ -156,7 +161,7 @@ struct WorkerContext {
   // `codec`, all but the last `exact_tail` floats travel encoded (core::AllReduceSumEncoded).
   // Collectives that may be in flight at once between the same workers need distinct `tag`s.
   core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
-                      bool may_continue, const core::Codec* codec = nullptr, int64_t exact_tail = 0,
+                      core::OnFailure on_failure, const core::Codec* codec = nullptr, int64_t exact_tail = 0,
                       int tag = kTagReduce);
   // The same all-reduce over `data`, started beside this worker (its clock runs on while the bytes
   // move); `data` must live until the work is waited for. The guard (live) outlives the work.

@@ -276,17 +276,5 @@ TEST(ScenarioTest, DistributedErrors) {
   EXPECT_NE(ErrorOf("network: {ns3: {queue: 5}}\n").find("network.ns3.queue"), std::string::npos);
 }
 
-TEST(ScenarioTest, Ns3NetworkKeys) {
-  auto sc = ParseScenario("network: {model: ns3, mtu: 9000, ns3: {tcp: newreno, queue_packets: 50}}\n", "n.yaml");
-  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
-  EXPECT_EQ(sc->network.model, "ns3");
-  EXPECT_EQ(sc->network.mtu, 9000);
-  EXPECT_EQ(sc->network.ns3.tcp, "newreno");
-  EXPECT_EQ(sc->network.ns3.queue_packets, 50);
-  auto changed = ParseScenario(sc->resolved_yaml, "n.yaml", {{"network.model", "analytic", "network.model=analytic"}});
-  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
-  EXPECT_EQ(changed->network.model, "analytic");
-}
-
 }  // namespace
 }  // namespace narrows::core

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,16 @@
 namespace {
 
 constexpr const char* kOrigin = "fuzz.yaml";
+
+// The fuzzer links core alone: a parser named as the analytic network model (which reads no keys)
+// stands in for sim's, so that scenarios without network.model load.
+const bool kAnalyticRegistered = [] {
+  narrows::core::RegisterNetworkModelParser(
+      {"analytic", [](narrows::core::OptionReader&, const narrows::core::Scenario&) {
+         return std::make_shared<const narrows::core::NetworkModelOptions>();
+       }});
+  return true;
+}();
 
 bool NamesWhere(const std::string& message) {
   return message.rfind(std::string(kOrigin) + ":", 0) == 0 || message.rfind("--set ", 0) == 0;

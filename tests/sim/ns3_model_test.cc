@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/collectives.h"
+#include "core/scenario.h"
 #include "emu/engine.h"
 #include "sim/analytic_model.h"
 
@@ -142,6 +143,20 @@ TEST(Ns3ModelTest, DeliversMessagesOfOnePairInOrderAndEmptyOnes) {
   EXPECT_LE(t.ns3[0], t.ns3[1]);
   EXPECT_LE(t.ns3[1], t.ns3[2]);
   EXPECT_LT(t.ns3[2], 1.0);
+}
+
+// The ns-3 model reads its own block of the scenario (network.ns3), registered from its own file.
+TEST(Ns3ModelTest, ReadsItsOwnScenarioBlock) {
+  auto sc = core::ParseScenario("network: {model: ns3, mtu: 9000, ns3: {tcp: newreno, queue_packets: 50}}\n", "n.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->network.model, "ns3");
+  EXPECT_EQ(sc->network.mtu, 9000);
+  const auto& own = sc->network.ModelOptions<Ns3ScenarioOptions>();
+  EXPECT_EQ(own.tcp, "newreno");
+  EXPECT_EQ(own.queue_packets, 50);
+  auto changed = core::ParseScenario(sc->resolved_yaml, "n.yaml", {{"network.model", "analytic", "network.model=analytic"}});
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  EXPECT_EQ(changed->network.model, "analytic");
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ class ToyAverage final : public RoundAlgorithm {
   }
   int64_t RoundSteps() const override { return period_; }
   SharedState Shared() override { return {{{"params", &w_.replica.model().flat_params()}}, nullptr}; }
-  void OnJoin(int64_t, bool) override {}
+  void OnJoin(int64_t, InnerState) override {}
   core::Status Step(Round*, int64_t step) override {
     w_.Record(step, w_.InnerStep(step, -1).loss);
     return core::Status::Ok();
@@ -34,7 +34,7 @@ class ToyAverage final : public RoundAlgorithm {
   core::Status EndRound(Round* round) override {
     torch::Tensor params = w_.replica.model().flat_params();
     NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, params.numel(), round->end,
-                                      [&] { ToHost(params.detach(), w_.buffer.data()); }, true));
+                                      [&] { ToHost(params.detach(), w_.buffer.data()); }, core::OnFailure::kContinue));
     torch::Tensor mean = torch::empty_like(params);
     FromHost(w_.buffer.data(), mean);
     torch::NoGradGuard no_grad;

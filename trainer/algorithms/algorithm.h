@@ -26,6 +26,9 @@ namespace narrows::trainer {
 
 // State a joining worker receives from a member (and a checkpoint keeps): named flat tensors, and
 // one counter sent along (an optimiser's step count).
+// Whether a joining worker still holds the inner optimiser state of its own training.
+enum class InnerState { kKept, kLost };
+
 struct SharedState {
   std::vector<std::pair<std::string, torch::Tensor*>> tensors;
   int64_t* counter = nullptr;
@@ -56,9 +59,9 @@ class RoundAlgorithm : public Algorithm {
   virtual int64_t RoundSteps() const = 0;
   // What a joiner receives; the tensors' current values are sent (and overwritten on the joiner).
   virtual SharedState Shared() = 0;
-  // On a joiner, after it received Shared() before the round starting at `step`. `lost_state`: it
-  // has no inner optimiser state of its own (never trained, crashed, or a restarted process).
-  virtual void OnJoin(int64_t step, bool lost_state) = 0;
+  // On a joiner, after it received Shared() before the round starting at `step`. kLost: it has no
+  // inner optimiser state of its own (never trained, crashed, or a restarted process).
+  virtual void OnJoin(int64_t step, InnerState inner) = 0;
   // One step this worker trains, in `round` (DDP: the whole synchronous step, its all-reduce
   // included; `round->members` shrinks if members die).
   virtual core::Status Step(Round* round, int64_t step) = 0;

@@ -182,12 +182,8 @@ class Server {
     if (h.step_time_s > 0) step_time_[static_cast<size_t>(src)] = h.step_time_s;
     const int64_t before = global_step_;
     global_step_ = std::min(x_.sc.train.steps, applied_steps_ / x_.num_workers);
-    {
-      std::lock_guard<std::mutex> lock(x_.mu);
-      ++x_.outer_syncs;
-    }
-    x_.Event({{"type", "outer_sync"}, {"step", global_step_}, {"time", now}, {"worker", src},
-              {"inner_steps", h.steps}, {"staleness", staleness}, {"version", version_}});
+    x_.OuterSync(global_step_, now,
+                 {{"worker", src}, {"inner_steps", h.steps}, {"staleness", staleness}, {"version", version_}});
     if (global_step_ > before) x_.MaybeEvaluate(before, global_step_, now, global_);
   }
 
@@ -294,7 +290,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
     std::vector<uint8_t> out = Message(PushHeader{kUpdate, static_cast<int32_t>(steps), version_, step_time}, payload);
     codec_.Encode(g.data(), n_params_, out.data() + sizeof(PushHeader));
     std::vector<uint8_t> in;
-    NARROWS_RETURN_IF_ERROR(w_.Timed(false, [&]() -> core::Status {
+    NARROWS_RETURN_IF_ERROR(w_.Timed(WorkerContext::Spent::kCommunicating, [&]() -> core::Status {
       NARROWS_RETURN_IF_ERROR(w_.t.Send(kServer, kTagPush, out.data(), out.size()));
       auto from = w_.t.RecvMessage(kServer, kTagReply, &in);
       return from.ok() ? core::Status::Ok() : from.status();

@@ -156,7 +156,7 @@ class Ddp final : public RoundAlgorithm {
  public:
   explicit Ddp(WorkerContext& w)
       : w_(w), x_(w.x), o_(x_.algo.Options<DdpOptions>()), n_params_(w.replica.model().num_params()),
-        may_continue_(x_.sc.deploy.on_failure != "stop"),
+        on_failure_(x_.sc.deploy.on_failure),
         updates_(w, o_.batch, NormTestSamples::kWorkers) {
     if (o_.overlap && x_.sc.train.grad_accum == 1 && !updates_.adaptive()) {
       overlapped_ = std::make_unique<OverlappedGradients>(w, o_.bucket_mb);
@@ -174,7 +174,7 @@ class Ddp final : public RoundAlgorithm {
              {"exp_avg_sq", &rep.optimizer().exp_avg_sq()}},
             &adam_steps_};
   }
-  void OnJoin(int64_t, bool) override { w_.replica.optimizer().set_steps_taken(adam_steps_); }
+  void OnJoin(int64_t, InnerState) override { w_.replica.optimizer().set_steps_taken(adam_steps_); }
 
   core::Status Step(Round* round, int64_t step) override {
     return updates_.adaptive() ? AdaptiveStep(round, step) : ConstantStep(round, step);
@@ -195,7 +195,7 @@ class Ddp final : public RoundAlgorithm {
         reduced = true;
       } else if (loss.status().code() == core::StatusCode::kPeerUnavailable) {
         // A member died during backward: the survivors reduce the step's gradients once more, whole.
-        NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&group, step, may_continue_, loss.status()));
+        NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&group, step, on_failure_, loss.status()));
         local_loss = overlapped_->local_loss();
       } else {
         return loss.status();
@@ -207,7 +207,7 @@ class Ddp final : public RoundAlgorithm {
       NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, n_params_ + 1, step, [&] {
         ToHost(rep.model().flat_grads(), w_.buffer.data());
         w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(local_loss);
-      }, may_continue_));
+      }, on_failure_));
       const float inv = 1.0f / static_cast<float>(group.size());
       for (auto& v : w_.buffer) v *= inv;
       FromHost(w_.buffer.data(), rep.model().flat_grads());
@@ -236,7 +236,7 @@ class Ddp final : public RoundAlgorithm {
       ToHost(rep.model().flat_grads(), w_.buffer.data());
       w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(loss);
       w_.buffer[static_cast<size_t>(n_params_ + 1)] = static_cast<float>(local_sq);
-    }, may_continue_));
+    }, on_failure_));
     const auto m = static_cast<int64_t>(group.size());
     const double sum_sq = w_.buffer[static_cast<size_t>(n_params_ + 1)];
     const float inv = 1.0f / static_cast<float>(m);
@@ -260,7 +260,7 @@ class Ddp final : public RoundAlgorithm {
   Experiment::Impl& x_;
   const DdpOptions& o_;
   const int64_t n_params_;
-  const bool may_continue_;
+  const core::OnFailure on_failure_;
   std::unique_ptr<OverlappedGradients> overlapped_;
   int64_t adam_steps_ = 0;
   AdaptiveUpdates updates_;

@@ -54,10 +54,10 @@ class Diloco final : public RoundAlgorithm {
 
   // A joiner starts from the global parameters and warms its inner learning rate up again
   // (WorkerContext::InnerStep; a stale Adam's moments belong to other parameters).
-  void OnJoin(int64_t step, bool lost_state) override {
+  void OnJoin(int64_t step, InnerState inner) override {
     torch::NoGradGuard no_grad;
     w_.replica.model().flat_params().copy_(global_);
-    if (lost_state) w_.replica.optimizer().Reset();
+    if (inner == InnerState::kLost) w_.replica.optimizer().Reset();
     rewarm_from_ = step;
   }
 
@@ -94,7 +94,7 @@ class Diloco final : public RoundAlgorithm {
         buffer[static_cast<size_t>(n_params_ + 1 + x_.num_workers + w_.rank)] =
             static_cast<float>((w_.compute_s - round_compute_from_) / static_cast<double>(steps_this_round_));
       }
-    }, true, &codec_, tail_));
+    }, core::OnFailure::kContinue, &codec_, tail_));
     w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
     if (o_.dylu) PlanNextRound(*round);
     steps_this_round_ = 0;
@@ -111,12 +111,7 @@ class Diloco final : public RoundAlgorithm {
     }
     w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
-      {
-        std::lock_guard<std::mutex> lock(x_.mu);
-        ++x_.outer_syncs;
-      }
-      x_.Event({{"type", "outer_sync"}, {"step", re}, {"time", w_.Now()}, {"participants", round->members},
-                {"contributors", static_cast<int>(contributors)}});
+      x_.OuterSync(re, w_.Now(), {{"participants", round->members}, {"contributors", static_cast<int>(contributors)}});
       x_.MaybeEvaluate(round->start, re, w_.Now(), global_);
     }
     if (!keep) x_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}});

@@ -100,7 +100,7 @@ class Dipaco final : public RoundAlgorithm {
              {"outer_adam_v", &outer_.adam_v}},
             &outer_.steps};
   }
-  void OnJoin(int64_t, bool) override {}  // no joins: faults are refused at load
+  void OnJoin(int64_t, InnerState) override {}  // no joins: faults are refused at load
 
   core::Status Step(Round* round, int64_t step) override {
     const StepStats stats = w_.InnerStep(step, -1);
@@ -138,7 +138,7 @@ class Dipaco final : public RoundAlgorithm {
         }
         u.error_feedback.Apply(codec_, buffer.data(), u.numel);
         buffer[static_cast<size_t>(u.numel)] = weight;
-      }, false, &codec_, 1, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
+      }, core::OnFailure::kStop, &codec_, 1, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
       u.bytes_sent += w_.Stats().bytes_sent - sent_before;
       const float total = buffer[static_cast<size_t>(u.numel)];
       int64_t at = 0;
@@ -158,11 +158,7 @@ class Dipaco final : public RoundAlgorithm {
     }
     w_.Record(re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
-      {
-        std::lock_guard<std::mutex> lock(x_.mu);
-        ++x_.outer_syncs;
-      }
-      x_.Event({{"type", "outer_sync"}, {"step", re}, {"time", w_.Now()}, {"participants", round->members}});
+      x_.OuterSync(re, w_.Now(), {{"participants", round->members}});
     }
     // The lowest-ranked worker of each path scores the path on the documents routed to it.
     if (val_share_ > 0 && LeadsPath(round->members) && x_.EvalDue(round->start, re)) {

@@ -112,7 +112,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     const SharedState shared = a.Shared();
     NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(shared), shared.counter,
                                           roster.Tag(WorkerContext::kTagJoin, welcome->step)));
-    a.OnJoin(welcome->step, true);
+    a.OnJoin(welcome->step, InnerState::kLost);
     lost_state = false;
     first = welcome->step;
     roster.SetGroup(welcome->group);
@@ -129,7 +129,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
                                             roster.Tag(WorkerContext::kTagJoin, rs)));
       if (joining) {
-        a.OnJoin(rs, lost_state);
+        a.OnJoin(rs, lost_state ? InnerState::kLost : InnerState::kKept);
         lost_state = false;
       } else {
         x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});

@@ -96,14 +96,14 @@ class StreamingDiloco final : public RoundAlgorithm {
     return s;
   }
 
-  void OnJoin(int64_t step, bool lost_state) override {
+  void OnJoin(int64_t step, InnerState inner) override {
     const torch::Tensor steps = outer_steps_.to(torch::kCPU);
     for (size_t f = 0; f < state_.size(); ++f) {
       state_[f].outer.steps = static_cast<int64_t>(steps[static_cast<int64_t>(f)].item<float>());
     }
     torch::NoGradGuard no_grad;
     for (size_t f = 0; f < state_.size(); ++f) Scatter(state_[f].global, fragments_[f]);
-    if (lost_state) w_.replica.optimizer().Reset();
+    if (inner == InnerState::kLost) w_.replica.optimizer().Reset();
     rewarm_from_ = step;
   }
 
@@ -184,9 +184,9 @@ class StreamingDiloco final : public RoundAlgorithm {
     pending_ = {};
     w_.comm_s += w_.Now() - before;  // the part of the all-reduce not hidden behind inner steps
     if (!s.ok() && s.code() == core::StatusCode::kPeerUnavailable) {
-      NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&pending_round_.members, pending_round_.end, true, s));
+      NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&pending_round_.members, pending_round_.end, core::OnFailure::kContinue, s));
       s = w_.Reduce(&pending_round_.members, count_, pending_round_.end,
-                    [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, true, &codec_,
+                    [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, core::OnFailure::kContinue, &codec_,
                     1 + x_.num_workers);
     }
     NARROWS_RETURN_IF_ERROR(s);
@@ -206,13 +206,9 @@ class StreamingDiloco final : public RoundAlgorithm {
     }
     const Round& r = pending_round_;
     if (w_.rank == r.members.front()) {
-      {
-        std::lock_guard<std::mutex> lock(x_.mu);
-        ++x_.outer_syncs;
-      }
-      x_.Event({{"type", "outer_sync"}, {"step", r.end}, {"time", w_.Now()}, {"participants", r.members},
-                {"contributors", static_cast<int>(contributors)}, {"fragment", pending_fragment_},
-                {"sent_at", comm_from_}});
+      x_.OuterSync(r.end, w_.Now(),
+                   {{"participants", r.members}, {"contributors", static_cast<int>(contributors)},
+                    {"fragment", pending_fragment_}, {"sent_at", comm_from_}});
       if (x_.EvalDue(r.start, r.end)) x_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
     }
     return core::Status::Ok();
