@@ -5,11 +5,15 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include "core/scenario.h"
 #include "deploy/zmq_transport.h"
 #include "tools/deploy_command.h"
+#include "tools/fit_command.h"
+#include "tools/format.h"
 #include "tools/plan_command.h"
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
@@ -32,15 +36,232 @@ int Fail(const Status& status) {
              : kExitFailure;
 }
 
-narrows::core::Result<narrows::core::Scenario> Load(const std::string& file,
-                                                    const std::vector<std::string>& sets) {
-  std::vector<narrows::core::Override> overrides;
-  for (const auto& s : sets) {
-    auto o = narrows::core::ParseOverride(s);
-    if (!o.ok()) return o.status();
-    overrides.push_back(*o);
+// The scenario arguments every scenario command takes, and the flags several share.
+struct ScenarioArgs {
+  std::string file;
+  std::vector<std::string> sets;
+  bool quiet = false;
+
+  void AddTo(CLI::App* cmd, const char* quiet_help = "no progress line") {
+    cmd->add_option("scenario", file, "scenario YAML file")->required();
+    cmd->add_option("--set", sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")->type_name("KEY=VALUE");
+    cmd->add_flag("-q,--quiet", quiet, quiet_help);
   }
-  return narrows::core::LoadScenario(file, overrides);
+  FILE* progress() const { return quiet ? nullptr : stderr; }
+
+  narrows::core::Result<narrows::core::Scenario> Load() const {
+    std::vector<narrows::core::Override> overrides;
+    for (const auto& s : sets) {
+      auto o = narrows::core::ParseOverride(s);
+      if (!o.ok()) return o.status();
+      overrides.push_back(*o);
+    }
+    return narrows::core::LoadScenario(file, overrides);
+  }
+};
+
+// A subcommand: its CLI11 node, and what it does once the command line parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+int Done(const Status& s) { return s.ok() ? 0 : Fail(s); }
+
+// Loads the scenario, then runs `body` on it.
+template <typename Body>
+std::function<int()> WithScenario(std::shared_ptr<ScenarioArgs> args, Body body) {
+  return [args, body] {
+    auto scenario = args->Load();
+    if (!scenario.ok()) return Fail(scenario.status());
+    return body(*scenario, *args);
+  };
+}
+
+Command AddTrain(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "train one replica and write a run folder");
+  args->AddTo(cmd);
+  return {cmd, WithScenario(args, [](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+            narrows::trainer::TrainOptions options;
+            options.progress = a.progress();
+            auto summary = narrows::trainer::TrainSingle(scenario, options);
+            if (!summary.ok()) return Fail(summary.status());
+            const std::string bpb = summary->final_val_bpb >= 0
+                                        ? narrows::tools::Printf(" (%.3f bits/byte)", summary->final_val_bpb)
+                                        : "";
+            std::printf("run %s: %lld steps, %lld tokens, final val loss %.4f nats/token%s, %.0f tokens/s "
+                        "(%.2f GFLOP/s on %d threads)\n",
+                        summary->run_dir.c_str(), static_cast<long long>(summary->steps),
+                        static_cast<long long>(summary->tokens), summary->final_val_loss, bpb.c_str(),
+                        summary->tokens_per_s, summary->achieved_flops / 1e9, summary->threads);
+            return 0;
+          })};
+}
+
+Command AddRun(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto report = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
+  args->AddTo(cmd, "no progress lines");
+  cmd->add_flag("--report", *report, "also write <run folder>/report.html");
+  return {cmd, WithScenario(args, [report](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+            narrows::tools::RunOptions options;
+            options.progress = a.progress();
+            options.report = *report;
+            return Done(narrows::tools::RunScenario(scenario, options));
+          })};
+}
+
+Command AddWorker(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto o = std::make_shared<narrows::tools::WorkerOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "worker", "run one rank of the scenario over ZeroMQ (rank, world and rendezvous from flags or from "
+                "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE)");
+  args->AddTo(cmd);
+  cmd->add_option("--rank", o->rank, "this worker's rank")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--world", o->world, "number of workers")->check(CLI::PositiveNumber);
+  cmd->add_option("--master", o->master, "rank 0's rendezvous address")->type_name("HOST:PORT");
+  cmd->add_option("--bind", o->bind_host, "interface for this worker's sockets (default: all)");
+  cmd->add_option("--advertise", o->advertise, "host the other workers reach this one at");
+  cmd->add_option("--key", o->key_file, "CURVE key file (overrides deploy.key_file)");
+  cmd->add_option("--entry", o->entry, "run only this entry of compare:");
+  cmd->add_flag("--rejoin", o->rejoin, "restart this rank in a run in progress (with --entry)");
+  cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
+  cmd->add_option("--connect-timeout", o->connect_timeout_s, "seconds to wait for every worker");
+  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+            o->progress = a.progress();
+            return Done(narrows::tools::RunWorkerProcess(scenario, *o));
+          })};
+}
+
+Command AddLaunch(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto o = std::make_shared<narrows::tools::LaunchOptions>();
+  CLI::App* cmd = app.add_subcommand("launch", "start the scenario's workers as processes and collect the results");
+  args->AddTo(cmd);
+  cmd->add_option("--local", o->local, "workers to start on this machine")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--entry", o->entry, "run only this entry of compare:");
+  cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
+  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+            o->scenario_file = a.file;
+            o->sets = a.sets;
+            o->quiet = a.quiet;
+            return Done(narrows::tools::LaunchLocal(scenario, *o));
+          })};
+}
+
+Command AddPlan(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto o = std::make_shared<narrows::tools::PlanOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "predict time and compute utilisation without training; the bandwidth for 50-99% utilisation");
+  cmd->add_option("scenario", args->file, "scenario YAML file")->required();
+  cmd->add_option("--set", args->sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")->type_name("KEY=VALUE");
+  cmd->add_option("--params", o->params, "model size: a count (7e9) or 1B, 10B, 405B (default: the scenario's model)");
+  cmd->add_option("--tokens", o->tokens, "tokens to train on, all workers (default: the scenario's, or 20 per parameter)");
+  cmd->add_option("--batch-tokens", o->global_batch_tokens, "tokens per optimiser step, all workers");
+  cmd->add_option("--flops", o->flops, "sustained FLOP/s of one worker (default: compute.device_flops)");
+  cmd->add_option("--fragments", o->fragments, "add Streaming DiLoCo with this many fragments")->check(CLI::PositiveNumber);
+  cmd->add_option("--overlap", o->overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
+  cmd->add_option("--bits", o->bits, "Streaming DiLoCo rows: outer gradients in 32 (fp32), 16 (bf16), 8 (int8), 4 (int4) or 1 (sign) bits");
+  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs&) {
+            return Done(narrows::tools::PlanScenario(scenario, *o));
+          })};
+}
+
+Command AddSweep(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto grids = std::make_shared<std::vector<std::string>>();
+  auto report = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "run the scenario over the cross product of --grid axes; resumable; results.csv and speed-ups");
+  args->AddTo(cmd, "no progress lines");
+  cmd->add_option("--grid", *grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
+  cmd->add_flag("--report", *report, "also write <sweep folder>/report.html (heat map, fits, every point)");
+  return {cmd, [args, grids, report] {
+            narrows::tools::SweepOptions options;
+            options.report = *report;
+            options.scenario_file = args->file;
+            options.sets = args->sets;
+            options.quiet = args->quiet;
+            for (const auto& g : *grids) {
+              auto axis = narrows::tools::ParseAxis(g);
+              if (!axis.ok()) return Fail(axis.status());
+              options.axes.push_back(*axis);
+            }
+            return Done(narrows::tools::RunSweep(options));
+          }};
+}
+
+Command AddReport(CLI::App& app) {
+  struct Args {
+    std::vector<std::string> dirs, entries;
+    std::string output;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("report", "one self-contained HTML file (charts, timelines, tables) from run and sweep folders");
+  cmd->add_option("folders", a->dirs, "run folders (with summary.json) and sweep folders (with sweep.json)")->required();
+  cmd->add_option("-o,--output", a->output, "where to write it (default: <first folder>/report.html)");
+  cmd->add_option("--entry", a->entries, "only this entry of each run (repeatable)");
+  return {cmd, [a] {
+            auto path = narrows::tools::WriteReport(a->dirs, a->output, a->entries);
+            if (!path.ok()) return Fail(path.status());
+            std::printf("report: %s\n", path->c_str());
+            return 0;
+          }};
+}
+
+Command AddFit(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "fit", "fit final loss as a power law in model size and workers over a sweep's points (with uncertainties)");
+  cmd->add_option("sweep", *dir, "a sweep folder (<output.dir>/<name>-sweep)")->required();
+  return {cmd, [dir] { return Done(narrows::tools::PrintFits(*dir)); }};
+}
+
+Command AddAlgorithms(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("algorithms", "list the registered algorithms and their one-word entries");
+  return {cmd, [] {
+            for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
+              std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(),
+                          p->summary.c_str(), "", p->parser.shorthands.c_str(),
+                          p->plan ? "predicted" : "no prediction");
+            }
+            return 0;
+          }};
+}
+
+Command AddKeygen(CLI::App& app) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
+  cmd->add_option("file", *file, "where to write it (must not exist)")->required();
+  return {cmd, [file] {
+            const Status s = narrows::deploy::WriteNewKeyFile(*file);
+            if (!s.ok()) return Fail(s);
+            std::printf("wrote %s: give it to every worker of the run (deploy.key_file or --key); keep it secret\n",
+                        file->c_str());
+            return 0;
+          }};
+}
+
+Command AddValidate(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto print = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("validate", "check a scenario file without running it");
+  cmd->add_option("scenario", args->file, "scenario YAML file")->required();
+  cmd->add_option("--set", args->sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")->type_name("KEY=VALUE");
+  cmd->add_flag("--print", *print, "print the resolved scenario (defaults included)");
+  return {cmd, WithScenario(args, [print](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+            if (*print) {
+              std::cout << scenario.resolved_yaml;
+            } else {
+              std::cout << a.file << ": ok (" << scenario.name << ")\n";
+            }
+            return 0;
+          })};
 }
 
 }  // namespace
@@ -49,98 +270,9 @@ int main(int argc, char** argv) {
   CLI::App app{"narrows: a testbed for low-bandwidth training of language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "narrows 0.1.0");
-
-  std::string scenario_file;
-  std::vector<std::string> sets;
-  bool quiet = false;
-  bool print_resolved = false;
-
-  auto add_scenario_args = [&](CLI::App* cmd) {
-    cmd->add_option("scenario", scenario_file, "scenario YAML file")->required();
-    cmd->add_option("--set", sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")
-        ->type_name("KEY=VALUE");
-  };
-
-  CLI::App* train = app.add_subcommand("train", "train one replica and write a run folder");
-  add_scenario_args(train);
-  train->add_flag("-q,--quiet", quiet, "no progress line");
-
-  CLI::App* run = app.add_subcommand(
-      "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
-  add_scenario_args(run);
-  run->add_flag("-q,--quiet", quiet, "no progress lines");
-  bool write_report = false;
-  run->add_flag("--report", write_report, "also write <run folder>/report.html");
-
-  narrows::tools::WorkerOptions worker_options;
-  CLI::App* worker = app.add_subcommand(
-      "worker", "run one rank of the scenario over ZeroMQ (rank, world and rendezvous from flags or from "
-                "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE)");
-  add_scenario_args(worker);
-  worker->add_option("--rank", worker_options.rank, "this worker's rank")->check(CLI::NonNegativeNumber);
-  worker->add_option("--world", worker_options.world, "number of workers")->check(CLI::PositiveNumber);
-  worker->add_option("--master", worker_options.master, "rank 0's rendezvous address")->type_name("HOST:PORT");
-  worker->add_option("--bind", worker_options.bind_host, "interface for this worker's sockets (default: all)");
-  worker->add_option("--advertise", worker_options.advertise, "host the other workers reach this one at");
-  worker->add_option("--key", worker_options.key_file, "CURVE key file (overrides deploy.key_file)");
-  worker->add_option("--entry", worker_options.entry, "run only this entry of compare:");
-  worker->add_flag("--rejoin", worker_options.rejoin, "restart this rank in a run in progress (with --entry)");
-  worker->add_option("--resume", worker_options.resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
-  worker->add_option("--connect-timeout", worker_options.connect_timeout_s, "seconds to wait for every worker");
-  worker->add_flag("-q,--quiet", quiet, "no progress line");
-
-  narrows::tools::LaunchOptions launch_options;
-  CLI::App* launch = app.add_subcommand("launch", "start the scenario's workers as processes and collect the results");
-  add_scenario_args(launch);
-  launch->add_option("--local", launch_options.local, "workers to start on this machine")->required()->check(CLI::PositiveNumber);
-  launch->add_option("--entry", launch_options.entry, "run only this entry of compare:");
-  launch->add_option("--resume", launch_options.resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
-  launch->add_flag("-q,--quiet", quiet, "no progress line");
-
-  narrows::tools::PlanOptions plan_options;
-  CLI::App* plan = app.add_subcommand(
-      "plan", "predict time and compute utilisation without training; the bandwidth for 50-99% utilisation");
-  add_scenario_args(plan);
-  plan->add_option("--params", plan_options.params, "model size: a count (7e9) or 1B, 10B, 405B (default: the scenario's model)");
-  plan->add_option("--tokens", plan_options.tokens, "tokens to train on, all workers (default: the scenario's, or 20 per parameter)");
-  plan->add_option("--batch-tokens", plan_options.global_batch_tokens, "tokens per optimiser step, all workers");
-  plan->add_option("--flops", plan_options.flops, "sustained FLOP/s of one worker (default: compute.device_flops)");
-  plan->add_option("--fragments", plan_options.fragments, "add Streaming DiLoCo with this many fragments")->check(CLI::PositiveNumber);
-  plan->add_option("--overlap", plan_options.overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
-  plan->add_option("--bits", plan_options.bits, "Streaming DiLoCo rows: outer gradients in 32 (fp32), 16 (bf16), 8 (int8), 4 (int4) or 1 (sign) bits");
-
-  std::vector<std::string> grids;
-  CLI::App* sweep = app.add_subcommand(
-      "sweep", "run the scenario over the cross product of --grid axes; resumable; results.csv and speed-ups");
-  add_scenario_args(sweep);
-  sweep->add_option("--grid", grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
-  sweep->add_flag("-q,--quiet", quiet, "no progress lines");
-  sweep->add_flag("--report", write_report, "also write <sweep folder>/report.html (heat map, fits, every point)");
-
-  std::vector<std::string> report_dirs;
-  std::string report_output;
-  CLI::App* report = app.add_subcommand(
-      "report", "one self-contained HTML file (charts, timelines, tables) from run and sweep folders");
-  report->add_option("folders", report_dirs, "run folders (with summary.json) and sweep folders (with sweep.json)")
-      ->required();
-  report->add_option("-o,--output", report_output, "where to write it (default: <first folder>/report.html)");
-  std::vector<std::string> report_entries;
-  report->add_option("--entry", report_entries, "only this entry of each run (repeatable)");
-
-  std::string fit_dir;
-  CLI::App* fit = app.add_subcommand(
-      "fit", "fit final loss as a power law in model size and workers over a sweep's points (with uncertainties)");
-  fit->add_option("sweep", fit_dir, "a sweep folder (<output.dir>/<name>-sweep)")->required();
-
-  std::string key_file;
-  CLI::App* algorithms = app.add_subcommand("algorithms", "list the registered algorithms and their one-word entries");
-  CLI::App* keygen = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
-  keygen->add_option("file", key_file, "where to write it (must not exist)")->required();
-
-  CLI::App* validate = app.add_subcommand("validate", "check a scenario file without running it");
-  add_scenario_args(validate);
-  validate->add_flag("--print", print_resolved, "print the resolved scenario (defaults included)");
-
+  const std::vector<Command> commands = {AddTrain(app),  AddRun(app),    AddWorker(app),     AddLaunch(app),
+                                         AddPlan(app),   AddSweep(app),  AddReport(app),     AddFit(app),
+                                         AddAlgorithms(app), AddKeygen(app), AddValidate(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -153,94 +285,8 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitBadInput;
   }
-
-  if (*algorithms) {
-    for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
-      std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(), p->summary.c_str(), "",
-                  p->parser.shorthands.c_str(), p->plan ? "predicted" : "no prediction");
-    }
-    return 0;
-  }
-  if (*keygen) {
-    const Status s = narrows::deploy::WriteNewKeyFile(key_file);
-    if (!s.ok()) return Fail(s);
-    std::printf("wrote %s: give it to every worker of the run (deploy.key_file or --key); keep it secret\n",
-                key_file.c_str());
-    return 0;
-  }
-  if (*report) {
-    auto path = narrows::tools::WriteReport(report_dirs, report_output, report_entries);
-    if (!path.ok()) return Fail(path.status());
-    std::printf("report: %s\n", path->c_str());
-    return 0;
-  }
-  if (*fit) {
-    const Status s = narrows::tools::PrintFits(fit_dir);
-    return s.ok() ? 0 : Fail(s);
-  }
-  if (*sweep) {
-    narrows::tools::SweepOptions options;
-    options.report = write_report;
-    options.scenario_file = scenario_file;
-    options.sets = sets;
-    options.quiet = quiet;
-    for (const auto& g : grids) {
-      auto axis = narrows::tools::ParseAxis(g);
-      if (!axis.ok()) return Fail(axis.status());
-      options.axes.push_back(*axis);
-    }
-    const Status s = narrows::tools::RunSweep(options);
-    return s.ok() ? 0 : Fail(s);
-  }
-  auto scenario = Load(scenario_file, sets);
-  if (!scenario.ok()) return Fail(scenario.status());
-
-  if (*validate) {
-    if (print_resolved) {
-      std::cout << scenario->resolved_yaml;
-    } else {
-      std::cout << scenario_file << ": ok (" << scenario->name << ")\n";
-    }
-    return 0;
-  }
-  if (*run) {
-    narrows::tools::RunOptions options;
-    options.progress = quiet ? nullptr : stderr;
-    options.report = write_report;
-    const Status s = narrows::tools::RunScenario(*scenario, options);
-    return s.ok() ? 0 : Fail(s);
-  }
-  if (*worker) {
-    worker_options.progress = quiet ? nullptr : stderr;
-    const Status s = narrows::tools::RunWorkerProcess(*scenario, worker_options);
-    return s.ok() ? 0 : Fail(s);
-  }
-  if (*plan) {
-    const Status s = narrows::tools::PlanScenario(*scenario, plan_options);
-    return s.ok() ? 0 : Fail(s);
-  }
-  if (*launch) {
-    launch_options.scenario_file = scenario_file;
-    launch_options.sets = sets;
-    launch_options.quiet = quiet;
-    const Status s = narrows::tools::LaunchLocal(*scenario, launch_options);
-    return s.ok() ? 0 : Fail(s);
-  }
-  if (*train) {
-    narrows::trainer::TrainOptions options;
-    options.progress = quiet ? nullptr : stderr;
-    auto summary = narrows::trainer::TrainSingle(*scenario, options);
-    if (!summary.ok()) return Fail(summary.status());
-    std::printf(
-        "run %s: %lld steps, %lld tokens, final val loss %.4f nats/token%s, %.0f tokens/s "
-        "(%.2f GFLOP/s on %d threads)\n",
-        summary->run_dir.c_str(), static_cast<long long>(summary->steps),
-        static_cast<long long>(summary->tokens), summary->final_val_loss,
-        summary->final_val_bpb >= 0
-            ? (" (" + std::to_string(summary->final_val_bpb).substr(0, 5) + " bits/byte)").c_str()
-            : "",
-        summary->tokens_per_s, summary->achieved_flops / 1e9, summary->threads);
-    return 0;
+  for (const auto& c : commands) {
+    if (*c.app) return c.run();
   }
   return kExitFailure;
 }

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "tools/fit.h"
 
 namespace narrows::tools {
 
@@ -26,17 +25,5 @@ std::string RenderReport(const nlohmann::json& report);
 // Builds and writes the report to `output` ("" = <first folder>/report.html); returns the path.
 core::Result<std::string> WriteReport(const std::vector<std::string>& dirs, const std::string& output,
                                       const std::vector<std::string>& entries = {});
-
-// The scaling fits of a sweep folder: per entry, L(N, M) from each point's final validation loss,
-// its model's parameter count and its workers. Entries with too few points are left out, with why.
-struct EntryFit {
-  std::string entry;
-  std::vector<ScalingPoint> points;
-  PowerLawFit fit;
-  std::string skipped;  // why there is no fit, or ""
-};
-core::Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir);
-// `narrows fit`: the fits as a table on stdout.
-core::Status PrintFits(const std::string& sweep_dir);
 
 }  // namespace narrows::tools

@@ -1,0 +1,66 @@
+#include "tools/fit_command.h"
+
+#include <cstdio>
+#include <map>
+
+#include "tools/format.h"
+#include "tools/run_folders.h"
+#include "trainer/experiment.h"
+
+namespace narrows::tools {
+
+using core::Result;
+using core::Status;
+
+Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir) {
+  auto sweep = LoadSweep(sweep_dir);
+  if (!sweep.ok()) return sweep.status();
+  std::map<std::string, EntryFit> by_entry;
+  std::vector<std::string> order;
+  for (const auto& p : sweep->points) {
+    if (!p.run) continue;
+    const double params = static_cast<double>(trainer::CostOf(p.scenario->model).params);
+    for (const auto& e : p.run->entries) {
+      const std::string name = e.summary.value("name", "");
+      if (!by_entry.count(name)) order.push_back(name);
+      by_entry[name].entry = name;
+      by_entry[name].points.push_back({params, Num(e.summary, "workers"), Num(e.summary, "final_val_loss")});
+    }
+  }
+  std::vector<EntryFit> fits;
+  for (const auto& name : order) {
+    EntryFit f = by_entry[name];
+    auto fit = FitPowerLaw(f.points);
+    if (fit.ok()) {
+      f.fit = *fit;
+    } else {
+      f.skipped = fit.status().message().substr(5);  // without "fit: "
+    }
+    fits.push_back(f);
+  }
+  if (fits.empty()) return Status::InvalidArgument(sweep_dir + ": no finished points to fit");
+  return fits;
+}
+
+Status PrintFits(const std::string& sweep_dir) {
+  auto fits = FitSweep(sweep_dir);
+  if (!fits.ok()) return fits.status();
+  std::printf("L = A · N^α · M^β, least squares on log L; ± one standard error (N parameters, M workers)\n");
+  std::printf("%-20s %6s %22s %20s %20s %7s %9s\n", "entry", "points", "A", "alpha", "beta", "R2", "rms err");
+  for (const auto& f : *fits) {
+    if (!f.skipped.empty()) {
+      std::printf("%-20s %6zu   not fitted: %s\n", f.entry.c_str(), f.points.size(), f.skipped.c_str());
+      continue;
+    }
+    const auto& p = f.fit;
+    auto pm = [](bool used, double v, double e) {
+      return used ? Printf("%.4f", v) + " ± " + Printf("%.4f", e) : std::string("-");
+    };
+    std::printf("%-20s %6d %22s %20s %20s %7.3f %8.2f%%\n", f.entry.c_str(), p.points,
+                (Printf("%.4g", p.a) + " ± " + Printf("%.2g", p.a_err)).c_str(), pm(p.uses_params, p.alpha, p.alpha_err).c_str(),
+                pm(p.uses_workers, p.beta, p.beta_err).c_str(), p.r2, 100.0 * p.rms_rel_error);
+  }
+  return Status::Ok();
+}
+
+}  // namespace narrows::tools

@@ -1,0 +1,231 @@
+// The sweep folder's section of the report.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/scenario.h"
+#include "tools/fit_command.h"
+#include "tools/format.h"
+#include "tools/report_blocks.h"
+#include "trainer/algorithms/outer.h"
+
+namespace narrows::tools::page {
+
+namespace {
+
+const core::AlgorithmSpec* FindEntry(const core::Scenario& sc, const std::string& name) {
+  for (const auto& a : sc.compare) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+double DdpTime(const Run& run) {
+  for (const auto& e : run.entries) {
+    if (e.summary.value("algorithm", "") == "ddp") return EntryTime(e.summary);
+  }
+  return NAN;
+}
+
+json SweepHeatMaps(const Sweep& sweep) {
+  // Grouped by the axes that are neither the network nor the compare list (e.g. workers).
+  struct Cell {
+    double bandwidth;
+    std::string entry;
+    int64_t h;
+    double speedup;
+  };
+  std::map<std::string, std::vector<Cell>> groups;
+  for (const auto& p : sweep.points) {
+    if (!p.run) continue;
+    const double ddp = DdpTime(*p.run);
+    if (std::isnan(ddp)) continue;
+    std::string group;
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      if (sweep.axes[a].rfind("network.", 0) == 0 || sweep.axes[a] == "compare") continue;
+      group += (group.empty() ? "" : ", ") + sweep.axes[a] + " = " + p.values[a];
+    }
+    for (const auto& e : p.run->entries) {
+      if (e.summary.value("algorithm", "") != "diloco") continue;
+      const auto* spec = FindEntry(*p.scenario, e.summary.value("name", ""));
+      const auto* outer = spec ? dynamic_cast<const trainer::OuterOptions*>(spec->options.get()) : nullptr;
+      groups[group].push_back({p.scenario->network.link.bandwidth_bps, e.summary.value("name", ""),
+                               outer ? outer->inner_steps : 0, ddp / EntryTime(e.summary)});
+    }
+  }
+  json blocks = json::array();
+  for (const auto& [group, cells] : groups) {
+    std::set<double, std::greater<>> bandwidths;
+    std::vector<std::pair<int64_t, std::string>> columns;
+    for (const auto& c : cells) {
+      bandwidths.insert(c.bandwidth);
+      if (std::find(columns.begin(), columns.end(), std::make_pair(c.h, c.entry)) == columns.end()) {
+        columns.emplace_back(c.h, c.entry);
+      }
+    }
+    std::sort(columns.begin(), columns.end());
+    json rows = json::array(), column_labels = json::array(), values = json::array();
+    for (const auto& [h, entry] : columns) column_labels.push_back(entry + " (H=" + std::to_string(h) + ")");
+    for (double bw : bandwidths) {
+      rows.push_back(Bandwidth(bw));
+      json row = json::array();
+      for (const auto& col : columns) {
+        double v = NAN;
+        for (const auto& c : cells) {
+          if (c.bandwidth == bw && c.h == col.first && c.entry == col.second) v = c.speedup;
+        }
+        row.push_back(std::isnan(v) ? json() : json(v));
+      }
+      values.push_back(row);
+    }
+    blocks.push_back({{"type", "heatmap"},
+                      {"title", "DiLoCo's wall-clock speed-up over DDP per (bandwidth, H)" +
+                                    (group.empty() ? std::string() : " — " + group)},
+                      {"row_label", "access-link bandwidth"}, {"column_label", "entry"},
+                      {"rows", rows}, {"columns", column_labels}, {"values", values}});
+  }
+  return blocks;
+}
+
+json FitBlocks(const std::string& dir, int index) {
+  json blocks = json::array();
+  auto fits = FitSweep(dir);
+  if (!fits.ok()) return blocks;
+  json rows = json::array(), series = json::array();
+  bool by_params = false;
+  for (const auto& f : *fits) by_params = by_params || (f.skipped.empty() && f.fit.uses_params);
+  for (const auto& f : *fits) {
+    if (!f.skipped.empty()) {
+      rows.push_back({f.entry, std::to_string(f.points.size()), "not fitted: " + f.skipped, "", "", "", ""});
+      continue;
+    }
+    const auto& p = f.fit;
+    rows.push_back({f.entry, std::to_string(p.points), Printf("%.4g", p.a) + " ± " + Printf("%.2g", p.a_err),
+                    p.uses_params ? Printf("%.4f", p.alpha) + " ± " + Printf("%.4f", p.alpha_err) : "-",
+                    p.uses_workers ? Printf("%.4f", p.beta) + " ± " + Printf("%.4f", p.beta_err) : "-",
+                    Printf("%.3f", p.r2), Printf("%.2f%%", 100.0 * p.rms_rel_error)});
+    // Points by the other variable; a fit line through each of its values.
+    std::map<double, json> groups;
+    double lo = INFINITY, hi = 0;
+    for (const auto& pt : f.points) {
+      const double x = by_params ? pt.params : pt.workers;
+      groups[by_params ? pt.workers : pt.params].push_back({x, pt.loss});
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+    for (const auto& [other, pts] : groups) {
+      const std::string suffix = groups.size() > 1 ? (by_params ? " M=" : " N=") + Printf("%g", other) : "";
+      series.push_back(Series(f.entry + suffix, pts, "points"));
+      json line = json::array();
+      for (int i = 0; i <= 20; ++i) {
+        const double x = lo * std::pow(hi / lo, i / 20.0);
+        line.push_back({x, by_params ? p.Predict(x, other) : p.Predict(other, x)});
+      }
+      series.push_back(Series(f.entry + suffix + " fit", line, "dashed"));
+    }
+  }
+  blocks.push_back(Table("Scaling fit: L = A · N^α · M^β (least squares in log space, ± one standard error)",
+                         {"entry", "points", "A", "α (model size N)", "β (workers M)", "R² (log L)", "rms error"},
+                         rows));
+  if (!series.empty()) {
+    blocks.push_back(LineChart("fit-" + std::to_string(index), "Final validation loss and the fitted power law",
+                               Axis(by_params ? "parameters N" : "workers M", true),
+                               Axis("final validation loss (nats/token)", true), series));
+  }
+  return blocks;
+}
+
+// A sweep over a numeric axis with three or more values (a learning rate, a depth): the final
+// validation loss against it, one line per value of the other axes (and entry), so that the best
+// value of one axis can be seen moving, or not, with another. The last such axis is the x axis.
+json SweepLossCurves(const Sweep& sweep, int index) {
+  json blocks = json::array();
+  int x_axis = -1;
+  bool log = false;
+  for (size_t a = 0; a < sweep.axes.size(); ++a) {
+    std::set<double> values;
+    bool numeric = true;
+    for (const auto& p : sweep.points) {
+      char* end = nullptr;
+      const double v = std::strtod(p.values[a].c_str(), &end);
+      numeric = numeric && end != p.values[a].c_str() && *end == '\0';
+      values.insert(v);
+    }
+    if (numeric && values.size() >= 3) {
+      x_axis = static_cast<int>(a);
+      log = *values.begin() > 0 && *values.rbegin() / *values.begin() >= 8;
+    }
+  }
+  if (x_axis < 0) return blocks;
+  std::vector<std::pair<std::string, json>> lines;  // in the sweep's grid order
+  auto line = [&](const std::string& label) -> json& {
+    for (auto& l : lines) {
+      if (l.first == label) return l.second;
+    }
+    lines.emplace_back(label, json::array());
+    return lines.back().second;
+  };
+  for (const auto& p : sweep.points) {
+    if (!p.run) continue;
+    std::string group;
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      if (static_cast<int>(a) != x_axis) group += (group.empty() ? "" : ", ") + sweep.axes[a] + " = " + p.values[a];
+    }
+    const double x = std::strtod(p.values[static_cast<size_t>(x_axis)].c_str(), nullptr);
+    for (const auto& e : p.run->entries) {
+      const double loss = Num(e.summary, "final_val_loss");
+      if (!std::isfinite(loss)) continue;
+      std::string label = group;
+      if (p.run->entries.size() > 1) label += (label.empty() ? "" : ", ") + e.summary.value("name", std::string());
+      line(label.empty() ? "final loss" : label).push_back({x, loss});
+    }
+  }
+  json series = json::array();
+  for (auto& [label, pts] : lines) {
+    std::sort(pts.begin(), pts.end());
+    series.push_back(Series(label, pts, "line"));
+  }
+  const std::string& key = sweep.axes[static_cast<size_t>(x_axis)];
+  blocks.push_back(LineChart("curves-" + std::to_string(index), "Final validation loss against " + key,
+                             Axis(key, log), Axis("final validation loss (nats/token)"), series));
+  return blocks;
+}
+
+}  // namespace
+
+json SweepSection(const Sweep& sweep, int index) {
+  json blocks = json::array();
+  json rows = json::array();
+  size_t finished = 0;
+  for (const auto& p : sweep.points) {
+    if (!p.run) continue;
+    ++finished;
+    const double ddp = DdpTime(*p.run);
+    for (const auto& e : p.run->entries) {
+      json row = p.values;
+      const json& s = e.summary;
+      const double t = EntryTime(s);
+      for (const std::string& cell :
+           {s.value("name", std::string()), Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", t),
+            BytesOrDash(Num(s, "bytes_sent_per_worker")), Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
+            Printf("%.0f", Num(s, "outer_syncs", 0.0)), std::isnan(ddp) ? std::string("-") : Printf("%.2fx", ddp / t)}) {
+        row.push_back(cell);
+      }
+      rows.push_back(row);
+    }
+  }
+  blocks.push_back(Text(sweep.dir + " — " + std::to_string(finished) + " of " + std::to_string(sweep.points.size()) +
+                        " points finished"));
+  for (auto& h : SweepHeatMaps(sweep)) blocks.push_back(h);
+  for (auto& c : SweepLossCurves(sweep, index)) blocks.push_back(c);
+  for (auto& f : FitBlocks(sweep.dir, index)) blocks.push_back(f);
+  std::vector<std::string> columns = sweep.axes;
+  for (const char* c : {"entry", "final val loss", "time (s)", "sent/worker", "compute", "outer syncs", "speed-up vs DDP"}) {
+    columns.push_back(c);
+  }
+  blocks.push_back(Table("Every point", columns, rows));
+  return {{"title", "Sweep " + sweep.label}, {"blocks", blocks}};
+}
+
+}  // namespace narrows::tools::page

@@ -1,0 +1,145 @@
+#include "tools/run_folders.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace narrows::tools {
+
+using core::Result;
+using core::Status;
+using json = nlohmann::json;
+
+bool IsFile(const std::string& path) { return std::ifstream(path).good(); }
+
+Result<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(path + ": cannot be read");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result<json> ReadJson(const std::string& path) {
+  auto text = ReadText(path);
+  if (!text.ok()) return text.status();
+  try {
+    return json::parse(*text);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(path + ": not valid JSON: " + e.what());
+  }
+}
+
+Result<std::vector<json>> ReadJsonLines(const std::string& path, bool required) {
+  std::ifstream in(path);
+  if (!in) {
+    if (required) return Status::NotFound(path + ": cannot be read");
+    return std::vector<json>{};
+  }
+  std::vector<json> lines;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    try {
+      lines.push_back(json::parse(line));
+    } catch (const json::exception& e) {
+      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": not valid JSON: " + e.what());
+    }
+    if (!lines.back().is_object()) {
+      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": expected a JSON object");
+    }
+  }
+  return lines;
+}
+
+namespace {
+
+std::string BaseName(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const auto slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+}  // namespace
+
+Result<Run> LoadRun(const std::string& dir) {
+  Run run;
+  run.dir = dir;
+  auto summary = ReadJson(dir + "/summary.json");
+  if (!summary.ok()) return summary.status();
+  const std::string where = dir + "/summary.json";
+  if (!summary->is_object() || !summary->contains("results") || !(*summary)["results"].is_array()) {
+    return Status::InvalidArgument(where + ": expected an object with a \"results\" list");
+  }
+  run.label = summary->value("scenario", BaseName(dir));
+  run.clock = summary->value("clock", "virtual");
+  auto yaml = ReadText(dir + "/scenario.yaml");
+  run.scenario_yaml = yaml.ok() ? *yaml : "";
+  for (const auto& r : (*summary)["results"]) {
+    if (!r.is_object() || !r.contains("name") || !r["name"].is_string()) {
+      return Status::InvalidArgument(where + ": a result without a \"name\"");
+    }
+    Entry e;
+    e.summary = r;
+    const std::string entry_dir = dir + "/" + r["name"].get<std::string>();
+    auto metrics = ReadJsonLines(entry_dir + "/metrics.jsonl", true);
+    if (!metrics.ok()) return metrics.status();
+    auto events = ReadJsonLines(entry_dir + "/events.jsonl", false);
+    if (!events.ok()) return events.status();
+    e.metrics = std::move(*metrics);
+    e.events = std::move(*events);
+    run.entries.push_back(std::move(e));
+  }
+  return run;
+}
+
+double Num(const json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+double EntryTime(const json& summary) {
+  for (const char* key : {"time_s", "virtual_time_s", "wall_time_s"}) {
+    const double t = Num(summary, key);
+    if (!std::isnan(t)) return t;
+  }
+  return NAN;
+}
+
+double TimeOf(const json& line) {
+  const double v = Num(line, "virtual_time_s");
+  return std::isnan(v) ? Num(line, "wall_time_s") : v;
+}
+
+Result<Sweep> LoadSweep(const std::string& dir) {
+  auto layout = ReadJson(dir + "/sweep.json");
+  if (!layout.ok()) return layout.status();
+  Sweep sweep;
+  sweep.dir = dir;
+  try {
+    sweep.label = layout->at("scenario").get<std::string>();
+    for (const auto& a : layout->at("axes")) sweep.axes.push_back(a.at("key").get<std::string>());
+    for (const auto& p : layout->at("points")) {
+      SweepPoint point;
+      point.name = p.at("name").get<std::string>();
+      point.values = p.at("values").get<std::vector<std::string>>();
+      sweep.points.push_back(std::move(point));
+    }
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(dir + "/sweep.json: " + e.what());
+  }
+  for (auto& point : sweep.points) {
+    const std::string pdir = dir + "/" + point.name;
+    if (!IsFile(pdir + "/summary.json")) continue;  // not run yet
+    auto run = LoadRun(pdir);
+    if (!run.ok()) return run.status();
+    auto text = ReadText(pdir + "/scenario.yaml");
+    if (!text.ok()) return text.status();
+    auto sc = core::ParseScenario(*text, pdir + "/scenario.yaml");
+    if (!sc.ok()) return sc.status();
+    point.run = std::move(*run);
+    point.scenario = std::move(*sc);
+  }
+  return sweep;
+}
+
+}  // namespace narrows::tools

@@ -1,0 +1,64 @@
+// The files of a run folder (summary.json, scenario.yaml, per entry metrics.jsonl and events.jsonl)
+// and of a sweep folder (sweep.json and a run folder per finished point), read back for
+// `narrows report` and `narrows fit`. Every error names the file (and line, for JSON lines).
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/scenario.h"
+#include "core/status.h"
+
+namespace narrows::tools {
+
+bool IsFile(const std::string& path);
+core::Result<std::string> ReadText(const std::string& path);
+core::Result<nlohmann::json> ReadJson(const std::string& path);
+// One object per line; a missing file is an empty list when `required` is false.
+core::Result<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path, bool required);
+
+struct Entry {
+  nlohmann::json summary;
+  std::vector<nlohmann::json> metrics;
+  std::vector<nlohmann::json> events;
+};
+
+struct Run {
+  std::string dir;
+  std::string label;  // the run's name, or its folder's when the scenario is unnamed
+  std::string clock;  // "virtual" or "wall"
+  std::string scenario_yaml;
+  std::vector<Entry> entries;
+};
+
+// A run folder: summary.json, scenario.yaml and a folder per entry (metrics.jsonl, events.jsonl).
+core::Result<Run> LoadRun(const std::string& dir);
+
+struct SweepPoint {
+  std::string name;
+  std::vector<std::string> values;  // one per axis
+  std::optional<Run> run;           // absent until the point has run
+  std::optional<core::Scenario> scenario;
+};
+
+struct Sweep {
+  std::string dir;
+  std::string label;
+  std::vector<std::string> axes;
+  std::vector<SweepPoint> points;
+};
+
+core::Result<Sweep> LoadSweep(const std::string& dir);
+
+// A number from a JSON object, `fallback` when absent or not a number.
+double Num(const nlohmann::json& j, const char* key, double fallback = NAN);
+// An entry's time in summary.json: `time_s`, or in older files the clock's own key.
+double EntryTime(const nlohmann::json& summary);
+// A metrics line's time: virtual in the emulator, measured in a deployment.
+double TimeOf(const nlohmann::json& line);
+
+}  // namespace narrows::tools
