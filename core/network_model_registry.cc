@@ -1,35 +1,30 @@
 #include "core/network_model_registry.h"
 
-#include <map>
-
 #include "core/check.h"
+#include "core/registry.h"
 
 namespace narrows::core {
 namespace {
 
-// Filled at static initialisation (before main), read-only afterwards.
-std::map<std::string, NetworkModelParser>& Parsers() {
-  static std::map<std::string, NetworkModelParser> parsers;
-  return parsers;
+Registry<NetworkModelParser>& Parsers() {
+  static Registry<NetworkModelParser> registry("network model");
+  return registry;
 }
 
 }  // namespace
 
 void RegisterNetworkModelParser(NetworkModelParser parser) {
-  NARROWS_CHECK(!parser.name.empty() && parser.parse) << "a network model parser needs a name and a parse function";
+  NARROWS_CHECK(parser.parse) << "network model '" << parser.name << "' registered without a parse function";
   const std::string name = parser.name;
-  NARROWS_CHECK(Parsers().emplace(name, std::move(parser)).second) << "network model '" << name << "' registered twice";
+  Parsers().Add(name, std::move(parser));
 }
 
 const NetworkModelParser* FindNetworkModelParser(const std::string& name) {
-  const auto it = Parsers().find(name);
-  return it == Parsers().end() ? nullptr : &it->second;
+  return Parsers().Find(name);
 }
 
 std::vector<const NetworkModelParser*> NetworkModelParsers() {
-  std::vector<const NetworkModelParser*> out;
-  for (const auto& [name, p] : Parsers()) out.push_back(&p);
-  return out;
+  return Parsers().All();
 }
 
 }  // namespace narrows::core

@@ -493,6 +493,16 @@ Result<Override> ParseOverride(const std::string& text) {
   return Override{text.substr(0, eq), text.substr(eq + 1), text};
 }
 
+Result<std::vector<Override>> ParseOverrides(const std::vector<std::string>& texts) {
+  std::vector<Override> out;
+  for (const auto& t : texts) {
+    auto o = ParseOverride(t);
+    if (!o.ok()) return o.status();
+    out.push_back(std::move(*o));
+  }
+  return out;
+}
+
 Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& origin_name,
                                const std::vector<Override>& overrides) {
   YAML::Node root;

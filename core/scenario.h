@@ -217,6 +217,8 @@ struct Override {
 
 // Parses "a.b.c=value". InvalidArgument if there is no '=' or the key is empty.
 Result<Override> ParseOverride(const std::string& text);
+// Each of `texts`; the first bad one is the error.
+Result<std::vector<Override>> ParseOverrides(const std::vector<std::string>& texts);
 
 // Reads and checks a scenario. `path` names the file in errors.
 Result<Scenario> LoadScenario(const std::string& path, const std::vector<Override>& overrides = {});

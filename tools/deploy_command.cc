@@ -138,59 +138,62 @@ core::Result<Placement> ResolvePlacement(const WorkerOptions& o, const std::map<
   return p;
 }
 
-Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) {
-  core::Scenario sc = scenario;
-  auto place = ResolvePlacement(o, ProcessEnvironment());
-  if (!place.ok()) return place.status();
-  const int rank = place->rank;
-  if (place->world != sc.workers.count) {
-    return Status::InvalidArgument("the world has " + std::to_string(place->world) + " workers but the scenario's workers.count is " +
-                                   std::to_string(sc.workers.count) + " (pass --set workers.count=" +
-                                   std::to_string(place->world) + ")");
-  }
-  if (sc.compute.mode == core::ComputeMode::kModelled) {
-    if (rank == 0) std::fprintf(stderr, "narrows: compute.mode modelled is the emulator's; a deployment measures\n");
-    sc.compute.mode = core::ComputeMode::kMeasured;
-  }
-  std::string entry_name = o.entry;
+namespace {
+
+// The entries this process runs: all, or the one --entry or --resume names.
+struct EntrySelection {
+  std::string only;  // "" = every entry
+  std::vector<core::AlgorithmSpec> entries;
+};
+
+core::Result<EntrySelection> SelectEntries(const core::Scenario& sc, const WorkerOptions& o) {
+  EntrySelection sel;
+  sel.only = o.entry;
   if (!o.resume.empty()) {
     const std::string from_path = std::filesystem::path(o.resume).lexically_normal().parent_path().parent_path().filename();
-    if (!entry_name.empty() && entry_name != from_path) {
-      return Status::InvalidArgument("--resume " + o.resume + " belongs to entry '" + from_path + "', not '" + entry_name + "'");
+    if (!sel.only.empty() && sel.only != from_path) {
+      return Status::InvalidArgument("--resume " + o.resume + " belongs to entry '" + from_path + "', not '" + sel.only + "'");
     }
-    entry_name = from_path;
+    sel.only = from_path;
   }
-  if (o.rejoin && entry_name.empty()) return Status::InvalidArgument("--rejoin needs --entry: the entry in progress");
-  std::vector<core::AlgorithmSpec> entries;
+  if (o.rejoin && sel.only.empty()) return Status::InvalidArgument("--rejoin needs --entry: the entry in progress");
   for (const auto& e : Entries(sc)) {
-    if (entry_name.empty() || e.name == entry_name) entries.push_back(e);
+    if (sel.only.empty() || e.name == sel.only) sel.entries.push_back(e);
   }
-  if (entries.empty()) return Status::InvalidArgument("the scenario has no entry named '" + entry_name + "'");
+  if (sel.entries.empty()) return Status::InvalidArgument("the scenario has no entry named '" + sel.only + "'");
+  return sel;
+}
 
+core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Placement& place, const WorkerOptions& o) {
   deploy::ZmqOptions z;
-  z.rank = rank;
-  z.world_size = place->world;
-  z.master = place->master;
+  z.rank = place.rank;
+  z.world_size = place.world;
+  z.master = place.master;
   z.bind_host = o.bind_host;
   z.advertise = o.advertise;
   z.heartbeat_s = sc.deploy.heartbeat_s;
   z.timeout_s = sc.deploy.timeout_s;
   z.connect_timeout_s = o.connect_timeout_s;
-  if (sc.deploy.security == "curve") {
-    const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
-    if (key.empty()) {
-      return Status::InvalidArgument("deploy.security is curve: give deploy.key_file or --key (`narrows keygen FILE` "
-                                     "writes one), or set deploy.security: plain for unencrypted TCP");
-    }
-    auto keys = deploy::ReadKeyFile(key);
-    if (!keys.ok()) return keys.status();
-    z.curve = true;
-    z.keys = *keys;
+  if (sc.deploy.security != "curve") return z;
+  const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
+  if (key.empty()) {
+    return Status::InvalidArgument("deploy.security is curve: give deploy.key_file or --key (`narrows keygen FILE` "
+                                   "writes one), or set deploy.security: plain for unencrypted TCP");
   }
+  auto keys = deploy::ReadKeyFile(key);
+  if (!keys.ok()) return keys.status();
+  z.curve = true;
+  z.keys = *keys;
+  return z;
+}
+
+using Experiments = std::vector<std::unique_ptr<trainer::Experiment>>;
+
+core::Result<Experiments> CreateExperiments(const core::Scenario& sc, const std::vector<core::AlgorithmSpec>& entries,
+                                            const WorkerOptions& o, const std::string& run_dir) {
   auto data = trainer::LoadDataset(sc, o.data_root);
   if (!data.ok()) return data.status();
-  const std::string run_dir = sc.output.dir + "/" + sc.name;
-  std::vector<std::unique_ptr<trainer::Experiment>> experiments;
+  Experiments experiments;
   for (const auto& entry : entries) {
     trainer::ExperimentOptions eo;
     eo.membership = trainer::Membership::kLive;
@@ -208,7 +211,78 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
     if (!path.ok()) return path.status();
     for (auto& e : experiments) NARROWS_RETURN_IF_ERROR(e->SetWarmStart(*path));
   }
-  auto transport = deploy::ZmqTransport::Connect(z);
+  return experiments;
+}
+
+// Every entry starts together: rank 0 says when.
+Status StartTogether(deploy::ZmqTransport& t, size_t entry) {
+  int32_t index = static_cast<int32_t>(entry);
+  if (t.rank() != 0) return t.Recv(0, kTagStart, &index, sizeof index);
+  for (int r : t.Members()) {
+    if (r != 0) NARROWS_RETURN_IF_ERROR(t.Send(r, kTagStart, &index, sizeof index));
+  }
+  return Status::Ok();
+}
+
+// One entry on this rank. Rank 0 gathers every part, writes the entry's records and returns its
+// line of summary.json; the other ranks return null once rank 0 acknowledges.
+core::Result<nlohmann::json> RunEntry(trainer::Experiment& e, deploy::ZmqTransport& t, const std::string& entry_dir,
+                                      core::Progress& progress) {
+  e.SetProgress([&progress](int64_t steps, double wall_s, double loss) {
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "wall %.1f s | loss %.3f", wall_s, loss);
+    progress.Update(steps, detail);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  e.RunWorker(t.rank(), t);
+  // A worker that failed (not one the others dropped) ends its process: the others see it leave.
+  // Rank 0 first writes what the workers it can still reach recorded (Finish returns the error).
+  if (t.rank() != 0) NARROWS_RETURN_IF_ERROR(e.status());
+  std::vector<int> missing;
+  NARROWS_RETURN_IF_ERROR(Gather(t, e, &missing));
+  int32_t ack = 0;
+  if (t.rank() != 0) {
+    NARROWS_RETURN_IF_ERROR(t.Recv(0, kTagAck, &ack, sizeof ack));
+    return nlohmann::json();
+  }
+  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto r = e.Finish(entry_dir);
+  for (int m : t.Members()) {
+    if (m != 0) (void)t.Send(m, kTagAck, &ack, sizeof ack);
+  }
+  if (!r.ok()) return r.status();
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s wall%s", r->final_val_loss, r->virtual_time_s,
+                missing.empty() ? "" : (" | " + std::to_string(missing.size()) + " worker(s) lost").c_str());
+  progress.Finish(detail);
+  return EntryJson(*r, host_s);
+}
+
+}  // namespace
+
+Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) {
+  core::Scenario sc = scenario;
+  auto place = ResolvePlacement(o, ProcessEnvironment());
+  if (!place.ok()) return place.status();
+  const int rank = place->rank;
+  if (place->world != sc.workers.count) {
+    return Status::InvalidArgument("the world has " + std::to_string(place->world) + " workers but the scenario's workers.count is " +
+                                   std::to_string(sc.workers.count) + " (pass --set workers.count=" +
+                                   std::to_string(place->world) + ")");
+  }
+  if (sc.compute.mode == core::ComputeMode::kModelled) {
+    if (rank == 0) std::fprintf(stderr, "narrows: compute.mode modelled is the emulator's; a deployment measures\n");
+    sc.compute.mode = core::ComputeMode::kMeasured;
+  }
+  auto selection = SelectEntries(sc, o);
+  if (!selection.ok()) return selection.status();
+  const auto& entries = selection->entries;
+  auto z = NodeOptions(sc, *place, o);
+  if (!z.ok()) return z.status();
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  auto experiments = CreateExperiments(sc, entries, o, run_dir);
+  if (!experiments.ok()) return experiments.status();
+  auto transport = deploy::ZmqTransport::Connect(*z);
   if (!transport.ok()) return transport.status();
   deploy::ZmqTransport& t = **transport;
   if (rank == 0) {
@@ -217,51 +291,15 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
   }
   nlohmann::json results = nlohmann::json::array(), summary = {{"results", nlohmann::json::array()}};
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (!o.rejoin) {  // every entry starts together; rank 0 says when
-      int32_t index = static_cast<int32_t>(i);
-      if (rank == 0) {
-        for (int r : t.Members()) {
-          if (r != 0) NARROWS_RETURN_IF_ERROR(t.Send(r, kTagStart, &index, sizeof index));
-        }
-      } else {
-        NARROWS_RETURN_IF_ERROR(t.Recv(0, kTagStart, &index, sizeof index));
-      }
-    }
+    if (!o.rejoin) NARROWS_RETURN_IF_ERROR(StartTogether(t, i));
     t.ResetClock();
-    const bool show = rank == 0 && o.progress;
-    core::Progress progress("[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + entries[i].name +
-                                " step",
-                            sc.train.steps, show ? o.progress : nullptr);
-    experiments[i]->SetProgress([&progress](int64_t steps, double wall_s, double loss) {
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "wall %.1f s | loss %.3f", wall_s, loss);
-      progress.Update(steps, detail);
-    });
-    const auto start = std::chrono::steady_clock::now();
-    experiments[i]->RunWorker(rank, t);
-    // A worker that failed (not one the others dropped) ends its process: the others see it leave.
-    // Rank 0 first writes what the workers it can still reach recorded (Finish returns the error).
-    if (rank != 0) NARROWS_RETURN_IF_ERROR(experiments[i]->status());
-    std::vector<int> missing;
-    NARROWS_RETURN_IF_ERROR(Gather(t, *experiments[i], &missing));
-    if (rank != 0) {
-      int32_t ack = 0;
-      NARROWS_RETURN_IF_ERROR(t.Recv(0, kTagAck, &ack, sizeof ack));
-      continue;
-    }
-    const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    auto r = experiments[i]->Finish(run_dir + "/" + entries[i].name);
-    for (int m : t.Members()) {
-      int32_t ack = 0;
-      if (m != 0) (void)t.Send(m, kTagAck, &ack, sizeof ack);
-    }
-    if (!r.ok()) return r.status();
-    char detail[160];
-    std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s wall%s", r->final_val_loss, r->virtual_time_s,
-                  missing.empty() ? "" : (" | " + std::to_string(missing.size()) + " worker(s) lost").c_str());
-    progress.Finish(detail);
-    results.push_back(EntryJson(*r, host_s));
-    auto written = WriteSummary(sc, run_dir, results, "wall", !entry_name.empty());
+    const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + entries[i].name;
+    core::Progress progress(label + " step", sc.train.steps, rank == 0 ? o.progress : nullptr);
+    auto line = RunEntry(*(*experiments)[i], t, run_dir + "/" + entries[i].name, progress);
+    if (!line.ok()) return line.status();
+    if (rank != 0) continue;
+    results.push_back(*line);
+    auto written = WriteSummary(sc, run_dir, results, "wall", !selection->only.empty());
     if (!written.ok()) return written.status();
     summary = *written;
   }
@@ -272,29 +310,31 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
   return Status::Ok();
 }
 
-Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
-  const int n = lo.local;
-  if (n != sc.workers.count) {
-    return Status::InvalidArgument("launch --local " + std::to_string(n) + " but the scenario's workers.count is " +
-                                   std::to_string(sc.workers.count) + " (pass --set workers.count=" +
-                                   std::to_string(n) + ")");
-  }
-  const std::string run_dir = sc.output.dir + "/" + sc.name;
-  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
-  std::string key = sc.deploy.key_file;
-  if (sc.deploy.security == "curve" && key.empty()) {
-    // Local workers share a key made for this run: encrypted even on loopback, nothing to set up.
-    key = run_dir + "/cluster.key";
-    if (!std::filesystem::exists(key)) NARROWS_RETURN_IF_ERROR(deploy::WriteNewKeyFile(key));
-  }
+namespace {
+
+core::Result<std::string> ThisProgram() {
   char self[4096];
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) return Status::IoError("cannot find this program (/proc/self/exe)");
   self[len] = '\0';
+  return std::string(self);
+}
+
+void SignalAll(const std::vector<pid_t>& pids, int signal) {
+  for (pid_t p : pids) {
+    if (p > 0) ::kill(p, signal);
+  }
+}
+
+// `narrows worker` for each rank on loopback; on a failure to start one, the started are stopped.
+core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std::string& key) {
+  auto self = ThisProgram();
+  if (!self.ok()) return self.status();
+  const int n = lo.local;
   const std::string master = "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);
   for (int r = 0; r < n; ++r) {
-    std::vector<std::string> args = {self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",
+    std::vector<std::string> args = {*self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",
                                       std::to_string(n), "--master", master, "--bind", "127.0.0.1"};
     for (const auto& s : lo.sets) args.insert(args.end(), {"--set", s});
     if (!key.empty()) args.insert(args.end(), {"--key", key});
@@ -305,26 +345,25 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = -1;
-    if (const int err = ::posix_spawn(&pid, self, nullptr, nullptr, argv.data(), environ); err != 0) {
-      for (pid_t p : pids) {
-        if (p > 0) ::kill(p, SIGTERM);
-      }
+    if (const int err = ::posix_spawn(&pid, self->c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
+      SignalAll(pids, SIGTERM);
       return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(err));
     }
     pids[static_cast<size_t>(r)] = pid;
   }
-  int remaining = n, rank0_status = -1, failed_status = 0, failed_rank = -1;
+  return pids;
+}
+
+// Waits for every worker. The first that fails ends the run for all; workers outliving rank 0 by
+// more than a minute have nobody to report to. The run's status is the first failure's, else rank 0's.
+Status Reap(std::vector<pid_t> pids) {
+  int remaining = static_cast<int>(pids.size()), rank0_status = -1, failed_status = 0, failed_rank = -1;
   auto rank0_done = std::chrono::steady_clock::time_point::max();
   while (remaining > 0) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) {
-      // Workers outliving rank 0 by more than a minute have nobody to report to.
-      if (std::chrono::steady_clock::now() - rank0_done > std::chrono::seconds(60)) {
-        for (pid_t p : pids) {
-          if (p > 0) ::kill(p, SIGKILL);
-        }
-      }
+      if (std::chrono::steady_clock::now() - rank0_done > std::chrono::seconds(60)) SignalAll(pids, SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
@@ -342,9 +381,7 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
         // A worker failed (bad input, an error it cannot recover from): the run is over for all.
         failed_status = WEXITSTATUS(status);
         failed_rank = r;
-        for (pid_t p : pids) {
-          if (p > 0) ::kill(p, SIGTERM);
-        }
+        SignalAll(pids, SIGTERM);
       }
     }
     if (r == 0) {
@@ -360,6 +397,28 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   const std::string why = "worker 0 " + (rank0_status > 128 ? "was killed" : "exited with status " + std::to_string(rank0_status)) +
                           " (its message is above)";
   return rank0_status == 2 ? Status::InvalidArgument(why) : Status::Internal(why);
+}
+
+}  // namespace
+
+Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
+  const int n = lo.local;
+  if (n != sc.workers.count) {
+    return Status::InvalidArgument("launch --local " + std::to_string(n) + " but the scenario's workers.count is " +
+                                   std::to_string(sc.workers.count) + " (pass --set workers.count=" +
+                                   std::to_string(n) + ")");
+  }
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  std::string key = sc.deploy.key_file;
+  if (sc.deploy.security == "curve" && key.empty()) {
+    // Local workers share a key made for this run: encrypted even on loopback, nothing to set up.
+    key = run_dir + "/cluster.key";
+    if (!std::filesystem::exists(key)) NARROWS_RETURN_IF_ERROR(deploy::WriteNewKeyFile(key));
+  }
+  auto pids = SpawnWorkers(lo, key);
+  if (!pids.ok()) return pids.status();
+  return Reap(std::move(*pids));
 }
 
 }  // namespace narrows::tools

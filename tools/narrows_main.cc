@@ -50,13 +50,9 @@ struct ScenarioArgs {
   FILE* progress() const { return quiet ? nullptr : stderr; }
 
   narrows::core::Result<narrows::core::Scenario> Load() const {
-    std::vector<narrows::core::Override> overrides;
-    for (const auto& s : sets) {
-      auto o = narrows::core::ParseOverride(s);
-      if (!o.ok()) return o.status();
-      overrides.push_back(*o);
-    }
-    return narrows::core::LoadScenario(file, overrides);
+    auto overrides = narrows::core::ParseOverrides(sets);
+    if (!overrides.ok()) return overrides.status();
+    return narrows::core::LoadScenario(file, *overrides);
   }
 };
 

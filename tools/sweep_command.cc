@@ -68,10 +68,12 @@ core::Result<SweepAxis> ParseAxis(const std::string& text) {
   return axis;
 }
 
-Status RunSweep(const SweepOptions& o) {
-  // Every point is checked before any runs: a typo in the last value fails now, not in an hour.
+namespace {
+
+// Every point of the cross product, as one value index per axis.
+std::vector<std::vector<size_t>> CrossProduct(const std::vector<SweepAxis>& axes) {
   std::vector<std::vector<size_t>> points(1);
-  for (const auto& axis : o.axes) {
+  for (const auto& axis : axes) {
     std::vector<std::vector<size_t>> next;
     for (const auto& p : points) {
       for (size_t i = 0; i < axis.values.size(); ++i) {
@@ -82,93 +84,122 @@ Status RunSweep(const SweepOptions& o) {
     }
     points = next;
   }
-  auto base = [&]() -> core::Result<core::Scenario> {
-    std::vector<core::Override> overrides;
-    for (const auto& s : o.sets) {
-      auto ov = core::ParseOverride(s);
-      if (!ov.ok()) return ov.status();
-      overrides.push_back(*ov);
-    }
-    return core::LoadScenario(o.scenario_file, overrides);
-  }();
-  if (!base.ok()) return base.status();
-  const std::string sweep_dir = base->output.dir + "/" + base->name + "-sweep";
-  std::vector<core::Scenario> scenarios;
-  for (const auto& p : points) {
-    std::vector<core::Override> overrides;
-    for (const auto& s : o.sets) overrides.push_back(*core::ParseOverride(s));
-    for (size_t a = 0; a < o.axes.size(); ++a) {
-      auto ov = core::ParseOverride(o.axes[a].key + "=" + o.axes[a].values[p[a]]);
-      if (!ov.ok()) return ov.status();
-      overrides.push_back(*ov);
-    }
-    overrides.push_back(*core::ParseOverride("output.dir=" + sweep_dir));
-    overrides.push_back(*core::ParseOverride("name=" + Slug(o.axes, p)));
-    auto sc = core::LoadScenario(o.scenario_file, overrides);
-    if (!sc.ok()) return Status::InvalidArgument("grid point " + Slug(o.axes, p) + ": " + sc.status().message());
-    scenarios.push_back(*sc);
-  }
-  NARROWS_RETURN_IF_ERROR(core::MakeDirs(sweep_dir));
-  // sweep.json: the axes and each point's folder, for `narrows report` and `narrows fit`; written
-  // first, so an unfinished sweep can be reported too.
-  nlohmann::json layout = {{"scenario", base->name}, {"axes", nlohmann::json::array()}, {"points", nlohmann::json::array()}};
-  for (const auto& axis : o.axes) layout["axes"].push_back({{"key", axis.key}, {"values", axis.values}});
-  for (size_t i = 0; i < points.size(); ++i) {
-    nlohmann::json values = nlohmann::json::array();
-    for (size_t a = 0; a < o.axes.size(); ++a) values.push_back(o.axes[a].values[points[i][a]]);
-    layout["points"].push_back({{"name", scenarios[i].name}, {"values", values}});
-  }
-  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(sweep_dir + "/sweep.json", layout.dump(2) + "\n"));
+  return points;
+}
 
-  auto finished = [](const core::Scenario& sc) -> std::optional<nlohmann::json> {
-    std::ifstream in(sc.output.dir + "/" + sc.name + "/summary.json");
-    if (!in) return std::nullopt;
-    try {
-      auto j = nlohmann::json::parse(in);
-      if (j.at("results").size() == Entries(sc).size()) return j;
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
-  };
+// The sweep's points resolved to scenarios, each writing into the sweep folder. Every point is
+// checked before any runs: a typo in the last value fails now, not in an hour.
+struct Plan {
+  std::string dir;
+  std::string name;  // the base scenario's
+  std::vector<std::vector<size_t>> points;
+  std::vector<core::Scenario> scenarios;  // one per point
+};
+
+core::Result<Plan> Resolve(const SweepOptions& o) {
+  auto sets = core::ParseOverrides(o.sets);
+  if (!sets.ok()) return sets.status();
+  auto base = core::LoadScenario(o.scenario_file, *sets);
+  if (!base.ok()) return base.status();
+  Plan plan;
+  plan.name = base->name;
+  plan.dir = base->output.dir + "/" + base->name + "-sweep";
+  plan.points = CrossProduct(o.axes);
+  for (const auto& p : plan.points) {
+    std::vector<std::string> texts = o.sets;
+    for (size_t a = 0; a < o.axes.size(); ++a) texts.push_back(o.axes[a].key + "=" + o.axes[a].values[p[a]]);
+    texts.push_back("output.dir=" + plan.dir);
+    texts.push_back("name=" + Slug(o.axes, p));
+    auto overrides = core::ParseOverrides(texts);
+    if (!overrides.ok()) return overrides.status();
+    auto sc = core::LoadScenario(o.scenario_file, *overrides);
+    if (!sc.ok()) return Status::InvalidArgument("grid point " + Slug(o.axes, p) + ": " + sc.status().message());
+    plan.scenarios.push_back(*sc);
+  }
+  return plan;
+}
+
+std::string ValueAt(const std::vector<SweepAxis>& axes, const std::vector<size_t>& point, size_t a) {
+  return axes[a].values[point[a]];
+}
+
+// sweep.json: the axes and each point's folder, for `narrows report` and `narrows fit`; written
+// first, so an unfinished sweep can be reported too.
+Status WriteLayout(const Plan& plan, const std::vector<SweepAxis>& axes) {
+  nlohmann::json layout = {{"scenario", plan.name}, {"axes", nlohmann::json::array()}, {"points", nlohmann::json::array()}};
+  for (const auto& axis : axes) layout["axes"].push_back({{"key", axis.key}, {"values", axis.values}});
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    nlohmann::json values = nlohmann::json::array();
+    for (size_t a = 0; a < axes.size(); ++a) values.push_back(ValueAt(axes, plan.points[i], a));
+    layout["points"].push_back({{"name", plan.scenarios[i].name}, {"values", values}});
+  }
+  return core::WriteFileAtomic(plan.dir + "/sweep.json", layout.dump(2) + "\n");
+}
+
+// A point's summary.json when it holds every entry (the point is finished).
+std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
+  std::ifstream in(sc.output.dir + "/" + sc.name + "/summary.json");
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    if (j.at("results").size() == Entries(sc).size()) return j;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
   size_t done = 0;
-  for (const auto& sc : scenarios) done += finished(sc) ? 1 : 0;
-  std::fprintf(stderr, "sweep: %zu points, %zu finished before, %zu to run -> %s\n", points.size(), done,
-               points.size() - done, sweep_dir.c_str());
+  for (const auto& sc : plan.scenarios) done += Finished(sc) ? 1 : 0;
+  const size_t total = plan.scenarios.size();
+  std::fprintf(stderr, "sweep: %zu points, %zu finished before, %zu to run -> %s\n", total, done, total - done,
+               plan.dir.c_str());
   RunOptions run;
   run.progress = o.quiet ? nullptr : stderr;
   run.data_root = o.data_root;
   // Over the points to run: one plain line after each (the point's own runs redraw theirs).
-  core::Progress points_done("sweep: points run", static_cast<int64_t>(points.size() - done), o.quiet ? nullptr : stderr,
+  core::Progress points_done("sweep: points run", static_cast<int64_t>(total - done), o.quiet ? nullptr : stderr,
                              core::Progress::Style::kPlainLines);
   int64_t ran = 0;
-  for (size_t i = 0; i < scenarios.size(); ++i) {
-    if (finished(scenarios[i])) continue;
-    if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s\n", i + 1, scenarios.size(), scenarios[i].name.c_str());
+  for (size_t i = 0; i < total; ++i) {
+    const core::Scenario& sc = plan.scenarios[i];
+    if (Finished(sc)) continue;
+    if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s\n", i + 1, total, sc.name.c_str());
     // The table of each point goes to stdout as `narrows run` prints it.
-    NARROWS_RETURN_IF_ERROR(RunScenario(scenarios[i], run));
-    points_done.Update(++ran, scenarios[i].name + " done");
+    NARROWS_RETURN_IF_ERROR(RunScenario(sc, run));
+    points_done.Update(++ran, sc.name + " done");
   }
+  return Status::Ok();
+}
 
-  // results.csv: one row per point and entry; speed-up over the point's first DDP entry.
+// Point (its values but the compare axis) -> entry -> wall-clock speed-up over the point's DDP.
+using Speedups = std::map<std::string, std::map<std::string, double>>;
+
+// results.csv: one row per point and entry; speed-up over the point's first DDP entry.
+core::Result<Speedups> WriteResults(const Plan& plan, const std::vector<SweepAxis>& axes) {
   std::ostringstream csv;
   csv.precision(10);
-  for (const auto& axis : o.axes) csv << Csv(axis.key) << ",";
+  for (const auto& axis : axes) csv << Csv(axis.key) << ",";
   csv << "entry,algorithm,final_val_loss,time_s,bytes_sent_per_worker,peak_bytes_per_round,compute_utilization,"
          "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_ddp\n";
-  std::map<std::string, std::map<std::string, double>> speedups;  // first axis value -> entry -> speed-up
-  for (size_t i = 0; i < scenarios.size(); ++i) {
-    const auto summary = finished(scenarios[i]);
-    if (!summary) return Status::Internal("point " + scenarios[i].name + " has no complete summary.json");
+  auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
+    return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
+  };
+  Speedups speedups;
+  for (size_t i = 0; i < plan.scenarios.size(); ++i) {
+    const auto summary = Finished(plan.scenarios[i]);
+    if (!summary) return Status::Internal("point " + plan.scenarios[i].name + " has no complete summary.json");
     double ddp_time = 0;
     for (const auto& r : summary->at("results")) {
       if (r.at("algorithm") == "ddp" && ddp_time == 0) ddp_time = r.at("time_s");
     }
+    std::string row;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      if (axes[a].key != "compare") row += (row.empty() ? "" : " ") + ValueAt(axes, plan.points[i], a);
+    }
     for (const auto& r : summary->at("results")) {
       const double t = r.at("time_s");
-      for (size_t a = 0; a < o.axes.size(); ++a) csv << Csv(o.axes[a].values[points[i][a]]) << ",";
-      auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
-        return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
-      };
+      for (size_t a = 0; a < axes.size(); ++a) csv << Csv(ValueAt(axes, plan.points[i], a)) << ",";
       csv << Csv(r.at("name")) << "," << r.at("algorithm").get<std::string>() << "," << r.at("final_val_loss") << ","
           << t << "," << r.at("bytes_sent_per_worker") << "," << cell(r, "peak_bytes_per_round") << ","
           << r.at("compute_utilization") << "," << r.at("outer_syncs") << "," << cell(*summary, "target_loss") << ","
@@ -176,47 +207,57 @@ Status RunSweep(const SweepOptions& o) {
           << ",";
       if (ddp_time > 0) csv << ddp_time / t;
       csv << "\n";
-      if (r.at("algorithm") != "ddp" && ddp_time > 0) {
-        std::string row;
-        for (size_t a = 0; a < o.axes.size(); ++a) {
-          if (o.axes[a].key != "compare") row += (row.empty() ? "" : " ") + o.axes[a].values[points[i][a]];
-        }
-        speedups[row.empty() ? "-" : row][r.at("name")] = ddp_time / t;
-      }
+      if (r.at("algorithm") != "ddp" && ddp_time > 0) speedups[row.empty() ? "-" : row][r.at("name")] = ddp_time / t;
     }
   }
-  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(sweep_dir + "/results.csv", csv.str()));
-  if (!speedups.empty()) {
-    std::printf("wall-clock speed-up over DDP (time of DDP / time of the entry):\n");
-    std::vector<std::string> columns;
-    for (const auto& [row, by_entry] : speedups) {
-      for (const auto& [entry, s] : by_entry) {
-        if (std::find(columns.begin(), columns.end(), entry) == columns.end()) columns.push_back(entry);
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(plan.dir + "/results.csv", csv.str()));
+  return speedups;
+}
+
+void PrintSpeedups(const Speedups& speedups) {
+  if (speedups.empty()) return;
+  std::printf("wall-clock speed-up over DDP (time of DDP / time of the entry):\n");
+  std::vector<std::string> columns;
+  for (const auto& [row, by_entry] : speedups) {
+    for (const auto& [entry, s] : by_entry) {
+      if (std::find(columns.begin(), columns.end(), entry) == columns.end()) columns.push_back(entry);
+    }
+  }
+  std::printf("%-32s", "point");
+  for (const auto& c : columns) std::printf(" %14s", c.c_str());
+  std::printf("\n");
+  for (const auto& [row, by_entry] : speedups) {
+    std::printf("%-32s", row.c_str());
+    for (const auto& c : columns) {
+      const auto it = by_entry.find(c);
+      if (it == by_entry.end()) {
+        std::printf(" %14s", "-");
+      } else {
+        std::printf(" %13.2fx", it->second);
       }
     }
-    std::printf("%-32s", "point");
-    for (const auto& c : columns) std::printf(" %14s", c.c_str());
     std::printf("\n");
-    for (const auto& [row, by_entry] : speedups) {
-      std::printf("%-32s", row.c_str());
-      for (const auto& c : columns) {
-        const auto it = by_entry.find(c);
-        if (it == by_entry.end()) {
-          std::printf(" %14s", "-");
-        } else {
-          std::printf(" %13.2fx", it->second);
-        }
-      }
-      std::printf("\n");
-    }
   }
-  std::printf("sweep results: %s/results.csv\n", sweep_dir.c_str());
+}
+
+}  // namespace
+
+Status RunSweep(const SweepOptions& o) {
+  auto plan = Resolve(o);
+  if (!plan.ok()) return plan.status();
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(plan->dir));
+  NARROWS_RETURN_IF_ERROR(WriteLayout(*plan, o.axes));
+  NARROWS_RETURN_IF_ERROR(RunUnfinished(*plan, o));
+  auto speedups = WriteResults(*plan, o.axes);
+  if (!speedups.ok()) return speedups.status();
+  PrintSpeedups(*speedups);
+  std::printf("sweep results: %s/results.csv\n", plan->dir.c_str());
   if (!o.report) {
-    std::printf("charts: narrows report %s (or sweep with --report); fits: narrows fit %s\n", sweep_dir.c_str(),
-                sweep_dir.c_str());
+    std::printf("charts: narrows report %s (or sweep with --report); fits: narrows fit %s\n", plan->dir.c_str(),
+                plan->dir.c_str());
     return Status::Ok();
   }
-  auto path = WriteReport({sweep_dir}, "");
+  auto path = WriteReport({plan->dir}, "");
   if (!path.ok()) return path.status();
   std::printf("report: %s\n", path->c_str());
   return Status::Ok();

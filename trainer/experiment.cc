@@ -74,9 +74,10 @@ core::Status Experiment::MergePart(const std::string& part) {
   }
 }
 
-core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
-  Impl& x = *impl_;
-  NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+namespace {
+
+// The entry's line of summary.json; the partial evaluations folded into whole ones first.
+EntryResult Summarise(Experiment::Impl& x) {
   EntryResult r;
   r.name = x.algo.name;
   r.algorithm = x.algo.algorithm;
@@ -108,8 +109,11 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
       break;
     }
   }
+  return r;
+}
 
-  // One metrics line per logged step: the slowest worker's time, mean loss and bytes, per-worker times.
+// metrics.jsonl: one line per logged step: the slowest worker's time, mean loss and bytes, per-worker times.
+core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, int64_t steps) {
   const char* time_key = x.opt.membership == Membership::kLive ? "wall_time_s" : "virtual_time_s";
   std::map<int64_t, std::vector<const StepRecord*>> by_step;
   for (const auto& rec : x.records) by_step[rec.step].push_back(&rec);
@@ -120,7 +124,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
     std::stable_sort(recs.begin(), recs.end(), [](const StepRecord* a, const StepRecord* b) { return a->worker < b->worker; });
   }
   core::JsonlWriter metrics;
-  NARROWS_RETURN_IF_ERROR(metrics.Open(dir + "/metrics.jsonl"));
+  NARROWS_RETURN_IF_ERROR(metrics.Open(path));
   std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());
   // Adaptive batch sizes: each worker's batch multiple from the step its batch_size events name.
   const bool adaptive = x.varying_batch;
@@ -150,7 +154,7 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
                                                       {"idle_s", rec->idle_s}, {"bytes_sent", rec->bytes_sent}};
     }
     const auto eval = x.evals.find(step + 1);
-    if (eval == x.evals.end() && (step + 1) % x.sc.output.log_every != 0 && step + 1 != r.steps) continue;
+    if (eval == x.evals.end() && (step + 1) % x.sc.output.log_every != 0 && step + 1 != steps) continue;
     Json line = {{"step", step + 1},        {time_key, time},         {"train_loss", loss},
                  {"tokens", tokens},        {"bytes_sent", sent},     {"bytes_received", received},
                  {"workers_active", recs.size()}, {"workers", per_worker}};
@@ -165,12 +169,27 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
     }
     NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
   }
+  return core::Status::Ok();
+}
+
+core::Status WriteEvents(Experiment::Impl& x, const std::string& path) {
   core::JsonlWriter events;
-  NARROWS_RETURN_IF_ERROR(events.Open(dir + "/events.jsonl"));
+  NARROWS_RETURN_IF_ERROR(events.Open(path));
   std::stable_sort(x.events.begin(), x.events.end(), [](const Json& a, const Json& b) {
     return a.value("step", 0) < b.value("step", 0);
   });
   for (const auto& e : x.events) NARROWS_RETURN_IF_ERROR(events.Append(e.dump()));
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
+  Impl& x = *impl_;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+  const EntryResult r = Summarise(x);
+  NARROWS_RETURN_IF_ERROR(WriteMetrics(x, dir + "/metrics.jsonl", r.steps));
+  NARROWS_RETURN_IF_ERROR(WriteEvents(x, dir + "/events.jsonl"));
   if (!x.error.ok()) return x.error;  // after writing what the workers recorded before it
   return r;
 }

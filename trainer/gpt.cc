@@ -14,20 +14,22 @@ int64_t BlockOf(const ParamSlice& slice) {
   return std::stoll(slice.name.substr(2, slice.name.find('.', 2) - 2));
 }
 
-namespace {
-
-struct PendingParam {
+struct Gpt::PendingParam {
   std::string name;
   ParamGroupKind group;
   torch::Tensor* slot;
   torch::Tensor init;
 };
 
-}  // namespace
-
 Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
     : spec_(spec), scales_(ComputeScales(spec)), device_(device) {
   NARROWS_CHECK(spec.d_model % spec.n_heads == 0) << "d_model must divide by n_heads";
+  Flatten(DrawInitialValues());
+  BuildAttentionConstants();
+}
+
+std::vector<Gpt::PendingParam> Gpt::DrawInitialValues() {
+  const core::ModelSpec& spec = spec_;
   const int64_t d = spec.d_model, v = spec.vocab_size, t = spec.seq_len;
   const int64_t hidden = spec.mlp_ratio * d;
   const double std = spec.init_std;
@@ -67,8 +69,12 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
   }
   pending.push_back({"ln_f.weight", ParamGroupKind::kVector, &lnf_w_, ones(d)});
   pending.push_back({"ln_f.bias", ParamGroupKind::kVector, &lnf_b_, zeros(d)});
+  return pending;
+}
 
-  // Lay parameters out group by group (stable within a group) in one flat buffer.
+void Gpt::Flatten(std::vector<PendingParam> pending) {
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  // Group by group, stable within a group.
   std::stable_sort(pending.begin(), pending.end(), [](const PendingParam& a, const PendingParam& b) {
     return static_cast<int>(a.group) < static_cast<int>(b.group);
   });
@@ -85,8 +91,8 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
     groups_.back().numel += n;
     offset += n;
   }
-  flat_params_ = flat_params_.to(device);
-  flat_grads_ = flat_grads_.to(device);
+  flat_params_ = flat_params_.to(device_);
+  flat_grads_ = flat_grads_.to(device_);
   for (size_t i = 0; i < pending.size(); ++i) {
     const ParamSlice& s = slices_[i];
     // A leaf whose storage is a slice of the flat buffer. set_data (not a view op) keeps autograd
@@ -98,13 +104,17 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
     *pending[i].slot = param;
     parameters_.push_back(param);
   }
+}
 
-  const auto dev_opts = opts.device(device);
+void Gpt::BuildAttentionConstants() {
+  const int64_t d = spec_.d_model, t = spec_.seq_len;
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  const auto dev_opts = opts.device(device_);
   causal_bias_ = torch::full({t, t}, -std::numeric_limits<float>::infinity(), opts)
                      .triu(1)
-                     .to(device);
-  if (spec.positions == core::Positions::kRope) {
-    const int64_t half = d / spec.n_heads / 2;
+                     .to(device_);
+  if (spec_.positions == core::Positions::kRope) {
+    const int64_t half = d / spec_.n_heads / 2;
     auto inv_freq = torch::pow(10000.0, -torch::arange(half, opts) / static_cast<double>(half));
     auto angles = torch::outer(torch::arange(t, opts), inv_freq);
     rope_cos_ = angles.cos().to(dev_opts);

@@ -67,6 +67,14 @@ class Gpt {
     torch::Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
     torch::Tensor ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
   };
+  struct PendingParam;
+  // The parameters' initial values, drawn in the order of the seeded generator (wte, wpe, layers).
+  std::vector<PendingParam> DrawInitialValues();
+  // Lays the parameters out group by group in one flat buffer on the device; each parameter is a
+  // leaf whose storage is its slice.
+  void Flatten(std::vector<PendingParam> pending);
+  // The causal mask and RoPE's rotation tables.
+  void BuildAttentionConstants();
   torch::Tensor Attention(const Layer& layer, const torch::Tensor& x) const;
   torch::Tensor ApplyRope(const torch::Tensor& x) const;  // x: [B, T, H, hd]
 

@@ -19,7 +19,7 @@ namespace {
 // The emulator's membership: the scenario's faults, the same answer on every worker.
 class ScriptedRoster final : public Roster {
  public:
-  explicit ScriptedRoster(WorkerContext& w) : w_(w), plan_(w.x.plan) {}
+  explicit ScriptedRoster(WorkerContext& w) : w_(w), plan_(w.entry.plan) {}
 
   bool live() const override { return false; }
 
@@ -29,7 +29,7 @@ class ScriptedRoster final : public Roster {
     round->members.clear();
     round->joiners.clear();
     round->root = -1;
-    for (int r = 0; r < w_.x.num_workers; ++r) {
+    for (int r = 0; r < w_.entry.num_workers; ++r) {
       if (plan_.Alive(r, start) && plan_.Alive(r, end - 1)) round->members.push_back(r);
     }
     // Workers alive now that were not members of the last round receive the state from a worker
@@ -89,8 +89,8 @@ class ScriptedRoster final : public Roster {
 class LiveRoster final : public Roster {
  public:
   explicit LiveRoster(WorkerContext& w) : w_(w), group_(w.t.Members()) {
-    generations_.resize(static_cast<size_t>(w.x.num_workers));
-    for (int r = 0; r < w.x.num_workers; ++r) generations_[static_cast<size_t>(r)] = w.t.Generation(r);
+    generations_.resize(static_cast<size_t>(w.entry.num_workers));
+    for (int r = 0; r < w.entry.num_workers; ++r) generations_[static_cast<size_t>(r)] = w.t.Generation(r);
   }
 
   bool live() const override { return true; }
@@ -107,7 +107,7 @@ class LiveRoster final : public Roster {
       std::sort(joined.begin(), joined.end());
       round->root = group_.front();
       if (w_.rank == round->root) {
-        const int n = w_.x.num_workers;
+        const int n = w_.entry.num_workers;
         std::vector<int64_t> msg(static_cast<size_t>(2 + n), 0);
         msg[0] = start;
         msg[1] = failures_;
@@ -126,7 +126,7 @@ class LiveRoster final : public Roster {
   void EndRound(const Round& round) override { group_ = round.members; }
   bool Present(int64_t) override { return true; }
   bool Trains(int64_t step) override {
-    if (w_.x.opt.before_step) w_.x.opt.before_step(w_.rank, step);  // the deployment's fault layer
+    if (w_.entry.opt.before_step) w_.entry.opt.before_step(w_.rank, step);  // the deployment's fault layer
     return true;
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
@@ -140,14 +140,14 @@ class LiveRoster final : public Roster {
                    const std::function<core::Status(core::Transport&)>& collective) override {
     while (true) {
       fill();
-      core::GroupGuard guard(w_.t, *group, w_.x.sc.deploy.collective_timeout_s, generations_);
+      core::GroupGuard guard(w_.t, *group, w_.entry.sc.deploy.collective_timeout_s, generations_);
       const core::Status s = collective(guard);
       if (s.ok() || s.code() != core::StatusCode::kPeerUnavailable) return s;
       NARROWS_RETURN_IF_ERROR(DropDead(group, step, on_failure, s));
     }
   }
   std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) override {
-    return std::make_unique<core::GroupGuard>(w_.t, group, w_.x.sc.deploy.collective_timeout_s, generations_);
+    return std::make_unique<core::GroupGuard>(w_.t, group, w_.entry.sc.deploy.collective_timeout_s, generations_);
   }
   core::Status DropDead(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const core::Status& why) override {
     ++failures_;
@@ -164,7 +164,7 @@ class LiveRoster final : public Roster {
     *group = survivors;
     if (w_.rank == group->front()) {
       for (int d : dead) {
-        w_.x.Event({{"type", "crash"}, {"step", step}, {"time", w_.Now()}, {"worker", d},
+        w_.records.Event({{"type", "crash"}, {"step", step}, {"time", w_.Now()}, {"worker", d},
                     {"detected", "heartbeat"}, {"survivors", *group}});
       }
     }
@@ -177,16 +177,16 @@ class LiveRoster final : public Roster {
     }
   }
   void CountVotes(const std::vector<int>& group, const float* slots) override {
-    for (int r = 0; r < w_.x.num_workers; ++r) {
+    for (int r = 0; r < w_.entry.num_workers; ++r) {
       if (slots[r] > 0 && !std::binary_search(group.begin(), group.end(), r)) pending_.push_back(r);
     }
   }
 
   core::Result<Welcome> AwaitWelcome() override {
-    const int n = w_.x.num_workers;
+    const int n = w_.entry.num_workers;
     std::vector<int64_t> msg(static_cast<size_t>(2 + n));
     const double start = w_.t.clock().Now();
-    while (w_.t.clock().Now() - start < w_.x.sc.deploy.collective_timeout_s) {
+    while (w_.t.clock().Now() - start < w_.entry.sc.deploy.collective_timeout_s) {
       for (int r : w_.t.Members()) {
         if (r == w_.rank || !w_.t.Recv(r, kTagWelcome, msg.data(), msg.size() * 8, 0.05).ok()) continue;
         Welcome wel;
@@ -218,7 +218,7 @@ class LiveRoster final : public Roster {
 }  // namespace
 
 std::unique_ptr<Roster> Roster::Create(WorkerContext& w) {
-  if (w.x.opt.membership == Membership::kLive) return std::make_unique<LiveRoster>(w);
+  if (w.entry.opt.membership == Membership::kLive) return std::make_unique<LiveRoster>(w);
   return std::make_unique<ScriptedRoster>(w);
 }
 

@@ -27,6 +27,30 @@ std::string Rate(double tokens_per_s) {
   return buf;
 }
 
+// summary.json of a single-replica run.
+nlohmann::json SummaryJson(const core::Scenario& sc, const TrainSummary& summary) {
+  nlohmann::json out = {
+      {"scenario", sc.name},
+      {"algorithm", "single"},
+      {"device", sc.device},
+      {"threads", summary.threads},
+      {"parameters", summary.parameters},
+      {"steps", summary.steps},
+      {"tokens", summary.tokens},
+      {"final_train_loss", summary.final_train_loss},
+      {"final_val_loss", summary.final_val_loss},
+      {"best_val_loss", summary.best_val_loss},
+      {"unigram_entropy", summary.unigram_entropy},
+      {"wall_time_s", summary.wall_time_s},
+      {"train_time_s", summary.train_time_s},
+      {"tokens_per_s", summary.tokens_per_s},
+      {"flops_per_token", summary.flops_per_token},
+      {"achieved_flops_per_s", summary.achieved_flops},
+  };
+  out["final_val_bpb"] = summary.final_val_bpb >= 0 ? nlohmann::json(summary.final_val_bpb) : nlohmann::json();
+  return out;
+}
+
 }  // namespace
 
 core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOptions& options) {
@@ -121,26 +145,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
                 summary.final_val_loss);
   progress.Finish(detail);
 
-  nlohmann::json out = {
-      {"scenario", sc.name},
-      {"algorithm", "single"},
-      {"device", sc.device},
-      {"threads", threads},
-      {"parameters", summary.parameters},
-      {"steps", summary.steps},
-      {"tokens", summary.tokens},
-      {"final_train_loss", summary.final_train_loss},
-      {"final_val_loss", summary.final_val_loss},
-      {"best_val_loss", summary.best_val_loss},
-      {"unigram_entropy", summary.unigram_entropy},
-      {"wall_time_s", summary.wall_time_s},
-      {"train_time_s", summary.train_time_s},
-      {"tokens_per_s", summary.tokens_per_s},
-      {"flops_per_token", summary.flops_per_token},
-      {"achieved_flops_per_s", summary.achieved_flops},
-  };
-  out["final_val_bpb"] = summary.final_val_bpb >= 0 ? nlohmann::json(summary.final_val_bpb) : nlohmann::json();
-  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", out.dump(2) + "\n"));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", SummaryJson(sc, summary).dump(2) + "\n"));
   // The trained weights, for a comparison to start from (scenario warm_start.checkpoint).
   NARROWS_RETURN_IF_ERROR(WriteModelFile(run_dir + "/model.ckpt", replica, summary.steps, summary.final_val_loss));
   return summary;

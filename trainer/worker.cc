@@ -16,14 +16,16 @@ void FromHost(const float* in, torch::Tensor& t) {
 
 // --- Experiment::Impl: the records of all workers of one entry ---
 
-Experiment::Impl::Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
-    : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count),
-      num_workers(s.workers.count), final_stats(static_cast<size_t>(num_workers)),
-      final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)),
-      peak_round_bytes(static_cast<size_t>(num_workers), 0), ran(static_cast<size_t>(num_workers), false) {
+EntryContext::EntryContext(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
+    : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count), num_workers(s.workers.count) {
   model.vocab_size = data->vocab_size;
   if (a.n_layers > 0) model.n_layers = a.n_layers;
 }
+
+Experiment::Impl::Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
+    : EntryContext(s, a, std::move(d)), final_stats(static_cast<size_t>(num_workers)),
+      final_clock(static_cast<size_t>(num_workers)), compute_total(static_cast<size_t>(num_workers)),
+      peak_round_bytes(static_cast<size_t>(num_workers), 0), ran(static_cast<size_t>(num_workers), false) {}
 
 void Experiment::Impl::Fail(const core::Status& s, int rank) {
   std::lock_guard<std::mutex> lock(mu);
@@ -55,6 +57,11 @@ double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector
     evaluator->model().flat_params().copy_(params);
   }
   return evaluator->Evaluate(batches ? *batches : data->val_batches);
+}
+
+void Experiment::Impl::MarkVaryingBatch() {
+  std::lock_guard<std::mutex> lock(mu);
+  varying_batch = true;
 }
 
 void Experiment::Impl::AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight) {
@@ -165,7 +172,8 @@ core::AllReduceAlgorithm ToAlgorithm(core::CollectiveKind k) {
 }  // namespace
 
 WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& transport)
-    : x(impl),
+    : entry(impl),
+      records(impl),
       rank(r),
       t(transport),
       replica(SeededModelSpec(impl), impl.sc.train, impl.device),
@@ -173,7 +181,8 @@ WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& tra
               impl.sc.data.sampling),
       speed(impl.sc.workers.speed[static_cast<size_t>(r)]),
       start_stats(transport.stats()),
-      roster(Roster::Create(*this)) {
+      roster(Roster::Create(*this)),
+      x(impl) {
   if (impl.initial_params.defined()) {
     torch::NoGradGuard no_grad;
     replica.model().flat_params().copy_(impl.initial_params);

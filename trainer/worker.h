@@ -2,8 +2,9 @@
 //
 // Experiment::Impl holds what all workers of an entry record (steps, events, evaluations) behind
 // one mutex; a WorkerContext is one worker's replica, data order, clock accounting and membership.
-// Algorithms (trainer/algorithms/) see only these two and core::Transport: they never ask whether
-// they run under the emulator or over a real network (the Roster answers who takes part).
+// Algorithms (trainer/algorithms/) see a WorkerContext, the entry through it (trainer/entry.h:
+// EntryContext to read, Recorder to write) and core::Transport: they never ask whether they run
+// under the emulator or over a real network (the Roster answers who takes part).
 // Internal to trainer/: includes LibTorch. A WorkerContext belongs to one thread.
 #pragma once
 
@@ -19,14 +20,12 @@
 
 #include "core/collectives.h"
 #include "core/tags.h"
+#include "trainer/entry.h"
 #include "trainer/experiment.h"
-#include "trainer/fault_plan.h"
 #include "trainer/roster.h"
 #include "trainer/replica.h"
 
 namespace narrows::trainer {
-
-using Json = nlohmann::json;
 
 struct StepRecord {
   int worker;
@@ -35,38 +34,27 @@ struct StepRecord {
   int64_t bytes_sent, bytes_received;
 };
 
-struct Experiment::Impl {
-  core::Scenario sc;
-  core::AlgorithmSpec algo;
-  ExperimentOptions opt;
-  std::shared_ptr<const Dataset> data;
-  core::ModelSpec model;
-  torch::Device device{torch::kCPU};
-  torch::Tensor initial_params;  // a warm start's parameters (undefined: the seed's initialisation)
-  FaultPlan plan;
-  int num_workers;
-
+// An entry's settings and records: what its workers in this process share, behind one mutex.
+struct Experiment::Impl final : EntryContext, Recorder {
   std::mutex mu;
   core::Status error;
   std::vector<StepRecord> records;
   std::vector<Json> events;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
-  // Evaluations made of parts (DiPaCo: each path on its own documents): step -> the latest time,
-  // and per part its (loss, weight); folded into `evals` by Experiment::Finish, in part order.
+  // Evaluations made of parts: step -> the latest time, and per part its (loss, weight); folded
+  // into `evals` by Experiment::Finish, in part order.
   struct PartialEval {
     double time = 0.0;
     std::map<int64_t, std::pair<double, double>> parts;
   };
   std::map<int64_t, PartialEval> partial_evals;
-  // What the workers of this process share, built once by the first that asks (DiPaCo's routing).
-  std::map<std::string, std::shared_ptr<const void>> shared;
   std::vector<core::TransportStats> final_stats;
   std::vector<double> final_clock, compute_total;
   std::vector<int64_t> peak_round_bytes;  // per worker: the most it sent in one round
   std::vector<bool> ran;  // ranks whose final state is known here (run here or merged)
   double host_compute_s = 0.0;
   int64_t outer_syncs = 0, tokens = 0;
-  bool varying_batch = false;  // an algorithm's updates take varying numbers of base batches
+  bool varying_batch = false;
   std::unique_ptr<Replica> evaluator;
   Experiment::ProgressFn progress;
   int64_t progress_step = 0;
@@ -74,32 +62,16 @@ struct Experiment::Impl {
   Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d);
 
   void Fail(const core::Status& s, int rank);
-  void Event(Json e);
-  // One synchronisation of the global model: counted, and its "outer_sync" event written with the
-  // step, the time and `detail` (what the algorithm adds: participants, contributors, ...).
-  void OuterSync(int64_t step, double time, Json detail);
-  // Validation loss of `params` (a flat parameter tensor) on `batches` (default: the validation
-  // batches), observed without charging virtual time.
-  double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr);
-  // Part `part` of the evaluation at `step`: `loss` on a share `weight` of the validation data.
-  void AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight);
-  // The object under `key` in `shared`, made by `make()` (-> Result<T>) if it is not there yet.
-  template <typename T, typename Make>
-  core::Result<std::shared_ptr<const T>> Share(const std::string& key, Make&& make) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = shared.find(key); it != shared.end()) return std::static_pointer_cast<const T>(it->second);
-    core::Result<T> made = make();
-    if (!made.ok()) return made.status();
-    auto out = std::make_shared<const T>(std::move(*made));
-    shared[key] = out;
-    return std::shared_ptr<const T>(out);
-  }
-  // Records the validation loss of `params` at `step` (time: the evaluating worker's clock) if due.
-  void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params);
-  // The records of this process as JSON (ExportPart), and merging another process's (MergePart).
-  Json Export();
-  core::Status Merge(const Json& part);
-  bool EvalDue(int64_t from_step, int64_t to_step) const;
+
+  void Event(Json e) override;
+  void OuterSync(int64_t step, double time, Json detail) override;
+  bool EvalDue(int64_t from_step, int64_t to_step) const override;
+  void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) override;
+  double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr) override;
+  void AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight) override;
+  void MarkVaryingBatch() override;
+  Json Export() override;
+  core::Status Merge(const Json& part) override;
 };
 
 void ToHost(const torch::Tensor& t, float* out);
@@ -107,7 +79,8 @@ void FromHost(const float* in, torch::Tensor& t);
 
 // One worker: its replica and data, its clock accounting, and who it trains with.
 struct WorkerContext {
-  Experiment::Impl& x;
+  const EntryContext& entry;
+  Recorder& records;
   int rank;
   core::Transport& t;
   Replica replica;
@@ -176,6 +149,9 @@ struct WorkerContext {
 
   static constexpr int kTagReduce = core::tags::kReduce;
   static constexpr int kTagJoin = core::tags::kJoin;
+
+ private:
+  Experiment::Impl& x;  // the records beyond the Recorder's: steps, clocks, bytes
 };
 
 // Sends `tensors` (flat, same device) and `*counter` from root to the joiners; everyone in

@@ -21,7 +21,7 @@ struct ToyOptions : core::AlgorithmOptions {
 
 class ToyAverage final : public RoundAlgorithm {
  public:
-  explicit ToyAverage(WorkerContext& w) : w_(w), period_(w.x.algo.Options<ToyOptions>().period) {
+  explicit ToyAverage(WorkerContext& w) : w_(w), period_(w.entry.algo.Options<ToyOptions>().period) {
     w.buffer.resize(static_cast<size_t>(w.replica.model().num_params()));
   }
   int64_t RoundSteps() const override { return period_; }
@@ -39,7 +39,7 @@ class ToyAverage final : public RoundAlgorithm {
     FromHost(w_.buffer.data(), mean);
     torch::NoGradGuard no_grad;
     params.copy_(mean / static_cast<double>(round->members.size()));
-    if (w_.rank == round->members.front()) w_.x.MaybeEvaluate(round->start, round->end, w_.Now(), params);
+    if (w_.rank == round->members.front()) w_.records.MaybeEvaluate(round->start, round->end, w_.Now(), params);
     return core::Status::Ok();
   }
 

@@ -89,8 +89,9 @@ core::Result<Header> ReadHeader(const std::vector<uint8_t>& m, size_t payload_by
 // The server: the global parameters, the outer optimiser, and who is still expected.
 class Server {
  public:
-  Server(Experiment::Impl& x, const torch::Tensor& initial)
+  Server(const EntryContext& x, Recorder& records, const torch::Tensor& initial)
       : x_(x),
+        records_(records),
         o_(x.algo.Options<AsyncOptions>()),
         n_params_(initial.numel()),
         global_(initial.detach().clone()),
@@ -117,7 +118,7 @@ class Server {
         for (int r = 0; r < x_.num_workers; ++r) {
           if (expected_[static_cast<size_t>(r)] && std::find(members.begin(), members.end(), r) == members.end()) {
             expected_[static_cast<size_t>(r)] = false;  // died without a goodbye
-            x_.Event({{"type", "crash"}, {"step", global_step_}, {"time", t.clock().Now()}, {"worker", r}});
+            records_.Event({{"type", "crash"}, {"step", global_step_}, {"time", t.clock().Now()}, {"worker", r}});
           }
         }
         continue;
@@ -182,9 +183,9 @@ class Server {
     if (h.step_time_s > 0) step_time_[static_cast<size_t>(src)] = h.step_time_s;
     const int64_t before = global_step_;
     global_step_ = std::min(x_.sc.train.steps, applied_steps_ / x_.num_workers);
-    x_.OuterSync(global_step_, now,
+    records_.OuterSync(global_step_, now,
                  {{"worker", src}, {"inner_steps", h.steps}, {"staleness", staleness}, {"version", version_}});
-    if (global_step_ > before) x_.MaybeEvaluate(before, global_step_, now, global_);
+    if (global_step_ > before) records_.MaybeEvaluate(before, global_step_, now, global_);
   }
 
   int64_t NextInnerSteps(int src) const {
@@ -195,7 +196,8 @@ class Server {
     return DyluInnerSteps(o_.inner_steps, fastest, step_time_[static_cast<size_t>(src)]);
   }
 
-  Experiment::Impl& x_;
+  const EntryContext& x_;
+  Recorder& records_;
   const AsyncOptions& o_;
   const int64_t n_params_;
   torch::Tensor global_, pending_;
@@ -211,7 +213,7 @@ class Server {
 class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
  public:
   explicit AsyncDiloco(WorkerContext& w)
-      : w_(w), x_(w.x), o_(x_.algo.Options<AsyncOptions>()), n_params_(w.replica.model().flat_params().numel()),
+      : w_(w), x_(w.entry), records_(w.records), o_(x_.algo.Options<AsyncOptions>()), n_params_(w.replica.model().flat_params().numel()),
         base_(w.replica.model().flat_params().detach().clone()) {}
 
   core::Status Run(WorkerContext& w) override {
@@ -220,7 +222,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
     }
     std::unique_ptr<core::Work> server;
     if (w.rank == kServer) {
-      auto state = std::make_shared<Server>(x_, base_);
+      auto state = std::make_shared<Server>(x_, records_, base_);
       const bool live = w.live();
       server = w.t.Start([state, live](core::Transport& t) { return state->Serve(t, live); });
     }
@@ -240,7 +242,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
     for (int64_t local = 0;; ++local) {
       if (local < S && !w_.roster->Trains(local)) {  // a scripted departure
         for (const auto& [step, crashed] : w_.roster->Departures(local, local + 1)) {
-          x_.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank}});
+          records_.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank}});
         }
         return Goodbye();
       }
@@ -267,7 +269,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
         return Goodbye();
       }
       if (o_.dylu && reply->next_inner_steps != inner_steps) {
-        x_.Event({{"type", "inner_steps"}, {"step", local + 1}, {"worker", w_.rank},
+        records_.Event({{"type", "inner_steps"}, {"step", local + 1}, {"worker", w_.rank},
                   {"inner_steps", reply->next_inner_steps}, {"step_time_s", step_time}});
       }
       inner_steps = reply->next_inner_steps;
@@ -320,7 +322,8 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
   }
 
   WorkerContext& w_;
-  Experiment::Impl& x_;
+  const EntryContext& x_;
+  Recorder& records_;
   const AsyncOptions& o_;
   const int64_t n_params_;
   torch::Tensor base_;  // the global parameters this worker's inner steps started from

@@ -31,11 +31,8 @@ enum class NormTestSamples {
 class AdaptiveUpdates {
  public:
   AdaptiveUpdates(WorkerContext& w, const BatchOptions& options, NormTestSamples samples)
-      : w_(w), schedule_(options, w.x.sc.train.steps), halves_(samples == NormTestSamples::kHalvesOfEachBatch) {
-    if (schedule_.adaptive()) {
-      std::lock_guard<std::mutex> lock(w.x.mu);
-      w.x.varying_batch = true;
-    }
+      : w_(w), schedule_(options, w.entry.sc.train.steps), halves_(samples == NormTestSamples::kHalvesOfEachBatch) {
+    if (schedule_.adaptive()) w.records.MarkVaryingBatch();
   }
 
   bool adaptive() const { return schedule_.adaptive(); }
@@ -55,10 +52,10 @@ class AdaptiveUpdates {
       Begin();
       if (schedule_.multiple() != announced_) {
         announced_ = schedule_.multiple();
-        w_.x.Event({{"type", "batch_size"}, {"step", step}, {"worker", w_.rank}, {"multiple", announced_}});
+        w_.records.Event({{"type", "batch_size"}, {"step", step}, {"worker", w_.rank}, {"multiple", announced_}});
       }
     }
-    const double loss = Add(w_.sampler.Next(w_.x.sc.train.batch_size), halves_ && testing_);
+    const double loss = Add(w_.sampler.Next(w_.entry.sc.train.batch_size), halves_ && testing_);
     *done = ++micro_ == length_;
     if (!*done) return loss;
     micro_ = 0;

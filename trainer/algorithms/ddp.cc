@@ -31,7 +31,7 @@ class OverlappedGradients {
  public:
   OverlappedGradients(WorkerContext& w, double bucket_mb) : w_(w) {
     const auto& slices = w.replica.model().slices();
-    const int64_t layers = w.x.model.n_layers;
+    const int64_t layers = w.entry.model.n_layers;
     auto readiness = [&](const ParamSlice& s) -> int64_t {  // higher = ready earlier
       if (const int64_t block = BlockOf(s); block >= 0) return block;
       return s.name.rfind("ln_f", 0) == 0 ? layers : -1;
@@ -155,7 +155,7 @@ class OverlappedGradients {
 class Ddp final : public RoundAlgorithm {
  public:
   explicit Ddp(WorkerContext& w)
-      : w_(w), x_(w.x), o_(x_.algo.Options<DdpOptions>()), n_params_(w.replica.model().num_params()),
+      : w_(w), x_(w.entry), records_(w.records), o_(x_.algo.Options<DdpOptions>()), n_params_(w.replica.model().num_params()),
         on_failure_(x_.sc.deploy.on_failure),
         updates_(w, o_.batch, NormTestSamples::kWorkers) {
     if (o_.overlap && x_.sc.train.grad_accum == 1 && !updates_.adaptive()) {
@@ -216,7 +216,7 @@ class Ddp final : public RoundAlgorithm {
     const double lr = LearningRate(x_.sc.train, step);
     w_.Compute(0.0, [&] { return rep.ApplyGradients(lr); });
     w_.Record(step, mean_loss);
-    if (group.front() == w_.rank) x_.MaybeEvaluate(step, step + 1, w_.Now(), rep.model().flat_params());
+    if (group.front() == w_.rank) records_.MaybeEvaluate(step, step + 1, w_.Now(), rep.model().flat_params());
     return core::Status::Ok();
   }
 
@@ -246,18 +246,19 @@ class Ddp final : public RoundAlgorithm {
       const double t = NormTestStatistic(sum_sq, rep.model().flat_grads().square().sum().item<double>(), m);
       updates_.schedule().Observe(t);
       if (group.front() == w_.rank) {
-        x_.Event({{"type", "norm_test"}, {"step", step + 1}, {"statistic", t}, {"samples", m},
+        records_.Event({{"type", "norm_test"}, {"step", step + 1}, {"statistic", t}, {"samples", m},
                   {"multiple", updates_.schedule().multiple()}});
       }
     }
     w_.Compute(0.0, [&] { return rep.ApplyGradients(LearningRate(x_.sc.train, updates_.start())); });
     w_.Record(step, w_.buffer[static_cast<size_t>(n_params_)]);
-    if (group.front() == w_.rank) x_.MaybeEvaluate(updates_.start(), step + 1, w_.Now(), rep.model().flat_params());
+    if (group.front() == w_.rank) records_.MaybeEvaluate(updates_.start(), step + 1, w_.Now(), rep.model().flat_params());
     return core::Status::Ok();
   }
 
   WorkerContext& w_;
-  Experiment::Impl& x_;
+  const EntryContext& x_;
+  Recorder& records_;
   const DdpOptions& o_;
   const int64_t n_params_;
   const core::OnFailure on_failure_;

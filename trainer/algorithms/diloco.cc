@@ -32,7 +32,7 @@ class Diloco final : public RoundAlgorithm {
  public:
   explicit Diloco(WorkerContext& w)
       : w_(w),
-        x_(w.x),
+        x_(w.entry), records_(w.records),
         o_(x_.algo.Options<DilocoOptions>()),
         n_params_(w.replica.model().num_params()),
         global_(w.replica.model().flat_params().detach().clone()),
@@ -111,10 +111,10 @@ class Diloco final : public RoundAlgorithm {
     }
     w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
-      x_.OuterSync(re, w_.Now(), {{"participants", round->members}, {"contributors", static_cast<int>(contributors)}});
-      x_.MaybeEvaluate(round->start, re, w_.Now(), global_);
+      records_.OuterSync(re, w_.Now(), {{"participants", round->members}, {"contributors", static_cast<int>(contributors)}});
+      records_.MaybeEvaluate(round->start, re, w_.Now(), global_);
     }
-    if (!keep) x_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}});
+    if (!keep) records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}});
     return core::Status::Ok();
   }
 
@@ -129,7 +129,7 @@ class Diloco final : public RoundAlgorithm {
     const double mine = times[w_.rank];
     const int64_t next = DyluInnerSteps(o_.inner_steps, fastest, mine);
     if (next != my_inner_steps_) {
-      x_.Event({{"type", "inner_steps"}, {"step", round.end}, {"worker", w_.rank}, {"inner_steps", next},
+      records_.Event({{"type", "inner_steps"}, {"step", round.end}, {"worker", w_.rank}, {"inner_steps", next},
                 {"step_time_s", mine}, {"fastest_step_time_s", fastest}});
     }
     my_inner_steps_ = next;
@@ -145,7 +145,7 @@ class Diloco final : public RoundAlgorithm {
     if (updates_.testing()) {
       const double t = updates_.HalvesStatistic();
       updates_.schedule().Observe(t);
-      x_.Event({{"type", "norm_test"}, {"step", step + 1}, {"worker", w_.rank}, {"statistic", t},
+      records_.Event({{"type", "norm_test"}, {"step", step + 1}, {"worker", w_.rank}, {"statistic", t},
                 {"samples", 2 * updates_.length()}, {"multiple", updates_.schedule().multiple()}});
     }
     const double lr = w_.InnerLearningRate(updates_.start(), rewarm_from_);
@@ -167,7 +167,8 @@ class Diloco final : public RoundAlgorithm {
 
  private:
   WorkerContext& w_;
-  Experiment::Impl& x_;
+  const EntryContext& x_;
+  Recorder& records_;
   const DilocoOptions& o_;
   const int64_t n_params_;
   torch::Tensor global_;

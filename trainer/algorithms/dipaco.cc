@@ -29,7 +29,7 @@ class Dipaco final : public RoundAlgorithm {
  public:
   explicit Dipaco(WorkerContext& w)
       : w_(w),
-        x_(w.x),
+        x_(w.entry), records_(w.records),
         o_(x_.algo.Options<DipacoOptions>()),
         layout_{o_.levels, o_.modules},
         path_(layout_.PathOf(w.rank)),
@@ -87,7 +87,7 @@ class Dipaco final : public RoundAlgorithm {
       val_share_ = 0.0;  // no held-out document went to this path
     }
     if (w.rank == 0) {
-      x_.Event({{"type", "routing"}, {"paths", layout_.paths()}, {"train_tokens", r.train_tokens},
+      records_.Event({{"type", "routing"}, {"paths", layout_.paths()}, {"train_tokens", r.train_tokens},
                 {"val_tokens", r.val_tokens}});
     }
     return core::Status::Ok();
@@ -158,11 +158,11 @@ class Dipaco final : public RoundAlgorithm {
     }
     w_.Record(re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
-      x_.OuterSync(re, w_.Now(), {{"participants", round->members}});
+      records_.OuterSync(re, w_.Now(), {{"participants", round->members}});
     }
     // The lowest-ranked worker of each path scores the path on the documents routed to it.
-    if (val_share_ > 0 && LeadsPath(round->members) && x_.EvalDue(round->start, re)) {
-      x_.AddPartialEval(re, w_.Now(), path_, x_.Evaluate(global_, &val_batches_), val_share_);
+    if (val_share_ > 0 && LeadsPath(round->members) && records_.EvalDue(round->start, re)) {
+      records_.AddPartialEval(re, w_.Now(), path_, records_.Evaluate(global_, &val_batches_), val_share_);
     }
     return core::Status::Ok();
   }
@@ -170,7 +170,7 @@ class Dipaco final : public RoundAlgorithm {
   core::Status Finish() override {
     Json bytes = Json::object();
     for (const Unit& u : units_) bytes[u.name] = u.bytes_sent;
-    x_.Event({{"type", "module_bytes"}, {"step", x_.sc.train.steps}, {"worker", w_.rank}, {"path", path_},
+    records_.Event({{"type", "module_bytes"}, {"step", x_.sc.train.steps}, {"worker", w_.rank}, {"path", path_},
               {"bytes_sent", bytes}});
     return core::Status::Ok();
   }
@@ -194,7 +194,8 @@ class Dipaco final : public RoundAlgorithm {
 
   static constexpr int kTagModules = core::tags::kModules;  // unit u: kModules + kCollectiveSpan * u
   WorkerContext& w_;
-  Experiment::Impl& x_;
+  const EntryContext& x_;
+  Recorder& records_;
   const DipacoOptions& o_;
   const PathLayout layout_;
   const int64_t path_;

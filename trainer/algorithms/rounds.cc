@@ -32,18 +32,18 @@ core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const Sha
   c.bytes_sent = stats.bytes_sent;
   c.bytes_received = stats.bytes_received;
   c.drop_rng = a.SaveExtra();
-  c.part = w.x.Export().dump();
+  c.part = w.records.Export().dump();
   for (const auto& [name, t] : shared.tensors) c.tensors.emplace_back(name, *t);
   c.tensors.emplace_back("params", w.replica.model().flat_params());
   c.tensors.emplace_back("exp_avg", w.replica.optimizer().exp_avg());
   c.tensors.emplace_back("exp_avg_sq", w.replica.optimizer().exp_avg_sq());
   char folder[32];
   std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(step));
-  const std::string dir = w.x.opt.checkpoint_dir + folder;
+  const std::string dir = w.entry.opt.checkpoint_dir + folder;
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   NARROWS_RETURN_IF_ERROR(WriteCheckpoint(CheckpointPath(dir, w.rank), c));
   if (w.rank == group.front()) {
-    w.x.Event({{"type", "checkpoint"}, {"step", step}, {"time", w.Now()}, {"dir", dir}});
+    w.records.Event({{"type", "checkpoint"}, {"step", step}, {"time", w.Now()}, {"dir", dir}});
   }
   return core::Status::Ok();
 }
@@ -84,7 +84,7 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
   w.received_before = c.bytes_received;
   NARROWS_RETURN_IF_ERROR(a.RestoreExtra(c.drop_rng));
   try {
-    NARROWS_RETURN_IF_ERROR(w.x.Merge(Json::parse(c.part)));
+    NARROWS_RETURN_IF_ERROR(w.records.Merge(Json::parse(c.part)));
   } catch (const std::exception& e) {
     return core::Status::InvalidArgument(std::string("checkpoint records: ") + e.what());
   }
@@ -94,7 +94,7 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
 }  // namespace
 
 core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
-  Experiment::Impl& x = w.x;
+  const EntryContext& x = w.entry;
   Roster& roster = *w.roster;
   const int64_t H = a.RoundSteps(), S = x.sc.train.steps;
   // A worker that never trained or crashed has no inner optimiser state of its own.
@@ -132,13 +132,13 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
         a.OnJoin(rs, lost_state ? InnerState::kLost : InnerState::kKept);
         lost_state = false;
       } else {
-        x.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});
+        w.records.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});
       }
     }
     const int64_t sent_at_start = w.Stats().bytes_sent;  // after the joiners' state: the algorithm's own bytes
     for (const auto& [step, crashed] : roster.Departures(rs, re)) {
       lost_state = lost_state || crashed;
-      x.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
+      w.records.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
     }
     if (roster.Present(rs)) {
       for (int64_t step = rs; step < re && roster.Trains(step); ++step) {

@@ -58,7 +58,7 @@ class StreamingDiloco final : public RoundAlgorithm {
  public:
   explicit StreamingDiloco(WorkerContext& w)
       : w_(w),
-        x_(w.x),
+        x_(w.entry), records_(w.records),
         o_(x_.algo.Options<StreamingOptions>()),
         spacing_(o_.inner_steps / o_.fragments),
         codec_(o_.outer_gradient),
@@ -206,10 +206,10 @@ class StreamingDiloco final : public RoundAlgorithm {
     }
     const Round& r = pending_round_;
     if (w_.rank == r.members.front()) {
-      x_.OuterSync(r.end, w_.Now(),
+      records_.OuterSync(r.end, w_.Now(),
                    {{"participants", r.members}, {"contributors", static_cast<int>(contributors)},
                     {"fragment", pending_fragment_}, {"sent_at", comm_from_}});
-      if (x_.EvalDue(r.start, r.end)) x_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
+      if (records_.EvalDue(r.start, r.end)) records_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
     }
     return core::Status::Ok();
   }
@@ -228,7 +228,8 @@ class StreamingDiloco final : public RoundAlgorithm {
   }
 
   WorkerContext& w_;
-  Experiment::Impl& x_;
+  const EntryContext& x_;
+  Recorder& records_;
   const StreamingOptions& o_;
   const int64_t spacing_;  // H / P: steps between two fragments' synchronisations
   const core::Codec codec_;
