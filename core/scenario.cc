@@ -34,22 +34,14 @@ constexpr Preset kPresets[] = {
     {"gpt2-124m", 768, 12, 12, 1024, 50257},
 };
 
-struct Profile {
-  const char* name;
-  double bandwidth_bps, latency_ms;
-};
-// The network archetypes of "Scaling Laws for DiLoCo" (arXiv 2503.09799, App. A), plus internet and home.
-constexpr Profile kProfiles[] = {
-    {"dc-400g", 400e9, 0.1}, {"dc-100g", 100e9, 1.0},    {"region-10g", 10e9, 10.0},
-    {"internet-1g", 1e9, 50.0}, {"home-100m", 100e6, 30.0},
-};
-
 }  // namespace
 
 namespace {
 
 using internal::Describe;
 using internal::Origin;
+using internal::ReadNetwork;
+using internal::ValidLinkName;
 using internal::Section;
 
 // Why a data path names nothing to read ("" when it names something): the built-in corpus needs no
@@ -125,48 +117,6 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
     s.Error(s.node(), s.path() + ".positions", "rope needs an even head dimension");
   }
   s.Finish();
-}
-
-// A link: `profile` gives bandwidth and latency, explicit keys override it.
-LinkSpec ReadLink(Section& s, const std::string& default_profile, const LinkSpec* inherit = nullptr,
-                  std::string* profile_out = nullptr) {
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const auto& p : kProfiles) names.emplace_back(p.name, p.name);
-  names.emplace_back("custom", "custom");
-  LinkSpec base;
-  std::string profile = default_profile;
-  if (inherit) {
-    base = *inherit;
-  }
-  if (!inherit || s.Has("profile")) {
-    profile = s.Enum<std::string>("profile", default_profile, names);
-    for (const auto& p : kProfiles) {
-      if (profile == p.name) {
-        base.bandwidth_bps = p.bandwidth_bps;
-        base.latency_ms = p.latency_ms;
-      }
-    }
-  }
-  if (profile_out) *profile_out = profile;
-  LinkSpec link;
-  link.bandwidth_bps = s.Double("bandwidth_bps", base.bandwidth_bps, 1e3, 1e13);
-  link.latency_ms = s.Double("latency_ms", base.latency_ms, 0.0, 1e5);
-  link.loss = s.Double("loss", base.loss, 0.0, 0.5);
-  return link;
-}
-
-bool ValidLinkName(const std::string& name, int workers, int islands) {
-  auto index = [&](const std::string& prefix, int limit) {
-    if (name.rfind(prefix, 0) != 0) return false;
-    try {
-      size_t used = 0;
-      const int i = std::stoi(name.substr(prefix.size()), &used);
-      return used == name.size() - prefix.size() && i >= 0 && i < limit;
-    } catch (...) {
-      return false;
-    }
-  };
-  return index("worker:", workers) || index("wan:", islands);
 }
 
 // Every registered algorithm's one-word entries, for messages.
@@ -281,77 +231,6 @@ void ReadTrain(Section t, Scenario& sc) {
   t.Finish();
 }
 
-// network: the model of the network, its topology, links and their schedule.
-void ReadNetwork(Section n, Scenario& sc) {
-  NetworkSpec& net = sc.network;
-  net.model = n.String("model", "analytic");
-  net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
-  // Every registered model reads its own block (network.<name>), the chosen one's options are kept.
-  for (const NetworkModelParser* p : NetworkModelParsers()) {
-    if (!n.Has(p->name) && p->name != net.model) continue;
-    Section sub = n.Sub(p->name);
-    OptionReader reader(&sub);
-    auto options = p->parse(reader, sc);
-    sub.Finish();
-    if (p->name == net.model) net.model_options = std::move(options);
-  }
-  if (FindNetworkModelParser(net.model) == nullptr) {
-    std::string known;
-    for (const NetworkModelParser* p : NetworkModelParsers()) known += (known.empty() ? "" : ", ") + p->name;
-    n.ErrorAt("model", "expected one of " + known + "; got '" + net.model + "'");
-  }
-  net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
-                                      {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});
-  net.link = ReadLink(n, "home-100m", nullptr, &net.profile);
-  net.islands = n.IntLists("islands");
-  {
-    Section intra = n.Sub("intra");
-    net.intra = ReadLink(intra, "dc-100g");
-    intra.Finish();
-  }
-  if (net.topology == TopologyKind::kIslands) {
-    std::vector<int> seen(static_cast<size_t>(sc.workers.count), 0);
-    for (const auto& island : net.islands) {
-      for (int w : island) {
-        if (w < 0 || w >= sc.workers.count) {
-          n.Error(n.node(), "network.islands", "worker " + std::to_string(w) + " does not exist (workers.count is " +
-                                                   std::to_string(sc.workers.count) + ")");
-        } else {
-          ++seen[static_cast<size_t>(w)];
-        }
-      }
-    }
-    for (int w = 0; w < sc.workers.count; ++w) {
-      if (seen[static_cast<size_t>(w)] != 1) {
-        n.Error(n.node(), "network.islands",
-                "worker " + std::to_string(w) + " must be in exactly one island");
-        break;
-      }
-    }
-  } else if (!net.islands.empty()) {
-    n.Error(n.node(), "network.islands", "islands are only used with topology: islands");
-  }
-  n.Items("workers", [&](Section& item, const YAML::Node& node, size_t) {
-    NetworkSpec::Override o;
-    o.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
-    o.link = ReadLink(item, "custom", &net.link);
-    if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
-    net.overrides.push_back(o);
-  });
-  const int num_islands = static_cast<int>(net.islands.size());
-  n.Items("schedule", [&](Section& item, const YAML::Node& node, size_t) {
-    NetworkSpec::Change c;
-    c.link = item.String("link", "worker:0");
-    c.at_s = item.Double("at_s", 0.0, 0.0, 1e12);
-    c.bandwidth_bps = item.Double("bandwidth_bps", 0.0, 0.0, 1e13);
-    if (!ValidLinkName(c.link, sc.workers.count, num_islands)) {
-      item.Error(node, item.path() + ".link", "expected worker:N or wan:K naming an existing link, got '" + c.link + "'");
-    }
-    net.schedule.push_back(c);
-  });
-  n.Finish();
-}
-
 // deploy: a deployment over a real network (the emulator ignores it).
 void ReadDeploy(Section d, Scenario& sc) {
   DeploySpec& dep = sc.deploy;
@@ -392,7 +271,6 @@ void ReadFaults(Section& top, Scenario& sc) {
     sc.faults.push_back(f);
   });
 }
-
 
 // The top-level keys: the run's name (its folder), seed, device and threads.
 void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_name, Scenario& sc) {

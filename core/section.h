@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/option_reader.h"
+#include "core/scenario.h"
 
 namespace narrows::core::internal {
 
@@ -332,5 +333,9 @@ class Section {
   std::set<std::string> seen_;
 };
 
+// The sections of ParseScenario that live in their own files.
+void ReadNetwork(Section n, Scenario& sc);  // core/scenario_network.cc
+// Whether `name` names a link of the network (worker:N, wan:N) for a fault.
+bool ValidLinkName(const std::string& name, int workers, int islands);
 
 }  // namespace narrows::core::internal

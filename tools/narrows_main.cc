@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "core/codec.h"
 #include "core/scenario.h"
 #include "deploy/zmq_transport.h"
 #include "tools/deploy_command.h"
@@ -219,12 +220,17 @@ Command AddFit(CLI::App& app) {
 }
 
 Command AddAlgorithms(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("algorithms", "list the registered algorithms and their one-word entries");
+  CLI::App* cmd = app.add_subcommand(
+      "algorithms", "list the registered algorithms (with their one-word entries) and outer-gradient codecs");
   return {cmd, [] {
             for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
               std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(),
                           p->summary.c_str(), "", p->parser.shorthands.c_str(),
                           p->plan ? "predicted" : "no prediction");
+            }
+            std::printf("\nouter-gradient codecs (outer_gradient:)\n");
+            for (const auto* c : narrows::core::RegisteredCodecs()) {
+              std::printf("%-18s %s\n", c->name.c_str(), c->summary.c_str());
             }
             return 0;
           }};

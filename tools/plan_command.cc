@@ -33,17 +33,13 @@ double SlowestDelivery(const core::Scenario& sc, const std::vector<trainer::Plan
 
 // --bits as a codec: 32 fp32, 16 bf16, 8 int8, 4 int4, 1 sign (the formats the trainer sends).
 core::Result<core::CodecSpec> CodecForBits(int bits) {
-  core::CodecSpec c;
-  switch (bits) {
-    case 32: c.format = core::CodecFormat::kFp32; break;
-    case 16: c.format = core::CodecFormat::kBf16; break;
-    case 8: c.format = core::CodecFormat::kInt8; break;
-    case 4: c.format = core::CodecFormat::kInt4; break;
-    case 1: c.format = core::CodecFormat::kSign; break;
-    default: return Status::InvalidArgument("--bits: expected 32, 16, 8, 4 or 1 (fp32, bf16, int8, int4, sign), got " +
-                                            std::to_string(bits));
+  const std::map<int, const char*> names = {{32, "fp32"}, {16, "bf16"}, {8, "int8"}, {4, "int4"}, {1, "sign"}};
+  const auto it = names.find(bits);
+  if (it == names.end()) {
+    return Status::InvalidArgument("--bits: expected 32, 16, 8, 4 or 1 (fp32, bf16, int8, int4, sign), got " +
+                                   std::to_string(bits));
   }
-  return c;
+  return core::ParseCodec(it->second);
 }
 
 // What every prediction starts from: the steps, and the compute of the workers at their speeds.

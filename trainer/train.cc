@@ -27,6 +27,27 @@ std::string Rate(double tokens_per_s) {
   return buf;
 }
 
+// What a single run's summary knows before its first step.
+TrainSummary NewSummary(const std::string& run_dir, Replica& replica, const Dataset& data, int threads) {
+  TrainSummary summary;
+  summary.run_dir = run_dir;
+  summary.parameters = replica.model().num_params();
+  summary.flops_per_token = replica.model().TrainFlopsPerToken();
+  summary.unigram_entropy = data.unigram_entropy;
+  summary.threads = threads;
+  summary.best_val_loss = std::numeric_limits<double>::infinity();
+  return summary;
+}
+
+// Its times and rates after the last step.
+void Complete(TrainSummary* summary, double train_time, double wall_time, bool byte_level) {
+  summary->train_time_s = train_time;
+  summary->wall_time_s = wall_time;
+  summary->tokens_per_s = static_cast<double>(summary->tokens) / train_time;
+  summary->achieved_flops = summary->flops_per_token * summary->tokens_per_s;
+  if (byte_level) summary->final_val_bpb = summary->final_val_loss * (1.0 / std::log(2.0));  // as the metrics lines
+}
+
 // summary.json of a single-replica run.
 nlohmann::json SummaryJson(const core::Scenario& sc, const TrainSummary& summary) {
   nlohmann::json out = {
@@ -77,13 +98,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   core::JsonlWriter metrics;
   NARROWS_RETURN_IF_ERROR(metrics.Open(run_dir + "/metrics.jsonl"));
 
-  TrainSummary summary;
-  summary.run_dir = run_dir;
-  summary.parameters = replica.model().num_params();
-  summary.flops_per_token = replica.model().TrainFlopsPerToken();
-  summary.unigram_entropy = data.unigram_entropy;
-  summary.threads = threads;
-  summary.best_val_loss = std::numeric_limits<double>::infinity();
+  TrainSummary summary = NewSummary(run_dir, replica, data, threads);
   const double nats_to_bits = 1.0 / std::log(2.0);
   const int64_t tokens_per_step = sc.train.batch_size * model_spec.seq_len;
 
@@ -135,11 +150,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   }
   metrics.Close();
 
-  summary.train_time_s = train_time;
-  summary.wall_time_s = Seconds(Clock::now() - wall_start);
-  summary.tokens_per_s = static_cast<double>(summary.tokens) / train_time;
-  summary.achieved_flops = summary.flops_per_token * summary.tokens_per_s;
-  if (data.byte_level) summary.final_val_bpb = summary.final_val_loss * nats_to_bits;
+  Complete(&summary, train_time, Seconds(Clock::now() - wall_start), data.byte_level);
   char detail[128];
   std::snprintf(detail, sizeof detail, "%s | val loss %.4f", Rate(summary.tokens_per_s).c_str(),
                 summary.final_val_loss);

@@ -27,31 +27,32 @@ std::vector<float> RoundTrip(const Codec& c, const std::vector<float>& v) {
   return out;
 }
 
-Codec Make(CodecFormat f, int64_t block = 64, double topk = 0.1) {
-  CodecSpec s;
-  s.format = f;
-  s.block = block;
-  s.topk_fraction = topk;
-  return Codec(s);
+// A registered codec with its options, as a scenario's outer_gradient block gives them.
+Codec Make(const std::string& format, int64_t block = 64, double topk = 0.1) {
+  const std::string own = format == "topk" ? ", topk: " + std::to_string(topk)
+                          : format == "int8" || format == "int4" || format == "sign" ? ", block: " + std::to_string(block)
+                                                                                      : "";
+  auto spec = ParseCodec("{format: " + format + own + "}");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return Codec(*spec);
 }
 
 TEST(CodecTest, BytesOnTheWireFollowTheFormula) {
   const int64_t n = 1001;  // not a multiple of the block, odd
-  EXPECT_EQ(Make(CodecFormat::kFp32).EncodedBytes(n), 4 * n);
-  EXPECT_EQ(Make(CodecFormat::kBf16).EncodedBytes(n), 2 * n);
-  EXPECT_EQ(Make(CodecFormat::kFp16).EncodedBytes(n), 2 * n);
-  EXPECT_EQ(Make(CodecFormat::kInt8, 64).EncodedBytes(n), n + 4 * 16);        // 16 blocks of 64
-  EXPECT_EQ(Make(CodecFormat::kInt4, 64).EncodedBytes(n), 501 + 4 * 16);
-  EXPECT_EQ(Make(CodecFormat::kSign, 64).EncodedBytes(n), 126 + 4 * 16);
-  EXPECT_EQ(Make(CodecFormat::kTopK, 64, 0.1).EncodedBytes(n), 8 * 101);       // ceil(100.1)
-  EXPECT_DOUBLE_EQ(CodecBitsPerValue(Make(CodecFormat::kInt4, 128).spec()), 4.25);
+  EXPECT_EQ(Make("fp32").EncodedBytes(n), 4 * n);
+  EXPECT_EQ(Make("bf16").EncodedBytes(n), 2 * n);
+  EXPECT_EQ(Make("fp16").EncodedBytes(n), 2 * n);
+  EXPECT_EQ(Make("int8", 64).EncodedBytes(n), n + 4 * 16);        // 16 blocks of 64
+  EXPECT_EQ(Make("int4", 64).EncodedBytes(n), 501 + 4 * 16);
+  EXPECT_EQ(Make("sign", 64).EncodedBytes(n), 126 + 4 * 16);
+  EXPECT_EQ(Make("topk", 64, 0.1).EncodedBytes(n), 8 * 101);       // ceil(100.1)
+  EXPECT_DOUBLE_EQ(Make("int4", 128).BitsPerValue(), 4.25);
 }
 
 TEST(CodecTest, RoundTripErrorWithinEachFormatsBound) {
   const int64_t n = 1001, block = 64;
   const auto v = Gradient(n, 1);
-  for (CodecFormat f : {CodecFormat::kFp32, CodecFormat::kBf16, CodecFormat::kFp16, CodecFormat::kInt8,
-                        CodecFormat::kInt4}) {
+  for (const std::string f : {"fp32", "bf16", "fp16", "int8", "int4"}) {
     const auto d = RoundTrip(Make(f, block), v);
     for (int64_t i = 0; i < n; ++i) {
       const float x = v[static_cast<size_t>(i)];
@@ -59,21 +60,18 @@ TEST(CodecTest, RoundTripErrorWithinEachFormatsBound) {
       for (int64_t j = i / block * block; j < std::min(n, (i / block + 1) * block); ++j) {
         amax = std::max(amax, std::fabs(v[static_cast<size_t>(j)]));
       }
-      double bound = 0.0;
-      switch (f) {
-        case CodecFormat::kBf16: bound = std::ldexp(std::fabs(x), -8); break;
-        case CodecFormat::kFp16: bound = std::max<double>(std::ldexp(std::fabs(x), -11), std::ldexp(1.0, -25)); break;
-        case CodecFormat::kInt8: bound = amax / 127 / 2 * (1 + 1e-6); break;
-        case CodecFormat::kInt4: bound = amax / 7 / 2 * (1 + 1e-6); break;
-        default: break;
-      }
-      ASSERT_LE(std::fabs(d[static_cast<size_t>(i)] - x), bound) << CodecName(f) << " value " << i << " = " << x;
+      double bound = 0.0;  // fp32: exact
+      if (f == "bf16") bound = std::ldexp(std::fabs(x), -8);
+      if (f == "fp16") bound = std::max<double>(std::ldexp(std::fabs(x), -11), std::ldexp(1.0, -25));
+      if (f == "int8") bound = amax / 127 / 2 * (1 + 1e-6);
+      if (f == "int4") bound = amax / 7 / 2 * (1 + 1e-6);
+      ASSERT_LE(std::fabs(d[static_cast<size_t>(i)] - x), bound) << f << " value " << i << " = " << x;
     }
   }
 }
 
 TEST(CodecTest, Fp16SaturatesInsteadOfOverflowing) {
-  const auto d = RoundTrip(Make(CodecFormat::kFp16), {1e6f, -7e4f, 65504.0f, 1.0f / 3});
+  const auto d = RoundTrip(Make("fp16"), {1e6f, -7e4f, 65504.0f, 1.0f / 3});
   EXPECT_EQ(d[0], 65504.0f);
   EXPECT_EQ(d[1], -65504.0f);
   EXPECT_EQ(d[2], 65504.0f);
@@ -83,8 +81,8 @@ TEST(CodecTest, Fp16SaturatesInsteadOfOverflowing) {
 TEST(CodecTest, TopKKeepsExactlyTheKLargestMagnitudes) {
   const int64_t n = 1000;
   const auto v = Gradient(n, 2);
-  const Codec c = Make(CodecFormat::kTopK, 64, 0.05);
-  ASSERT_EQ(c.TopK(n), 50);
+  const Codec c = Make("topk", 64, 0.05);
+  ASSERT_EQ(c.EncodedBytes(n), 8 * 50);
   const auto d = RoundTrip(c, v);
   std::vector<float> mags;
   for (float x : v) mags.push_back(std::fabs(x));
@@ -105,15 +103,32 @@ TEST(CodecTest, TopKKeepsExactlyTheKLargestMagnitudes) {
 
 TEST(CodecTest, SignKeepsSignsAndTheBlocksMeanMagnitude) {
   const std::vector<float> v = {0.5f, -1.5f, 2.0f, -0.0f, 1.0f};
-  const auto d = RoundTrip(Make(CodecFormat::kSign, 4), v);
+  const auto d = RoundTrip(Make("sign", 4), v);
   EXPECT_FLOAT_EQ(d[0], 1.0f);  // mean |x| of the first block of 4 is 1.0
   EXPECT_FLOAT_EQ(d[1], -1.0f);
   EXPECT_FLOAT_EQ(d[2], 1.0f);
   EXPECT_FLOAT_EQ(d[4], 1.0f);  // a block of one
 }
 
+TEST(CodecTest, EveryBuiltInCodecIsRegisteredAndBadOptionsAreErrors) {
+  std::vector<std::string> names;
+  for (const auto* p : RegisteredCodecs()) names.push_back(p->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"bf16", "fp16", "fp32", "int4", "int8", "sign", "topk"}));
+  EXPECT_TRUE(Make("fp32").lossless());
+  EXPECT_FALSE(Make("bf16").lossless());
+  auto unknown = ParseCodec("int3");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("int3"), std::string::npos) << unknown.status().message();
+  // A key that belongs to another codec is reported, not ignored.
+  auto foreign = ParseCodec("{format: int8, topk: 0.5}");
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("topk"), std::string::npos) << foreign.status().message();
+  auto range = ParseCodec("{format: topk, topk: 1.5}");
+  EXPECT_FALSE(range.ok());
+}
+
 TEST(CodecTest, CorruptTopKIndicesAreDroppedNotWritten) {
-  const Codec c = Make(CodecFormat::kTopK, 64, 0.5);
+  const Codec c = Make("topk", 64, 0.5);
   std::vector<uint8_t> wire(static_cast<size_t>(c.EncodedBytes(4)), 0xff);  // indices 0xffffffff
   std::vector<float> out(4, 1.0f);
   c.Decode(wire.data(), 4, out.data());

@@ -297,11 +297,10 @@ TEST_P(TransportContractTest, HierarchicalAllReduce) {
 TEST_P(TransportContractTest, EncodedAllReduce) {
   const int n = 4;
   const int64_t count = 1003, tail = 5;
-  for (CodecFormat format : {CodecFormat::kInt8, CodecFormat::kBf16, CodecFormat::kInt4}) {
-    CodecSpec spec;
-    spec.format = format;
-    spec.block = 64;
-    const Codec codec(spec);
+  for (const std::string format : {"int8", "bf16", "int4"}) {
+    auto spec = ParseCodec(format == "bf16" ? format : "{format: " + format + ", block: 64}");
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    const Codec codec(*spec);
     std::vector<std::vector<float>> results(n);
     GetParam().run(n, [&](int rank, Transport& t) {
       std::vector<float> data(static_cast<size_t>(count));
@@ -316,11 +315,11 @@ TEST_P(TransportContractTest, EncodedAllReduce) {
     });
     // |x| <= 1 per rank: each decoded contribution is off by at most half a step of its block's
     // scale (int: amax / qmax / 2; bf16: 2^-8 relative); the sum's re-encoding adds one such step of 4.
-    const double step = format == CodecFormat::kInt8 ? 1.0 / 127 : format == CodecFormat::kInt4 ? 1.0 / 7 : 1.0 / 128;
+    const double step = format == "int8" ? 1.0 / 127 : format == "int4" ? 1.0 / 7 : 1.0 / 128;
     for (int64_t i = 0; i < count - tail; ++i) {
       double exact = 0.0;
       for (int r = 0; r < n; ++r) exact += std::sin(0.37f * static_cast<float>(i + 101 * r));
-      EXPECT_NEAR(results[0][static_cast<size_t>(i)], exact, n * step / 2 + n * step / 2 + 1e-5) << CodecName(format) << " " << i;
+      EXPECT_NEAR(results[0][static_cast<size_t>(i)], exact, n * step / 2 + n * step / 2 + 1e-5) << format << " " << i;
       for (int r = 1; r < n; ++r) ASSERT_EQ(results[static_cast<size_t>(r)][static_cast<size_t>(i)], results[0][static_cast<size_t>(i)]);
     }
     for (int64_t i = count - tail; i < count; ++i) EXPECT_EQ(results[3][static_cast<size_t>(i)], 10.0f);

@@ -125,7 +125,9 @@ TEST_F(AlgorithmsTest, OverlapHidesTheFragmentsAllReduceBehindInnerSteps) {
 TEST_F(AlgorithmsTest, CompressedOuterGradientsSendTheFormulasBytes) {
   for (const char* format : {"int8", "int4", "bf16", "topk", "sign"}) {
     const auto sc = Make(std::string("workers: {count: 4}\ncompare: [{name: c, algorithm: diloco, inner_steps: 4,"
-                                     " outer_gradient: {format: ") + format + ", block: 64, topk: 0.25}}]\n");
+                                     " outer_gradient: {format: ") + format +
+                             (std::string(format) == "topk" ? ", topk: 0.25" : std::string(format) == "bf16" ? "" : ", block: 64") +
+                             "}}]\n");
     const EntryResult r = Run(sc);
     const core::Codec codec(sc.compare[0].Options<OuterOptions>().outer_gradient);
     const int64_t count = Params(sc) + 1 + 4;  // pseudo-gradient, contributor count, join votes
@@ -351,7 +353,7 @@ TEST_F(AlgorithmsTest, AsyncPushesAreEncoded) {
   };
   // What worker 1 had sent by its last step: its three pushes, with a header each.
   const int64_t n = Params(sc), pushes = 3, header = 24;
-  const core::Codec int8({core::CodecFormat::kInt8});
+  const core::Codec int8(*core::ParseCodec("int8"));
   EXPECT_EQ(worker1_sent("fp32"), pushes * (header + 4 * n));
   EXPECT_EQ(worker1_sent("int8"), pushes * (header + int8.EncodedBytes(n)));
 }

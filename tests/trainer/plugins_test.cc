@@ -171,7 +171,9 @@ TEST_F(PluginsTest, EachAlgorithmChecksItsOwnOptions) {
       "compare[0].fragments: expected at most the model's n_layers = 2");
   has("compare: [{algorithm: streaming-diloco, drop_probability: 0.5}]\n", "compare[0].drop_probability: unknown key");
   has("compare: [{algorithm: diloco, outer_gradient: fp8}]\n",
-      "compare[0].outer_gradient: expected one of fp32, bf16, fp16, int8, int4, topk, sign");
+      "compare[0].outer_gradient: expected one of bf16, fp16, fp32, int4, int8, sign, topk");
+  has("compare: [{algorithm: diloco, outer_gradient: {format: int8, topk: 0.5}}]\n",
+      "compare[0].outer_gradient.topk: unknown key");
   has("compare: [{algorithm: ddp, outer_gradient: int8}]\n", "compare[0].outer_gradient: unknown key");
   has("compare: [{algorithm: diloco, overlap: false}]\n", "compare[0].overlap: unknown key");
   has("compare: [{algorithm: streaming-diloco, batch: {schedule: linear}}]\n", "compare[0].batch");
@@ -204,17 +206,18 @@ TEST_F(PluginsTest, StreamingDilocoAndCompressedOuterGradients) {
   const auto& c = sc->compare;
   EXPECT_EQ(c[0].algorithm, "streaming-diloco");
   EXPECT_EQ(c[0].Options<OuterOptions>().inner_steps, 40);
-  EXPECT_EQ(c[0].Options<OuterOptions>().outer_gradient.format, core::CodecFormat::kFp32);
+  EXPECT_EQ(c[0].Options<OuterOptions>().outer_gradient.format, "fp32");
   // Defaults: 2 fragments, tau 1, alpha 0.5, strided.
   EXPECT_NE(sc->resolved_yaml.find("fragments: 2"), std::string::npos);
   EXPECT_NE(sc->resolved_yaml.find("fragment_pattern: strided"), std::string::npos);
   EXPECT_NE(sc->resolved_yaml.find("fragment_pattern: sequential"), std::string::npos);
   EXPECT_NE(sc->resolved_yaml.find("merge_alpha: 0.75"), std::string::npos);
   EXPECT_EQ(c[1].name, "streaming-diloco-h48");
-  EXPECT_EQ(c[1].Options<OuterOptions>().outer_gradient.format, core::CodecFormat::kInt4);
-  EXPECT_EQ(c[1].Options<OuterOptions>().outer_gradient.block, 32);
+  EXPECT_EQ(c[1].Options<OuterOptions>().outer_gradient.format, "int4");
+  EXPECT_NE(sc->resolved_yaml.find("block: 32"), std::string::npos);
+  EXPECT_DOUBLE_EQ(core::Codec(c[1].Options<OuterOptions>().outer_gradient).BitsPerValue(), 4.0 + 32.0 / 32);
   EXPECT_TRUE(c[1].Options<OuterOptions>().outer_gradient.error_feedback);
-  EXPECT_EQ(c[2].Options<OuterOptions>().outer_gradient.format, core::CodecFormat::kBf16);
+  EXPECT_EQ(c[2].Options<OuterOptions>().outer_gradient.format, "bf16");
   auto again = core::ParseScenario(sc->resolved_yaml, "x.yaml");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->resolved_yaml, core::ParseScenario(again->resolved_yaml, "x.yaml")->resolved_yaml);

@@ -70,18 +70,15 @@ int main(int argc, char** argv) {
               static_cast<long long>(n), bytes / 1e6, workers, inner_steps, step_s, reps);
   std::printf("%-6s %8s %12s %12s %12s %12s %12s %12s\n", "format", "bits", "memcpy GB/s", "encode GB/s",
               "decode GB/s", "enc/memcpy", "dec/memcpy", "outer step");
-  for (CodecFormat f : {CodecFormat::kBf16, CodecFormat::kFp16, CodecFormat::kInt8, CodecFormat::kInt4,
-                        CodecFormat::kTopK, CodecFormat::kSign}) {
-    CodecSpec spec;
-    spec.format = f;
-    const Codec codec(spec);
+  for (const char* f : {"bf16", "fp16", "int8", "int4", "topk", "sign"}) {
+    const Codec codec(*ParseCodec(f));
     std::vector<uint8_t> wire(static_cast<size_t>(codec.EncodedBytes(n)));
     const double mem = MedianSeconds(reps, [&] { std::memcpy(copy.data(), values.data(), static_cast<size_t>(bytes)); });
     const double enc = MedianSeconds(reps, [&] { codec.Encode(values.data(), n, wire.data()); });
     const double dec = MedianSeconds(reps, [&] { codec.Decode(wire.data(), n, out.data()); });
     const double per_step = (1.0 + 1.0 / workers) * enc + (2.0 - 1.0 / workers) * dec;
-    std::printf("%-6s %8.2f %12.2f %12.2f %12.2f %11.2fx %11.2fx %11.2f%%\n", CodecName(f).c_str(),
-                CodecBitsPerValue(spec), bytes / mem / 1e9, bytes / enc / 1e9, bytes / dec / 1e9, mem / enc, mem / dec,
+    std::printf("%-6s %8.2f %12.2f %12.2f %12.2f %11.2fx %11.2fx %11.2f%%\n", f,
+                codec.BitsPerValue(), bytes / mem / 1e9, bytes / enc / 1e9, bytes / dec / 1e9, mem / enc, mem / dec,
                 100.0 * per_step / (inner_steps * step_s));
   }
   return 0;

@@ -13,21 +13,7 @@ void ReadOuterOptions(core::OptionReader& r, OuterOptions* o) {
   o->outer_lr = r.Double("outer_lr", o->outer_optimizer == OuterOptimizer::kAdam ? 0.1 : 0.7, 0.0, 100.0,
                          core::Bound::kExclusive);
   o->outer_momentum = r.Double("outer_momentum", o->outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9, 0.0, 0.9999);
-  const std::vector<std::pair<std::string, core::CodecFormat>> formats = {
-      {"fp32", core::CodecFormat::kFp32}, {"bf16", core::CodecFormat::kBf16}, {"fp16", core::CodecFormat::kFp16},
-      {"int8", core::CodecFormat::kInt8}, {"int4", core::CodecFormat::kInt4}, {"topk", core::CodecFormat::kTopK},
-      {"sign", core::CodecFormat::kSign}};
-  core::CodecSpec& codec = o->outer_gradient;
-  if (r.Has("outer_gradient") && !r.HasMap("outer_gradient")) {
-    codec.format = r.Enum<core::CodecFormat>("outer_gradient", core::CodecFormat::kFp32, formats);
-    return;
-  }
-  core::OptionReader g = r.Sub("outer_gradient");
-  codec.format = g.Enum<core::CodecFormat>("format", core::CodecFormat::kFp32, formats);
-  codec.block = g.Int("block", 128, 1, 1 << 24);
-  codec.topk_fraction = g.Double("topk", 0.1, 0.0, 1.0, core::Bound::kExclusive);
-  codec.error_feedback = g.Bool("error_feedback", false);
-  g.Finish();
+  o->outer_gradient = core::ReadCodec(r, "outer_gradient");
 }
 
 std::optional<core::ShorthandKeys> InnerStepsShorthand(const std::string& prefix, const std::string& text) {
