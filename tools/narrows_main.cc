@@ -43,9 +43,13 @@ struct ScenarioArgs {
   std::vector<std::string> sets;
   bool quiet = false;
 
-  void AddTo(CLI::App* cmd, const char* quiet_help = "no progress line") {
+  void AddTo(CLI::App* cmd) {
     cmd->add_option("scenario", file, "scenario YAML file")->required();
     cmd->add_option("--set", sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")->type_name("KEY=VALUE");
+  }
+  // The commands that train also take --quiet.
+  void AddWithQuiet(CLI::App* cmd, const char* quiet_help = "no progress line") {
+    AddTo(cmd);
     cmd->add_flag("-q,--quiet", quiet, quiet_help);
   }
   FILE* progress() const { return quiet ? nullptr : stderr; }
@@ -78,7 +82,7 @@ std::function<int()> WithScenario(std::shared_ptr<ScenarioArgs> args, Body body)
 Command AddTrain(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train one replica and write a run folder");
-  args->AddTo(cmd);
+  args->AddWithQuiet(cmd);
   return {cmd, WithScenario(args, [](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             narrows::trainer::TrainOptions options;
             options.progress = a.progress();
@@ -101,7 +105,7 @@ Command AddRun(CLI::App& app) {
   auto report = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
-  args->AddTo(cmd, "no progress lines");
+  args->AddWithQuiet(cmd, "no progress lines");
   cmd->add_flag("--report", *report, "also write <run folder>/report.html");
   return {cmd, WithScenario(args, [report](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             narrows::tools::RunOptions options;
@@ -117,7 +121,7 @@ Command AddWorker(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "worker", "run one rank of the scenario over ZeroMQ (rank, world and rendezvous from flags or from "
                 "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE)");
-  args->AddTo(cmd);
+  args->AddWithQuiet(cmd);
   cmd->add_option("--rank", o->rank, "this worker's rank")->check(CLI::NonNegativeNumber);
   cmd->add_option("--world", o->world, "number of workers")->check(CLI::PositiveNumber);
   cmd->add_option("--master", o->master, "rank 0's rendezvous address")->type_name("HOST:PORT");
@@ -138,7 +142,7 @@ Command AddLaunch(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   auto o = std::make_shared<narrows::tools::LaunchOptions>();
   CLI::App* cmd = app.add_subcommand("launch", "start the scenario's workers as processes and collect the results");
-  args->AddTo(cmd);
+  args->AddWithQuiet(cmd);
   cmd->add_option("--local", o->local, "workers to start on this machine")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--entry", o->entry, "run only this entry of compare:");
   cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
@@ -155,8 +159,7 @@ Command AddPlan(CLI::App& app) {
   auto o = std::make_shared<narrows::tools::PlanOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "predict time and compute utilisation without training; the bandwidth for 50-99% utilisation");
-  cmd->add_option("scenario", args->file, "scenario YAML file")->required();
-  cmd->add_option("--set", args->sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")->type_name("KEY=VALUE");
+  args->AddTo(cmd);
   cmd->add_option("--params", o->params, "model size: a count (7e9) or 1B, 10B, 405B (default: the scenario's model)");
   cmd->add_option("--tokens", o->tokens, "tokens to train on, all workers (default: the scenario's, or 20 per parameter)");
   cmd->add_option("--batch-tokens", o->global_batch_tokens, "tokens per optimiser step, all workers");
@@ -175,7 +178,7 @@ Command AddSweep(CLI::App& app) {
   auto report = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "sweep", "run the scenario over the cross product of --grid axes; resumable; results.csv and speed-ups");
-  args->AddTo(cmd, "no progress lines");
+  args->AddWithQuiet(cmd, "no progress lines");
   cmd->add_option("--grid", *grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
   cmd->add_flag("--report", *report, "also write <sweep folder>/report.html (heat map, fits, every point)");
   return {cmd, [args, grids, report] {
@@ -253,8 +256,7 @@ Command AddValidate(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   auto print = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("validate", "check a scenario file without running it");
-  cmd->add_option("scenario", args->file, "scenario YAML file")->required();
-  cmd->add_option("--set", args->sets, "override a key, e.g. --set train.lr=3e-4 (repeatable)")->type_name("KEY=VALUE");
+  args->AddTo(cmd);
   cmd->add_flag("--print", *print, "print the resolved scenario (defaults included)");
   return {cmd, WithScenario(args, [print](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             if (*print) {

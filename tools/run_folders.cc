@@ -132,9 +132,9 @@ Result<Sweep> LoadSweep(const std::string& dir) {
     if (!IsFile(pdir + "/summary.json")) continue;  // not run yet
     auto run = LoadRun(pdir);
     if (!run.ok()) return run.status();
-    auto text = ReadText(pdir + "/scenario.yaml");
-    if (!text.ok()) return text.status();
-    auto sc = core::ParseScenario(*text, pdir + "/scenario.yaml");
+    // LoadRun read scenario.yaml if it could; a point cannot do without it (its model, its entries).
+    if (!IsFile(pdir + "/scenario.yaml")) return Status::NotFound(pdir + "/scenario.yaml: cannot be read");
+    auto sc = core::ParseScenario(run->scenario_yaml, pdir + "/scenario.yaml");
     if (!sc.ok()) return sc.status();
     point.run = std::move(*run);
     point.scenario = std::move(*sc);
