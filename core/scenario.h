@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/algorithm_registry.h"
-#include "core/network_model_registry.h"
+#include "core/block_plugins.h"
 #include "core/check.h"
 #include "core/status.h"
 
@@ -63,6 +63,20 @@ struct TrainSpec {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;  // global L2 norm; 0 disables
+  // The inner optimiser, a registered plug-in (trainer/inner_optimizer.h), and what it read from
+  // train.<optimizer> (null: its defaults). weight_decay, beta1, beta2 and eps above are shared by
+  // the Adam-family updates every built-in optimiser applies somewhere.
+  std::string optimizer = "adamw";
+  std::shared_ptr<const PluginOptions> optimizer_options;
+
+  // The optimiser's options as its own type, or null where the scenario gave none (defaults).
+  template <typename T>
+  const T* OptimizerOptions() const {
+    if (!optimizer_options) return nullptr;
+    const T* o = dynamic_cast<const T*>(optimizer_options.get());
+    NARROWS_CHECK(o != nullptr) << "inner optimiser '" << optimizer << "' has no options of the type asked for";
+    return o;
+  }
 };
 
 struct EvalSpec {
@@ -86,8 +100,8 @@ struct LinkSpec {
 enum class TopologyKind { kStar, kIslands };
 
 struct NetworkSpec {
-  std::string model = "analytic";       // a registered network model (core/network_model_registry.h)
-  std::shared_ptr<const NetworkModelOptions> model_options;  // what the model read from network.<model>
+  std::string model = "analytic";       // a registered network model (core/block_plugins.h)
+  std::shared_ptr<const PluginOptions> model_options;  // what the model read from network.<model>
   int mtu = 1500;                       // IP packet size: 1500, or 9000 for jumbo frames
   std::string profile = "home-100m";  // dc-400g, dc-100g, region-10g, internet-1g, home-100m, custom
   TopologyKind topology = TopologyKind::kStar;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/network_model_registry.h"
+#include "core/block_plugins.h"
 #include "core/scenario.h"
 #include "core/section.h"
 
@@ -71,20 +71,7 @@ void ReadNetwork(Section n, Scenario& sc) {
   NetworkSpec& net = sc.network;
   net.model = n.String("model", "analytic");
   net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
-  // Every registered model reads its own block (network.<name>), the chosen one's options are kept.
-  for (const NetworkModelParser* p : NetworkModelParsers()) {
-    if (!n.Has(p->name) && p->name != net.model) continue;
-    Section sub = n.Sub(p->name);
-    OptionReader reader(&sub);
-    auto options = p->parse(reader, sc);
-    sub.Finish();
-    if (p->name == net.model) net.model_options = std::move(options);
-  }
-  if (FindNetworkModelParser(net.model) == nullptr) {
-    std::string known;
-    for (const NetworkModelParser* p : NetworkModelParsers()) known += (known.empty() ? "" : ", ") + p->name;
-    n.ErrorAt("model", "expected one of " + known + "; got '" + net.model + "'");
-  }
+  net.model_options = ReadBlockPlugin(n, BlockSlot::kNetworkModel, "model", net.model, sc);
   net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
                                       {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});
   net.link = ReadLink(n, "home-100m", nullptr, &net.profile);

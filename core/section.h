@@ -333,6 +333,12 @@ class Section {
   std::set<std::string> seen_;
 };
 
+// The block plug-in `chosen` (the value of `key` in `s`) of `slot`: every registered plug-in of the
+// slot reads its own block `s.<name>` where given, and the chosen one's options are returned (null,
+// with an error at `key`, if none of that name is registered). core/block_plugins.cc.
+std::shared_ptr<const PluginOptions> ReadBlockPlugin(Section& s, BlockSlot slot, const std::string& key,
+                                                     const std::string& chosen, const Scenario& sc);
+
 // The sections of ParseScenario that live in their own files.
 void ReadNetwork(Section n, Scenario& sc);  // core/scenario_network.cc
 // Whether `name` names a link of the network (worker:N, wan:N) for a fault.

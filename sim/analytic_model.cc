@@ -180,7 +180,7 @@ NetworkModelPlugin AnalyticPlugin() {
   NetworkModelPlugin p;
   p.parser.name = "analytic";
   p.parser.parse = [](core::OptionReader&, const core::Scenario&) {
-    return std::make_shared<const core::NetworkModelOptions>();
+    return std::make_shared<const core::PluginOptions>();
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
     return std::make_unique<AnalyticModel>(std::move(topology), AnalyticOptions::ForMtu(sc.network.mtu));

@@ -18,7 +18,7 @@ core::Registry<NetworkModelPlugin>& Plugins() {
 
 bool RegisterNetworkModel(NetworkModelPlugin plugin) {
   NARROWS_CHECK(plugin.make) << "network model '" << plugin.parser.name << "' registered without make";
-  core::RegisterNetworkModelParser(plugin.parser);
+  core::RegisterBlockParser(core::BlockSlot::kNetworkModel, plugin.parser);
   const std::string name = plugin.parser.name;
   Plugins().Add(name, std::move(plugin));
   return true;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/network_model_registry.h"
+#include "core/block_plugins.h"
 #include "sim/network_model.h"
 
 namespace narrows::core {
@@ -20,7 +20,7 @@ struct Scenario;
 namespace narrows::sim {
 
 struct NetworkModelPlugin {
-  core::NetworkModelParser parser;
+  core::BlockParser parser;
   // The model over `topology`, from the scenario (sc.network.model_options are this model's).
   std::function<std::unique_ptr<NetworkModel>(Topology topology, const core::Scenario& sc)> make;
 };

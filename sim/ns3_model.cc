@@ -439,7 +439,7 @@ NetworkModelPlugin Ns3Plugin() {
     auto o = std::make_shared<Ns3ScenarioOptions>();
     o->tcp = r.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}});
     o->queue_packets = r.Int("queue_packets", 0, 0, 1'000'000);
-    return std::shared_ptr<const core::NetworkModelOptions>(std::move(o));
+    return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
     const auto& own = sc.network.ModelOptions<Ns3ScenarioOptions>();

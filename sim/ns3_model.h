@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "core/network_model_registry.h"
+#include "core/block_plugins.h"
 #include "sim/network_model.h"
 
 namespace ns3 {
@@ -35,7 +35,7 @@ struct Ns3Options {
 
 // What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
 // scenario's): the TCP variant and the switch ports' queue length.
-struct Ns3ScenarioOptions : core::NetworkModelOptions {
+struct Ns3ScenarioOptions : core::PluginOptions {
   std::string tcp = "cubic";  // cubic or newreno
   int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
 };

@@ -20,6 +20,7 @@
 #include "tools/sweep_command.h"
 #include "tools/run_command.h"
 #include "trainer/algorithms/plugin.h"
+#include "trainer/inner_optimizer.h"
 #include "trainer/train.h"
 
 namespace {
@@ -224,12 +225,16 @@ Command AddFit(CLI::App& app) {
 
 Command AddAlgorithms(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "algorithms", "list the registered algorithms (with their one-word entries) and outer-gradient codecs");
+      "algorithms", "list the registered algorithms (with their one-word entries), inner optimisers and outer-gradient codecs");
   return {cmd, [] {
             for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
               std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(),
                           p->summary.c_str(), "", p->parser.shorthands.c_str(),
                           p->plan ? "predicted" : "no prediction");
+            }
+            std::printf("\ninner optimisers (train.optimizer:)\n");
+            for (const auto* o : narrows::trainer::RegisteredInnerOptimizers()) {
+              std::printf("%-18s %s\n", o->parser.name.c_str(), o->summary.c_str());
             }
             std::printf("\nouter-gradient codecs (outer_gradient:)\n");
             for (const auto* c : narrows::core::RegisteredCodecs()) {

@@ -41,7 +41,7 @@ core::Status WriteCheckpoint(const std::string& path, const WorkerCheckpoint& c)
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& [name, t] : c.tensors) tensors.push_back({{"name", name}, {"numel", t.numel()}});
   const nlohmann::json header = {{"rank", c.rank},           {"step", c.step},       {"outer_steps", c.outer_steps},
-                                 {"adam_steps", c.adam_steps}, {"failures", c.failures}, {"group", c.group},
+                                 {"inner_steps", c.inner_steps}, {"failures", c.failures}, {"group", c.group},
                                  {"clock_s", c.clock_s},     {"drop_rng", c.drop_rng}, {"part", c.part},
                                  {"compute_s", c.compute_s}, {"comm_s", c.comm_s}, {"idle_s", c.idle_s},
                                  {"bytes_sent", c.bytes_sent}, {"bytes_received", c.bytes_received},
@@ -82,7 +82,8 @@ core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path) {
     c.rank = h.at("rank");
     c.step = h.at("step");
     c.outer_steps = h.at("outer_steps");
-    c.adam_steps = h.at("adam_steps");
+    // Older files name the count adam_steps.
+    c.inner_steps = h.contains("inner_steps") ? h.at("inner_steps") : h.at("adam_steps");
     c.failures = h.at("failures");
     c.group = h.at("group").get<std::vector<int>>();
     c.clock_s = h.at("clock_s");
@@ -112,7 +113,7 @@ core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path) {
 core::Status WriteModelFile(const std::string& path, Replica& replica, int64_t steps, double val_loss) {
   WorkerCheckpoint c;
   c.step = steps;
-  c.adam_steps = replica.optimizer().steps_taken();
+  c.inner_steps = replica.optimizer().steps_taken();
   c.clock_s = val_loss;  // the model's validation loss, for whoever reads the file
   c.tensors.emplace_back("params", replica.model().flat_params());
   return WriteCheckpoint(path, c);

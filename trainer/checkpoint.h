@@ -22,7 +22,7 @@ struct WorkerCheckpoint {
   int rank = 0;
   int64_t step = 0;           // inner steps done: the run continues at this step
   int64_t outer_steps = 0;    // the outer optimiser's step count
-  int64_t adam_steps = 0;     // the inner optimiser's step count
+  int64_t inner_steps = 0;    // the inner optimiser's step count
   int64_t failures = 0;       // collectives failed so far (part of live tags)
   std::vector<int> group;     // the members at this outer step
   double clock_s = 0.0;       // the worker's clock

@@ -36,7 +36,7 @@ int ConfigureThreads(int64_t threads) {
 }
 
 Replica::Replica(const core::ModelSpec& model, const core::TrainSpec& train, torch::Device device)
-    : train_(train), model_(model, device), optimizer_(FlatAdamW::ForModel(model_, train)) {}
+    : train_(train), model_(model, device), optimizer_(MakeInnerOptimizer(model_, train)) {}
 
 torch::Tensor Replica::ToDevice(const std::vector<int64_t>& ids, int64_t rows, int64_t row_offset,
                                 int64_t seq_len) const {
@@ -64,7 +64,7 @@ double Replica::ComputeGradients(const TokenBatch& batch, const std::function<vo
 
 double Replica::ApplyGradients(double lr) {
   const double norm = ClipGradNorm(model_.flat_grads(), train_.grad_clip);
-  optimizer_.Step(lr);
+  optimizer_->Step(lr);
   return norm;
 }
 

@@ -1,16 +1,17 @@
 // Replica: one copy of the model with its inner optimiser, taking optimiser steps on token batches.
 //
 // The unit every algorithm is built from: plain training owns one, data-parallel and DiLoCo
-// workers own one each. Parameters, gradients and Adam moments are flat buffers (trainer/gpt.h),
+// workers own one each. Parameters, gradients and the optimiser's state are flat buffers (trainer/gpt.h),
 // so an algorithm can average, send or overwrite a replica's state as single tensors.
 // Not thread-safe. Includes LibTorch.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/scenario.h"
-#include "trainer/flat_adamw.h"
+#include "trainer/inner_optimizer.h"
 #include "trainer/gpt.h"
 #include "trainer/sampler.h"
 
@@ -33,7 +34,7 @@ class Replica {
   Replica(const core::ModelSpec& model, const core::TrainSpec& train, torch::Device device);
 
   // Forward and backward over `batch` in train.grad_accum micro-batches, gradient clipping, then
-  // one AdamW step at learning rate `lr`.
+  // one step of the inner optimiser (train.optimizer) at learning rate `lr`.
   StepStats TrainStep(const TokenBatch& batch, double lr);
   // Forward and backward only: gradients of the mean loss over `batch` in flat_grads().
   // `before_backward`, if set, receives the loss of the last micro-batch before its backward.
@@ -44,7 +45,7 @@ class Replica {
   double Evaluate(const std::vector<TokenBatch>& batches);
 
   Gpt& model() { return model_; }
-  FlatAdamW& optimizer() { return optimizer_; }
+  InnerOptimizer& optimizer() { return *optimizer_; }
   torch::Device device() const { return model_.device(); }
 
  private:
@@ -53,7 +54,7 @@ class Replica {
 
   core::TrainSpec train_;
   Gpt model_;
-  FlatAdamW optimizer_;
+  std::unique_ptr<InnerOptimizer> optimizer_;
 };
 
 }  // namespace narrows::trainer

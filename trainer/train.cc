@@ -72,6 +72,20 @@ nlohmann::json SummaryJson(const core::Scenario& sc, const TrainSummary& summary
   return out;
 }
 
+// The fields of a metrics.jsonl line of plain training after step summary.steps (the evaluation's,
+// if any, are in `line` already).
+void AddStepFields(nlohmann::json& line, const TrainSummary& summary, double lr, double grad_norm, double train_time,
+                   double wall_time) {
+  line["step"] = summary.steps;
+  line["tokens"] = summary.tokens;
+  line["lr"] = lr;
+  line["train_loss"] = summary.final_train_loss;
+  line["grad_norm"] = grad_norm;
+  line["train_time_s"] = train_time;
+  line["wall_time_s"] = wall_time;
+  line["tokens_per_s"] = static_cast<double>(summary.tokens) / train_time;
+}
+
 }  // namespace
 
 core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOptions& options) {
@@ -131,14 +145,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
     }
     if (eval_now || last || (step + 1) % sc.output.log_every == 0) {
       summary.final_train_loss = loss_sum / static_cast<double>(loss_count);
-      line["step"] = step + 1;
-      line["tokens"] = summary.tokens;
-      line["lr"] = lr;
-      line["train_loss"] = summary.final_train_loss;
-      line["grad_norm"] = stats.grad_norm;
-      line["train_time_s"] = train_time;
-      line["wall_time_s"] = Seconds(Clock::now() - wall_start);
-      line["tokens_per_s"] = static_cast<double>(summary.tokens) / train_time;
+      AddStepFields(line, summary, lr, stats.grad_norm, train_time, Seconds(Clock::now() - wall_start));
       NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
       loss_sum = 0.0;
       loss_count = 0;

@@ -197,6 +197,58 @@ TEST(ScenarioTest, EntriesAreReadByTheParserTheirAlgorithmRegistered) {
   EXPECT_NE(ErrorOf("compare: [every-3, every-3]\n").find("two entries are named 'every-3'"), std::string::npos);
 }
 
+// The inner optimiser is a block plug-in like the network model: core_tests link no trainer, so this
+// file registers the default's name (reading no keys, as the trainer's AdamW) and one with a block.
+struct HeavyBallOptions : PluginOptions {
+  double momentum = 0.0;
+};
+const bool kOptimizersRegistered = [] {
+  RegisterBlockParser(BlockSlot::kInnerOptimizer,
+                      {"adamw", [](OptionReader&, const Scenario&) { return std::make_shared<const PluginOptions>(); }});
+  RegisterBlockParser(BlockSlot::kInnerOptimizer,
+                      {"heavy-ball", [](OptionReader& r, const Scenario& sc) -> std::shared_ptr<const PluginOptions> {
+                         auto o = std::make_shared<HeavyBallOptions>();
+                         o->momentum = r.Double("momentum", 0.9, 0.0, 1.0, Bound::kInclusive);
+                         if (o->momentum > 0.0 && sc.train.grad_clip == 0.0) r.ErrorAt("momentum", "needs clipping");
+                         return o;
+                       }});
+  return true;
+}();
+
+TEST(ScenarioTest, TheInnerOptimizerIsTheRegisteredPluginTrainNames) {
+  ASSERT_TRUE(kOptimizersRegistered);
+  auto plain = ParseScenario("train: {steps: 10}\n", "x.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->train.optimizer, "adamw");
+  EXPECT_NE(plain->resolved_yaml.find("optimizer: adamw"), std::string::npos) << plain->resolved_yaml;
+
+  auto sc = ParseScenario("train: {optimizer: heavy-ball, heavy-ball: {momentum: 0.5}}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->train.optimizer, "heavy-ball");
+  ASSERT_NE(sc->train.OptimizerOptions<HeavyBallOptions>(), nullptr);
+  EXPECT_EQ(sc->train.OptimizerOptions<HeavyBallOptions>()->momentum, 0.5);
+  auto again = ParseScenario(sc->resolved_yaml, "x.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << sc->resolved_yaml;
+  EXPECT_EQ(again->resolved_yaml, sc->resolved_yaml);
+  // Chosen without a block: the plug-in's defaults, spelt out in the resolved scenario.
+  auto bare = ParseScenario("train: {optimizer: heavy-ball}\n", "x.yaml");
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ(bare->train.OptimizerOptions<HeavyBallOptions>()->momentum, 0.9);
+  EXPECT_NE(bare->resolved_yaml.find("momentum: 0.9"), std::string::npos) << bare->resolved_yaml;
+
+  EXPECT_NE(ErrorOf("train: {optimizer: sgd}\n").find("bad.yaml:1:20: train.optimizer: expected one of adamw, heavy-ball; got 'sgd'"),
+            std::string::npos)
+      << ErrorOf("train: {optimizer: sgd}\n");
+  // The plug-in's own range checks and unknown keys, with the sections read before (train).
+  EXPECT_NE(ErrorOf("train: {optimizer: heavy-ball, heavy-ball: {momentum: 2}}\n").find("train.heavy-ball.momentum"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("train: {optimizer: heavy-ball, grad_clip: 0}\n").find("train.heavy-ball.momentum: needs clipping"),
+            std::string::npos);
+  // A block of an optimiser not chosen is still checked.
+  EXPECT_NE(ErrorOf("train: {heavy-ball: {momentun: 0.5}}\n").find("train.heavy-ball.momentun: unknown key"),
+            std::string::npos);
+}
+
 TEST(ScenarioTest, WarmStart) {
   auto sc = ParseScenario("warm_start: {steps: 500}\n", "x.yaml");
   ASSERT_TRUE(sc.ok());

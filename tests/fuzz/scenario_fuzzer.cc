@@ -16,13 +16,14 @@ namespace {
 
 constexpr const char* kOrigin = "fuzz.yaml";
 
-// The fuzzer links core alone: a parser named as the analytic network model (which reads no keys)
-// stands in for sim's, so that scenarios without network.model load.
-const bool kAnalyticRegistered = [] {
-  narrows::core::RegisterNetworkModelParser(
-      {"analytic", [](narrows::core::OptionReader&, const narrows::core::Scenario&) {
-         return std::make_shared<const narrows::core::NetworkModelOptions>();
-       }});
+// The fuzzer links core alone: parsers named as the analytic network model and the AdamW inner
+// optimiser (neither reads keys of its own) stand in for sim's and the trainer's, so that scenarios
+// naming neither load.
+const bool kStandInsRegistered = [] {
+  using namespace narrows::core;
+  auto no_keys = [](OptionReader&, const Scenario&) { return std::make_shared<const PluginOptions>(); };
+  RegisterBlockParser(BlockSlot::kNetworkModel, {"analytic", no_keys});
+  RegisterBlockParser(BlockSlot::kInnerOptimizer, {"adamw", no_keys});
   return true;
 }();
 

@@ -28,14 +28,18 @@ class DistributedTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  core::Scenario Make(const std::string& extra, const std::string& network = "network: {profile: home-100m}\n") {
+  // `sets` as `--set` would give them ("train.lr=1e-3").
+  core::Scenario Make(const std::string& extra, const std::string& network = "network: {profile: home-100m}\n",
+                      const std::vector<std::string>& sets = {}) {
+    auto overrides = core::ParseOverrides(sets);
+    EXPECT_TRUE(overrides.ok()) << overrides.status().ToString();
     auto sc = core::ParseScenario("name: d\nthreads: 2\nmodel: {preset: nano}\n"
                                   "train: {steps: 12, batch_size: 4, lr: 3e-3, warmup_steps: 2}\n"
                                   "eval: {every: 4, batches: 2, batch_size: 4}\n"
                                   "compute: {mode: modelled, device_flops: 1.0e9}\n"
                                   "output: {dir: " + (dir_ / "runs").string() + "}\n"
                                   "data: {path: " + (dir_ / "corpus.txt").string() + "}\n" + network + extra,
-                                  "d.yaml");
+                                  "d.yaml", overrides.ok() ? *overrides : std::vector<core::Override>{});
     EXPECT_TRUE(sc.ok()) << sc.status().ToString();
     return *sc;
   }

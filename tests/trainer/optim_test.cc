@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "trainer/flat_adamw.h"
+#include "trainer/optimizers/adamw.h"
 
 namespace narrows::trainer {
 namespace {

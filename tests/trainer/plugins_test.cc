@@ -1,6 +1,7 @@
 // Algorithm plug-ins (trainer/algorithms/plugin.h): what is registered, a toy algorithm registered
 // from this file alone and run in the emulator and through the planner, and each built-in
-// algorithm's reading of its own options (errors with file, line and key path).
+// algorithm's reading of its own options (errors with file, line and key path). Inner optimisers
+// (trainer/inner_optimizer.h) the same way: a toy registered here, stepped by hand and trained with.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include "tools/plan_command.h"
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
+#include "trainer/checkpoint.h"
+#include "trainer/inner_optimizer.h"
 
 namespace narrows::trainer {
 namespace {
@@ -71,6 +74,55 @@ AlgorithmPlugin ToyPlugin() {
 }  // namespace
 
 NARROWS_REGISTER_ALGORITHM(toy_average, ToyPlugin());
+
+namespace {
+
+// The toy inner optimiser: SGD with heavy-ball momentum, p -= lr * (m = momentum * m + g), over the
+// whole flat buffer (no groups, no decay). Its block: train.toy-sgd.momentum.
+struct ToySgdOptions : core::PluginOptions {
+  double momentum = 0.0;
+};
+
+class ToySgd final : public InnerOptimizer {
+ public:
+  ToySgd(Gpt& model, double momentum)
+      : params_(model.flat_params()), grads_(model.flat_grads()), buffer_(torch::zeros_like(params_)), momentum_(momentum) {}
+  void Step(double lr) override {
+    torch::NoGradGuard no_grad;
+    ++steps_;
+    buffer_.mul_(momentum_).add_(grads_);
+    params_.sub_(buffer_ * lr);
+  }
+  void Reset() override {
+    buffer_.zero_();
+    steps_ = 0;
+  }
+  std::vector<std::pair<std::string, torch::Tensor*>> State() override { return {{"momentum_buffer", &buffer_}}; }
+
+ private:
+  torch::Tensor params_, grads_, buffer_;
+  const double momentum_;
+};
+
+InnerOptimizerPlugin ToySgdPlugin() {
+  InnerOptimizerPlugin p;
+  p.parser.name = "toy-sgd";
+  p.parser.parse = [](core::OptionReader& r, const core::Scenario&) -> std::shared_ptr<const core::PluginOptions> {
+    auto o = std::make_shared<ToySgdOptions>();
+    o->momentum = r.Double("momentum", 0.0, 0.0, 1.0, core::Bound::kInclusive);
+    return o;
+  };
+  p.summary = "a test's toy: SGD with heavy-ball momentum";
+  p.make = [](Gpt& model, const core::TrainSpec& train) -> std::unique_ptr<InnerOptimizer> {
+    const auto* o = train.OptimizerOptions<ToySgdOptions>();
+    return std::make_unique<ToySgd>(model, o ? o->momentum : 0.0);
+  };
+  return p;
+}
+
+}  // namespace
+
+NARROWS_REGISTER_INNER_OPTIMIZER(toy_sgd, ToySgdPlugin());
 
 namespace {
 
@@ -221,6 +273,55 @@ TEST_F(PluginsTest, StreamingDilocoAndCompressedOuterGradients) {
   auto again = core::ParseScenario(sc->resolved_yaml, "x.yaml");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->resolved_yaml, core::ParseScenario(again->resolved_yaml, "x.yaml")->resolved_yaml);
+}
+
+TEST_F(PluginsTest, EveryInnerOptimizerAndTheToyAreRegistered) {
+  std::vector<std::string> names;
+  for (const InnerOptimizerPlugin* p : RegisteredInnerOptimizers()) {
+    names.push_back(p->parser.name);
+    EXPECT_FALSE(p->summary.empty()) << p->parser.name;
+    EXPECT_NE(core::FindBlockParser(core::BlockSlot::kInnerOptimizer, p->parser.name), nullptr) << p->parser.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"adamw", "toy-sgd"}));
+  EXPECT_NE(ErrorOf("train: {optimizer: sgd}\n").find("train.optimizer: expected one of adamw, toy-sgd; got 'sgd'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("train: {optimizer: toy-sgd, toy-sgd: {momentum: 1.5}}\n").find("train.toy-sgd.momentum"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("train: {adamw: {beta1: 0.8}}\n").find("train.adamw.beta1: unknown key"), std::string::npos);
+}
+
+TEST_F(PluginsTest, AToyInnerOptimizerFromATestFileStepsAndTrains) {
+  core::Scenario sc = Make("workers: {count: 2}\ncompare: [ddp, diloco-h4]\n", "network: {profile: home-100m}\n",
+                           {"train.optimizer=toy-sgd", "train.toy-sgd.momentum=0.5", "train.grad_clip=0"});
+  ASSERT_EQ(sc.train.optimizer, "toy-sgd");
+  ASSERT_EQ(sc.train.OptimizerOptions<ToySgdOptions>()->momentum, 0.5);
+
+  // Two steps by hand: exactly heavy-ball SGD on the replica's own gradients.
+  torch::manual_seed(1);
+  Replica replica(sc.model, sc.train, torch::kCPU);
+  TokenBatch batch{2, sc.model.seq_len, {}, {}};
+  for (int64_t i = 0; i < 2 * sc.model.seq_len; ++i) {
+    batch.inputs.push_back(i * 7 % 200);
+    batch.targets.push_back((i * 7 + 3) % 200);
+  }
+  torch::Tensor expected = replica.model().flat_params().clone(), momentum = torch::zeros_like(expected);
+  for (int step = 0; step < 2; ++step) {
+    replica.ComputeGradients(batch);
+    momentum = momentum * 0.5 + replica.model().flat_grads();
+    expected -= momentum * 0.1;
+    replica.ApplyGradients(0.1);
+  }
+  EXPECT_TRUE(torch::allclose(replica.model().flat_params(), expected, 1e-6, 1e-7));
+  EXPECT_EQ(replica.optimizer().steps_taken(), 2);
+  ASSERT_EQ(replica.optimizer().State().size(), 1u);
+  EXPECT_EQ(replica.optimizer().State()[0].first, "momentum_buffer");
+
+  // Every algorithm trains with it.
+  for (size_t e = 0; e < sc.compare.size(); ++e) {
+    const EntryResult r = Run(sc, e);
+    EXPECT_GT(r.final_val_loss, 0.0) << sc.compare[e].name;
+    EXPECT_LT(r.final_val_loss, std::log(256.0)) << sc.compare[e].name;  // below a uniform guess
+  }
 }
 
 }  // namespace

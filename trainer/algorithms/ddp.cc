@@ -169,12 +169,12 @@ class Ddp final : public RoundAlgorithm {
 
   SharedState Shared() override {
     auto& rep = w_.replica;
-    adam_steps_ = rep.optimizer().steps_taken();
-    return {{{"params", &rep.model().flat_params()}, {"exp_avg", &rep.optimizer().exp_avg()},
-             {"exp_avg_sq", &rep.optimizer().exp_avg_sq()}},
-            &adam_steps_};
+    inner_steps_ = rep.optimizer().steps_taken();
+    SharedState shared{{{"params", &rep.model().flat_params()}}, &inner_steps_};
+    for (const auto& state : rep.optimizer().State()) shared.tensors.push_back(state);
+    return shared;
   }
-  void OnJoin(int64_t, InnerState) override { w_.replica.optimizer().set_steps_taken(adam_steps_); }
+  void OnJoin(int64_t, InnerState) override { w_.replica.optimizer().set_steps_taken(inner_steps_); }
 
   core::Status Step(Round* round, int64_t step) override {
     return updates_.adaptive() ? AdaptiveStep(round, step) : ConstantStep(round, step);
@@ -263,7 +263,7 @@ class Ddp final : public RoundAlgorithm {
   const int64_t n_params_;
   const core::OnFailure on_failure_;
   std::unique_ptr<OverlappedGradients> overlapped_;
-  int64_t adam_steps_ = 0;
+  int64_t inner_steps_ = 0;
   AdaptiveUpdates updates_;
 };
 

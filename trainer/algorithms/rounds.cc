@@ -21,7 +21,7 @@ core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const Sha
   c.rank = w.rank;
   c.step = step;
   c.outer_steps = *shared.counter;
-  c.adam_steps = w.replica.optimizer().steps_taken();
+  c.inner_steps = w.replica.optimizer().steps_taken();
   c.failures = w.roster->failures();
   c.group = group;
   c.clock_s = w.Now();
@@ -35,8 +35,7 @@ core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const Sha
   c.part = w.records.Export().dump();
   for (const auto& [name, t] : shared.tensors) c.tensors.emplace_back(name, *t);
   c.tensors.emplace_back("params", w.replica.model().flat_params());
-  c.tensors.emplace_back("exp_avg", w.replica.optimizer().exp_avg());
-  c.tensors.emplace_back("exp_avg_sq", w.replica.optimizer().exp_avg_sq());
+  for (const auto& [name, t] : w.replica.optimizer().State()) c.tensors.emplace_back(name, *t);
   char folder[32];
   std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(step));
   const std::string dir = w.entry.opt.checkpoint_dir + folder;
@@ -54,26 +53,29 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
   if (!read.ok()) return read.status();
   const WorkerCheckpoint& c = *read;
   const SharedState shared = a.Shared();
-  std::vector<torch::Tensor*> into = Tensors(shared);
-  into.push_back(&w.replica.model().flat_params());
-  into.push_back(&w.replica.optimizer().exp_avg());
-  into.push_back(&w.replica.optimizer().exp_avg_sq());
+  std::vector<std::pair<std::string, torch::Tensor*>> into = shared.tensors;
+  into.emplace_back("params", &w.replica.model().flat_params());
+  for (const auto& state : w.replica.optimizer().State()) into.push_back(state);
   if (c.rank != w.rank || c.tensors.size() != into.size()) {
     return core::Status::InvalidArgument("checkpoint of worker " + std::to_string(c.rank) + " with " +
                                          std::to_string(c.tensors.size()) + " tensors does not fit worker " +
                                          std::to_string(w.rank));
   }
   for (size_t i = 0; i < into.size(); ++i) {
-    if (c.tensors[i].second.numel() != into[i]->numel()) {
+    if (c.tensors[i].first != into[i].first) {
+      return core::Status::InvalidArgument("checkpoint tensor " + std::to_string(i) + " is " + c.tensors[i].first +
+                                           ", this run's " + into[i].first + " (another algorithm or optimiser?)");
+    }
+    if (c.tensors[i].second.numel() != into[i].second->numel()) {
       return core::Status::InvalidArgument("checkpoint tensor " + c.tensors[i].first + " has " +
                                            std::to_string(c.tensors[i].second.numel()) + " values, the model " +
-                                           std::to_string(into[i]->numel()) + " (another model?)");
+                                           std::to_string(into[i].second->numel()) + " (another model?)");
     }
     torch::NoGradGuard no_grad;
-    into[i]->copy_(c.tensors[i].second.to(into[i]->device()));
+    into[i].second->copy_(c.tensors[i].second.to(into[i].second->device()));
   }
   *shared.counter = c.outer_steps;
-  w.replica.optimizer().set_steps_taken(c.adam_steps);
+  w.replica.optimizer().set_steps_taken(c.inner_steps);
   w.roster->set_failures(c.failures);
   w.roster->SetGroup(c.group);
   w.time_offset = c.clock_s;

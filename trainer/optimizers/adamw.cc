@@ -1,4 +1,4 @@
-#include "trainer/flat_adamw.h"
+#include "trainer/optimizers/adamw.h"
 
 #include <ATen/Parallel.h>
 
@@ -42,20 +42,20 @@ FlatAdamW::FlatAdamW(torch::Tensor params, torch::Tensor grads, std::vector<Adam
   NARROWS_CHECK(params_.numel() == grads_.numel());
 }
 
-FlatAdamW FlatAdamW::ForModel(Gpt& model, const core::TrainSpec& train) {
+std::unique_ptr<FlatAdamW> FlatAdamW::ForModel(Gpt& model, const core::TrainSpec& train) {
   std::vector<AdamWGroup> groups;
   for (const GroupSlice& g : model.groups()) {
     const GroupScales& s = model.scales().group(g.kind);
     groups.push_back({g.offset, g.numel, s.lr, train.weight_decay * s.weight_decay, train.eps * s.eps});
   }
-  return FlatAdamW(model.flat_params(), model.flat_grads(), std::move(groups), train.beta1,
-                   train.beta2);
+  return std::make_unique<FlatAdamW>(model.flat_params(), model.flat_grads(), std::move(groups), train.beta1,
+                                     train.beta2);
 }
 
 void FlatAdamW::Step(double lr) {
-  ++step_;
-  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(step_));
-  const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(step_));
+  ++steps_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
+  const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
   torch::NoGradGuard no_grad;
   for (const AdamWGroup& g : groups_) {
     const double group_lr = lr * g.lr_scale;
@@ -84,25 +84,30 @@ void FlatAdamW::Reset() {
   torch::NoGradGuard no_grad;
   exp_avg_.zero_();
   exp_avg_sq_.zero_();
-  step_ = 0;
+  steps_ = 0;
 }
 
-double LearningRate(const core::TrainSpec& train, int64_t step) {
-  if (step < train.warmup_steps) {
-    return train.lr * static_cast<double>(step + 1) / static_cast<double>(train.warmup_steps);
-  }
-  if (train.schedule == core::LrSchedule::kConstant) return train.lr;
-  const double span = static_cast<double>(std::max<int64_t>(1, train.steps - train.warmup_steps));
-  const double progress = std::min(1.0, static_cast<double>(step - train.warmup_steps) / span);
-  const double min_lr = train.lr * train.min_lr_ratio;
-  return min_lr + 0.5 * (train.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+std::vector<std::pair<std::string, torch::Tensor*>> FlatAdamW::State() {
+  return {{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}};
 }
 
-double ClipGradNorm(torch::Tensor& grads, double max_norm) {
-  torch::NoGradGuard no_grad;
-  const double norm = grads.norm().item<double>();
-  if (max_norm > 0.0 && norm > max_norm) grads.mul_(max_norm / (norm + 1e-6));
-  return norm;
+namespace {
+
+InnerOptimizerPlugin AdamWPlugin() {
+  InnerOptimizerPlugin p;
+  p.parser.name = "adamw";
+  p.parser.parse = [](core::OptionReader&, const core::Scenario&) {
+    return std::make_shared<const core::PluginOptions>();  // train.adamw takes no keys
+  };
+  p.summary = "AdamW (PyTorch's), one fused pass on CPU; train.beta1, beta2, eps, weight_decay";
+  p.make = [](Gpt& model, const core::TrainSpec& train) -> std::unique_ptr<InnerOptimizer> {
+    return FlatAdamW::ForModel(model, train);
+  };
+  return p;
 }
+
+}  // namespace
+
+NARROWS_REGISTER_INNER_OPTIMIZER(adamw, AdamWPlugin());
 
 }  // namespace narrows::trainer
