@@ -63,6 +63,15 @@ CodecSpec ReadCodec(OptionReader& r, const std::string& key) {
   OptionReader block = r.Sub(key);
   spec.format = block.Enum<std::string>("format", "fp32", names);
   spec.kernel = Plugin(spec.format).make(block);
+  if (!spec.kernel->sparse() && !spec.kernel->lossless()) {
+    spec.all_gather = block.Enum<AllGather>("all_gather", AllGather::kSame,
+                                            {{"same", AllGather::kSame}, {"bf16", AllGather::kBf16}, {"fp32", AllGather::kFp32}});
+  } else if (block.Has("all_gather")) {
+    block.String("all_gather", "");
+    block.ErrorAt("all_gather", spec.kernel->sparse()
+                                    ? "a sparse format has no second phase (each replica's set is all-gathered and summed densely)"
+                                    : "a lossless format has no second phase to choose");
+  }
   spec.error_feedback = block.Bool("error_feedback", false);
   block.Finish();
   return spec;
@@ -86,6 +95,11 @@ Result<CodecSpec> ParseCodec(const std::string& yaml_text) {
 
 Codec::Codec(CodecSpec spec) : spec_(std::move(spec)) {
   kernel_ = spec_.kernel ? spec_.kernel : WithDefaults(Plugin(spec_.format));
+  switch (spec_.all_gather) {
+    case AllGather::kSame: gather_ = kernel_; break;
+    case AllGather::kBf16: gather_ = WithDefaults(Plugin("bf16")); break;
+    case AllGather::kFp32: gather_ = WithDefaults(Plugin("fp32")); break;
+  }
 }
 
 }  // namespace narrows::core

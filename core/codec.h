@@ -25,6 +25,9 @@ class CodecKernel {
  public:
   virtual ~CodecKernel() = default;
   virtual bool lossless() const { return false; }
+  // Whether it keeps some values exactly and drops the rest (top-k): sparse sets are all-gathered
+  // and summed densely, never re-encoded (core/collectives.h).
+  virtual bool sparse() const { return false; }
   // Exact bytes of `count` encoded values (scales and indices included).
   virtual int64_t EncodedBytes(int64_t count) const = 0;
   // Bits per value on the wire for a long buffer, scales included (the planner's "bits").
@@ -48,11 +51,18 @@ std::vector<const CodecPlugin*> RegisteredCodecs();
   extern const bool kCodecRegistered_##id; \
   const bool kCodecRegistered_##id = ::narrows::core::RegisterCodecs({__VA_ARGS__})
 
-// How outer gradients travel: a registered codec with its options, and error feedback (the sender
-// adds what the codec lost last time; applied by the trainer).
+// How the owner of a chunk sends its sum back in the all-reduce of a dense lossy codec (the second
+// phase): re-encoded with the same codec (as INTELLECT-1's int8 ring does; the default), or in
+// bf16 or fp32.
+enum class AllGather { kSame, kBf16, kFp32 };
+
+// How outer gradients travel: a registered codec with its options, the second phase of a dense
+// codec's all-reduce, and error feedback (what encoding lost is added to the next all-reduce of the
+// same buffer; core/collectives.h keeps it).
 struct CodecSpec {
   std::string format = "fp32";
   std::shared_ptr<const CodecKernel> kernel;  // null: fp32
+  AllGather all_gather = AllGather::kSame;
   bool error_feedback = false;
 };
 
@@ -66,6 +76,10 @@ class Codec {
   explicit Codec(CodecSpec spec);
   const CodecSpec& spec() const { return spec_; }
   bool lossless() const { return kernel_->lossless(); }
+  bool sparse() const { return kernel_->sparse(); }
+  // The first phase's codec (every contribution) and the second's (the owners' sums).
+  const CodecKernel& kernel() const { return *kernel_; }
+  const CodecKernel& gather() const { return *gather_; }
   int64_t EncodedBytes(int64_t count) const { return kernel_->EncodedBytes(count); }
   double BitsPerValue() const { return kernel_->BitsPerValue(); }
   void Encode(const float* in, int64_t count, uint8_t* out) const { kernel_->Encode(in, count, out); }
@@ -73,7 +87,7 @@ class Codec {
 
  private:
   CodecSpec spec_;
-  std::shared_ptr<const CodecKernel> kernel_;
+  std::shared_ptr<const CodecKernel> kernel_, gather_;
 };
 
 }  // namespace narrows::core

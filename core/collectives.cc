@@ -192,101 +192,211 @@ std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count
 
 namespace {
 
-// AllReduceSumEncoded's chunk j over the encoded body, and its payload size (the tail rides with
-// the last chunk, as fp32).
+// AllReduceSumEncoded's chunk j over the encoded body, and its payload size in `kernel` (the tail
+// rides with the last chunk, as fp32).
 struct EncodedChunk {
   int64_t begin, end, bytes;
 };
-EncodedChunk EncodedChunkOf(const Codec& codec, int64_t body, int64_t tail, int n, int j) {
+EncodedChunk EncodedChunkOf(const CodecKernel& kernel, int64_t body, int64_t tail, int n, int j) {
   const auto [b, e] = Chunk(body, n, j);
-  return {b, e, codec.EncodedBytes(e - b) + (j == n - 1 ? 4 * tail : 0)};
+  return {b, e, kernel.EncodedBytes(e - b) + (j == n - 1 ? 4 * tail : 0)};
 }
+
+// The encoded all-reduce's buffers: the caller's data split into a body (encoded) and an exact tail,
+// and error feedback's residuals, updated only once the whole all-reduce has succeeded (a retry
+// among survivors starts from the same residuals).
+class EncodedReduce {
+ public:
+  EncodedReduce(Transport& t, float* data, int64_t count, int64_t exact_tail, const Codec& codec,
+                const CollectiveOptions& o, int position, EncodingResiduals* residuals)
+      : t_(t), data_(data), body_(count - exact_tail), tail_(exact_tail), codec_(codec), o_(o),
+        n_(static_cast<int>(o.group.size())), p_(position), residuals_(residuals) {
+    if (residuals_) {
+      residuals_->sent.resize(static_cast<size_t>(body_), 0.0f);
+      residuals_->owned.resize(static_cast<size_t>(body_), 0.0f);
+      sent_ = residuals_->sent;
+    }
+  }
+
+  Status Run() {
+    NARROWS_RETURN_IF_ERROR(codec_.sparse() ? SparseAllGather() : ReduceScatterAllGather());
+    if (residuals_) residuals_->sent.swap(sent_);
+    return Status::Ok();
+  }
+
+ private:
+  int Rank(int j) const { return o_.group[static_cast<size_t>(j)]; }
+
+  // This rank's contribution to [begin, end) of the body, plus what encoding it lost last time,
+  // encoded with `kernel` into `out` (after which `out` holds the tail's exact floats when
+  // `with_tail`); with error feedback, the new residual of that range goes to sent_.
+  void EncodeContribution(const CodecKernel& kernel, int64_t begin, int64_t end, bool with_tail, std::vector<uint8_t>* out) {
+    const int64_t len = end - begin;
+    const float* values = data_ + begin;
+    if (residuals_) {
+      scratch_.resize(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) scratch_[static_cast<size_t>(i)] = values[i] + sent_[static_cast<size_t>(begin + i)];
+      values = scratch_.data();
+    }
+    const int64_t bytes = kernel.EncodedBytes(len);
+    out->resize(static_cast<size_t>(bytes + (with_tail ? 4 * tail_ : 0)));
+    kernel.Encode(values, len, out->data());
+    if (with_tail && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
+    if (residuals_) {
+      decoded_.resize(static_cast<size_t>(len));
+      kernel.Decode(out->data(), len, decoded_.data());
+      for (int64_t i = 0; i < len; ++i) sent_[static_cast<size_t>(begin + i)] = values[i] - decoded_[static_cast<size_t>(i)];
+    }
+  }
+
+  // Adds the decoding of `in` (a contribution to [begin, end) in `kernel`, the tail after it when
+  // `with_tail`) to sum and tail_sum.
+  void Accumulate(const CodecKernel& kernel, const uint8_t* in, int64_t begin, int64_t end, bool with_tail,
+                  std::vector<float>* sum, std::vector<float>* tail_sum) {
+    const int64_t len = end - begin;
+    decoded_.resize(static_cast<size_t>(len));
+    kernel.Decode(in, len, decoded_.data());
+    for (int64_t i = 0; i < len; ++i) (*sum)[static_cast<size_t>(i)] += decoded_[static_cast<size_t>(i)];
+    if (!with_tail) return;
+    const uint8_t* at = in + kernel.EncodedBytes(len);
+    for (int64_t i = 0; i < tail_; ++i) {
+      float v;
+      std::memcpy(&v, at + 4 * i, 4);
+      (*tail_sum)[static_cast<size_t>(i)] += v;
+    }
+  }
+
+  // Dense formats. Reduce-scatter: chunk j of every contribution, encoded, to its owner group[j],
+  // which decodes them (its own too) and sums in fp32 in group order. All-gather: the owner's sum
+  // (plus what re-encoding its sums lost last time, with error feedback) encoded with the second
+  // phase's codec to every rank; everyone, the owner too, keeps the decoding.
+  Status ReduceScatterAllGather() {
+    const CodecKernel& first = codec_.kernel();
+    const CodecKernel& second = codec_.gather();
+    std::vector<uint8_t> payload, own;
+    for (int j = 0; j < n_; ++j) {
+      if (j == p_) continue;
+      const EncodedChunk c = EncodedChunkOf(first, body_, tail_, n_, j);
+      EncodeContribution(first, c.begin, c.end, j == n_ - 1, &payload);
+      NARROWS_RETURN_IF_ERROR(t_.Send(Rank(j), o_.tag, payload.data(), payload.size()));
+    }
+    const EncodedChunk mine = EncodedChunkOf(first, body_, tail_, n_, p_);
+    const int64_t len = mine.end - mine.begin;
+    const bool has_tail = p_ == n_ - 1 && tail_ > 0;
+    std::vector<float> sum(static_cast<size_t>(len), 0.0f), tail_sum(static_cast<size_t>(has_tail ? tail_ : 0), 0.0f);
+    EncodeContribution(first, mine.begin, mine.end, p_ == n_ - 1, &own);
+    for (int r = 0; r < n_; ++r) {  // group order: the same sum on whatever ring
+      const uint8_t* in = own.data();
+      if (r != p_) {
+        payload.resize(static_cast<size_t>(mine.bytes));
+        NARROWS_RETURN_IF_ERROR(t_.Recv(Rank(r), o_.tag, payload.data(), payload.size(), o_.timeout_s));
+        in = payload.data();
+      }
+      Accumulate(first, in, mine.begin, mine.end, has_tail, &sum, &tail_sum);
+    }
+    if (residuals_) {
+      for (int64_t i = 0; i < len; ++i) sum[static_cast<size_t>(i)] += residuals_->owned[static_cast<size_t>(mine.begin + i)];
+    }
+    const EncodedChunk back = EncodedChunkOf(second, body_, tail_, n_, p_);
+    own.resize(static_cast<size_t>(back.bytes));
+    second.Encode(sum.data(), len, own.data());
+    if (has_tail) std::memcpy(own.data() + second.EncodedBytes(len), tail_sum.data(), static_cast<size_t>(tail_) * 4);
+    for (int r = 0; r < n_; ++r) {
+      if (r != p_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(r), o_.tag + 1, own.data(), own.size()));
+    }
+    std::vector<std::pair<int, std::vector<uint8_t>>> received;
+    for (int j = 0; j < n_; ++j) {
+      if (j == p_) continue;
+      payload.resize(static_cast<size_t>(EncodedChunkOf(second, body_, tail_, n_, j).bytes));
+      NARROWS_RETURN_IF_ERROR(t_.Recv(Rank(j), o_.tag + 1, payload.data(), payload.size(), o_.timeout_s));
+      Keep(j, payload.data());
+    }
+    // Only now, with every chunk in: the data is the result, the residuals move on.
+    Keep(p_, own.data());
+    if (residuals_) {
+      for (int64_t i = 0; i < len; ++i) {
+        residuals_->owned[static_cast<size_t>(mine.begin + i)] = sum[static_cast<size_t>(i)] - data_[mine.begin + i];
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Writes the decoding of the sum of chunk j (second phase) into the data.
+  void Keep(int j, const uint8_t* in) {
+    const CodecKernel& second = codec_.gather();
+    const EncodedChunk c = EncodedChunkOf(second, body_, tail_, n_, j);
+    second.Decode(in, c.end - c.begin, data_ + c.begin);
+    if (j == n_ - 1 && tail_ > 0) {
+      std::memcpy(data_ + body_, in + second.EncodedBytes(c.end - c.begin), static_cast<size_t>(tail_) * 4);
+    }
+  }
+
+  // Sparse formats: every rank's whole body, encoded once (the k largest of the whole contribution),
+  // goes to every other rank; each decodes all of them (its own too) and sums in fp32 in group
+  // order. Nothing is pruned again.
+  Status SparseAllGather() {
+    const CodecKernel& kernel = codec_.kernel();
+    std::vector<uint8_t> own, payload;
+    EncodeContribution(kernel, 0, body_, true, &own);
+    for (int r = 0; r < n_; ++r) {
+      if (r != p_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(r), o_.tag, own.data(), own.size()));
+    }
+    std::vector<float> sum(static_cast<size_t>(body_), 0.0f), tail_sum(static_cast<size_t>(tail_), 0.0f);
+    for (int r = 0; r < n_; ++r) {
+      const uint8_t* in = own.data();
+      if (r != p_) {
+        payload.resize(own.size());
+        NARROWS_RETURN_IF_ERROR(t_.Recv(Rank(r), o_.tag, payload.data(), payload.size(), o_.timeout_s));
+        in = payload.data();
+      }
+      Accumulate(kernel, in, 0, body_, true, &sum, &tail_sum);
+    }
+    std::copy(sum.begin(), sum.end(), data_);
+    std::copy(tail_sum.begin(), tail_sum.end(), data_ + body_);
+    return Status::Ok();
+  }
+
+  Transport& t_;
+  float* data_;
+  const int64_t body_, tail_;
+  const Codec& codec_;
+  const CollectiveOptions& o_;
+  const int n_, p_;
+  EncodingResiduals* residuals_;
+  std::vector<float> sent_, scratch_, decoded_;
+};
 
 }  // namespace
 
 int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t exact_tail, int n, int position) {
   if (n <= 1) return 0;
+  const int64_t body = count - exact_tail;
+  if (codec.sparse()) return (n - 1) * (codec.kernel().EncodedBytes(body) + 4 * exact_tail);
   int64_t bytes = 0;
   for (int j = 0; j < n; ++j) {
-    const int64_t chunk = EncodedChunkOf(codec, count - exact_tail, exact_tail, n, j).bytes;
-    bytes += j == position ? (n - 1) * chunk : chunk;
+    if (j == position) {
+      bytes += (n - 1) * EncodedChunkOf(codec.gather(), body, exact_tail, n, j).bytes;
+    } else {
+      bytes += EncodedChunkOf(codec.kernel(), body, exact_tail, n, j).bytes;
+    }
   }
   return bytes;
 }
 
 Status AllReduceSumEncoded(Transport& t, float* data, int64_t count, int64_t exact_tail, const Codec& codec,
-                           const CollectiveOptions& o) {
+                           const CollectiveOptions& o, EncodingResiduals* residuals) {
   int p = 0;
   NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &p));
   if (exact_tail < 0 || exact_tail > count) return Status::InvalidArgument("exact_tail outside the buffer");
-  const int n = static_cast<int>(o.group.size());
-  if (n == 1 || count == 0) return Status::Ok();
-  const int64_t body = count - exact_tail;
-  float* tail = data + body;
-  auto encode = [&](int j, std::vector<uint8_t>* out, const float* values, const float* tail_values) {
-    const EncodedChunk c = EncodedChunkOf(codec, body, exact_tail, n, j);
-    out->resize(static_cast<size_t>(c.bytes));
-    codec.Encode(values, c.end - c.begin, out->data());
-    if (j == n - 1 && exact_tail > 0) {
-      std::memcpy(out->data() + (c.bytes - 4 * exact_tail), tail_values, static_cast<size_t>(exact_tail) * 4);
-    }
-  };
-  // Reduce-scatter: chunk j, encoded, to its owner group[j].
-  std::vector<uint8_t> payload;
-  for (int j = 0; j < n; ++j) {
-    if (j == p) continue;
-    const EncodedChunk c = EncodedChunkOf(codec, body, exact_tail, n, j);
-    encode(j, &payload, data + c.begin, tail);
-    NARROWS_RETURN_IF_ERROR(t.Send(o.group[static_cast<size_t>(j)], o.tag, payload.data(), payload.size()));
-  }
-  const EncodedChunk mine = EncodedChunkOf(codec, body, exact_tail, n, p);
-  const int64_t len = mine.end - mine.begin;
-  const bool has_tail = p == n - 1 && exact_tail > 0;
-  std::vector<float> sum(static_cast<size_t>(len), 0.0f), decoded(static_cast<size_t>(len));
-  std::vector<float> tail_sum(static_cast<size_t>(has_tail ? exact_tail : 0), 0.0f);
-  std::vector<uint8_t> own;
-  encode(p, &own, data + mine.begin, tail);
-  for (int r = 0; r < n; ++r) {  // group order: the same sum on whatever ring
-    const uint8_t* in = own.data();
-    if (r != p) {
-      payload.resize(static_cast<size_t>(mine.bytes));
-      NARROWS_RETURN_IF_ERROR(t.Recv(o.group[static_cast<size_t>(r)], o.tag, payload.data(), payload.size(), o.timeout_s));
-      in = payload.data();
-    }
-    codec.Decode(in, len, decoded.data());
-    for (int64_t i = 0; i < len; ++i) sum[static_cast<size_t>(i)] += decoded[static_cast<size_t>(i)];
-    if (has_tail) {
-      const uint8_t* at = in + (mine.bytes - 4 * exact_tail);
-      for (int64_t i = 0; i < exact_tail; ++i) {
-        float v;
-        std::memcpy(&v, at + 4 * i, 4);
-        tail_sum[static_cast<size_t>(i)] += v;
-      }
-    }
-  }
-  // All-gather: the owner's sum, encoded once; everyone (the owner too) keeps its decoding.
-  encode(p, &own, sum.data(), tail_sum.data());
-  for (int r = 0; r < n; ++r) {
-    if (r != p) NARROWS_RETURN_IF_ERROR(t.Send(o.group[static_cast<size_t>(r)], o.tag + 1, own.data(), own.size()));
-  }
-  auto keep = [&](int j, const uint8_t* in) {
-    const EncodedChunk c = EncodedChunkOf(codec, body, exact_tail, n, j);
-    codec.Decode(in, c.end - c.begin, data + c.begin);
-    if (j == n - 1 && exact_tail > 0) std::memcpy(tail, in + (c.bytes - 4 * exact_tail), static_cast<size_t>(exact_tail) * 4);
-  };
-  keep(p, own.data());
-  for (int j = 0; j < n; ++j) {
-    if (j == p) continue;
-    payload.resize(static_cast<size_t>(EncodedChunkOf(codec, body, exact_tail, n, j).bytes));
-    NARROWS_RETURN_IF_ERROR(t.Recv(o.group[static_cast<size_t>(j)], o.tag + 1, payload.data(), payload.size(), o.timeout_s));
-    keep(j, payload.data());
-  }
-  return Status::Ok();
+  if (o.group.size() == 1 || count == 0) return Status::Ok();
+  return EncodedReduce(t, data, count, exact_tail, codec, o, p, residuals).Run();
 }
 
 std::unique_ptr<Work> AllReduceSumEncodedAsync(Transport& t, float* data, int64_t count, int64_t exact_tail,
-                                               Codec codec, CollectiveOptions options) {
-  return t.Start([=](Transport& child) { return AllReduceSumEncoded(child, data, count, exact_tail, codec, options); });
+                                               Codec codec, CollectiveOptions options, EncodingResiduals* residuals) {
+  return t.Start([=](Transport& child) {
+    return AllReduceSumEncoded(child, data, count, exact_tail, codec, options, residuals);
+  });
 }
 
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& o) {

@@ -39,20 +39,40 @@ struct CollectiveOptions {
 Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOptions& options);
 // AllReduceSum started beside the caller (Transport::Start); `data` must live until Wait returns.
 std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count, CollectiveOptions options);
+// Error feedback for the encoded all-reduce of one buffer, kept by its caller from one all-reduce to
+// the next: what encoding this rank's contribution lost (added to its next contribution before
+// encoding) and, for dense formats, what re-encoding the sums this rank owned lost (added to its
+// next sum of the same elements). Per element of the encoded body, computed with the wire's own
+// chunks and blocks, so that over any number of all-reduces the results plus every rank's
+// residuals add up to the sum of every contribution, to float rounding.
+struct EncodingResiduals {
+  std::vector<float> sent, owned;
+};
+
 // All-reduce (sum) whose first `count - exact_tail` floats travel encoded by `codec` and whose last
-// `exact_tail` floats travel as fp32 (counts, votes). Reduce-scatter to owners, then all-gather:
-// every rank sends chunk j of its buffer, encoded, to the j-th rank of the group; that owner
-// decodes each contribution (its own too) and sums them in fp32 in group order — one rounding per
-// contribution, none in the accumulation, and a sum that does not depend on who sits where in a
-// ring; the owner encodes the sum once and sends it to every rank, and every rank (the owner too)
-// ends with the decoded sum. Bytes per rank: EncodedAllReduceBytesPerRank. Tags tag, tag + 1.
+// `exact_tail` floats travel as fp32 (counts, votes); every rank ends with the same values.
+// - Dense formats: reduce-scatter to owners, then all-gather. Every rank sends chunk j of its
+//   buffer, encoded, to the j-th rank of the group; that owner decodes each contribution (its own
+//   too) and sums them in fp32 in group order — one rounding per contribution, none in the
+//   accumulation, and a sum that does not depend on who sits where in a ring. The owner encodes the
+//   sum with the second phase's codec (codec.gather(): the same, bf16 or fp32) and sends it to every
+//   rank; every rank, the owner too, keeps its decoding. Tags tag, tag + 1.
+// - Sparse formats (top-k): every rank's whole body, encoded once, goes to every other rank, which
+//   decodes and sums all of them in fp32 in group order: each contribution is pruned once, the sum
+//   never. Tag tag.
+// With `residuals` (error feedback), they are added before encoding and updated once the
+// all-reduce has succeeded (so that a retry among survivors starts from the same residuals).
+// Bytes per rank: EncodedAllReduceBytesPerRank.
 Status AllReduceSumEncoded(Transport& t, float* data, int64_t count, int64_t exact_tail, const Codec& codec,
-                           const CollectiveOptions& options);
+                           const CollectiveOptions& options, EncodingResiduals* residuals = nullptr);
+// The same, started beside the caller; `data` and `residuals` must live until Wait returns.
 std::unique_ptr<Work> AllReduceSumEncodedAsync(Transport& t, float* data, int64_t count, int64_t exact_tail,
-                                               Codec codec, CollectiveOptions options);
-// Bytes the rank at `position` of `n` sends in AllReduceSumEncoded: its n-1 foreign chunks encoded
-// (reduce-scatter) and its own chunk encoded to n-1 ranks (all-gather); the tail rides with the
-// last chunk.
+                                               Codec codec, CollectiveOptions options,
+                                               EncodingResiduals* residuals = nullptr);
+// Bytes the rank at `position` of `n` sends in AllReduceSumEncoded. Dense: its n-1 foreign chunks
+// in the codec (reduce-scatter) and its own chunk's sum in the second phase's codec to n-1 ranks
+// (all-gather). Sparse: its encoded body to n-1 ranks. The tail rides with the last chunk (dense)
+// or with the body (sparse).
 int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t exact_tail, int n, int position);
 
 // Copies the root's buffer to every rank of the group.

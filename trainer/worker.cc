@@ -255,26 +255,39 @@ void WorkerContext::Done() {
   x.ran[static_cast<size_t>(rank)] = true;
 }
 
+namespace {
+
+bool Encoded(const Encoding& e) { return e.codec != nullptr && !e.codec->lossless(); }
+core::EncodingResiduals* Residuals(const Encoding& e) {
+  return e.codec->spec().error_feedback ? e.residuals : nullptr;
+}
+
+}  // namespace
+
 core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
-                                   const std::function<void()>& fill, core::OnFailure on_failure, const core::Codec* codec,
-                                   int64_t exact_tail, int tag) {
+                                   const std::function<void()>& fill, core::OnFailure on_failure, Encoding encoding,
+                                   int tag) {
   return roster->Run(group, step, on_failure, fill, [&](core::Transport& via) {
     return Timed(Spent::kCommunicating, [&] {
       const core::CollectiveOptions o = Options(*group, roster->Tag(tag, step));
-      if (codec && !codec->lossless()) return core::AllReduceSumEncoded(via, buffer.data(), count, exact_tail, *codec, o);
+      if (Encoded(encoding)) {
+        return core::AllReduceSumEncoded(via, buffer.data(), count, encoding.exact_tail, *encoding.codec, o,
+                                         Residuals(encoding));
+      }
       return core::AllReduceSum(via, buffer.data(), count, o);
     });
   });
 }
 
 WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& group, float* data, int64_t count,
-                                                        int64_t step, const core::Codec* codec, int64_t exact_tail) {
+                                                        int64_t step, Encoding encoding) {
   PendingReduce p;
   p.guard = roster->Guard(group);
   core::Transport& via = p.guard ? *p.guard : t;
   core::CollectiveOptions o = Options(group, roster->Tag(kTagReduce, step));
-  if (codec && !codec->lossless()) {
-    p.work = core::AllReduceSumEncodedAsync(via, data, count, exact_tail, *codec, std::move(o));
+  if (Encoded(encoding)) {
+    p.work = core::AllReduceSumEncodedAsync(via, data, count, encoding.exact_tail, *encoding.codec, std::move(o),
+                                            Residuals(encoding));
   } else {
     p.work = core::AllReduceSumAsync(via, data, count, std::move(o));
   }

@@ -77,6 +77,16 @@ struct Experiment::Impl final : EntryContext, Recorder {
 void ToHost(const torch::Tensor& t, float* out);
 void FromHost(const float* in, torch::Tensor& t);
 
+// How a reduced buffer travels: with a lossy `codec`, all but the last `exact_tail` floats
+// encoded (core::AllReduceSumEncoded), with `residuals` (the algorithm keeps one per buffer it
+// reduces; null: this contribution takes no part in error feedback) where the codec asks for
+// error feedback.
+struct Encoding {
+  const core::Codec* codec = nullptr;
+  int64_t exact_tail = 0;
+  core::EncodingResiduals* residuals = nullptr;
+};
+
 // One worker: its replica and data, its clock accounting, and who it trains with.
 struct WorkerContext {
   const EntryContext& entry;
@@ -130,12 +140,10 @@ struct WorkerContext {
   void Done();
 
   // All-reduce (sum) of the first `count` floats of `buffer` over `group`, `fill` writing this
-  // worker's contribution first; the roster decides what a dead member means. With a lossy
-  // `codec`, all but the last `exact_tail` floats travel encoded (core::AllReduceSumEncoded).
+  // worker's contribution first; the roster decides what a dead member means.
   // Collectives that may be in flight at once between the same workers need distinct `tag`s.
   core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
-                      core::OnFailure on_failure, const core::Codec* codec = nullptr, int64_t exact_tail = 0,
-                      int tag = kTagReduce);
+                      core::OnFailure on_failure, Encoding encoding = {}, int tag = kTagReduce);
   // The same all-reduce over `data`, started beside this worker (its clock runs on while the bytes
   // move); `data` must live until the work is waited for. The guard (live) outlives the work.
   struct PendingReduce {
@@ -143,7 +151,7 @@ struct WorkerContext {
     std::unique_ptr<core::Work> work;
   };
   PendingReduce StartReduce(const std::vector<int>& group, float* data, int64_t count, int64_t step,
-                            const core::Codec* codec = nullptr, int64_t exact_tail = 0);
+                            Encoding encoding = {});
   // Collective options of this entry (algorithm, islands, pipelining over a real network).
   core::CollectiveOptions Options(std::vector<int> group, int tag) const;
 

@@ -17,6 +17,7 @@ class TopK final : public CodecKernel {
   explicit TopK(double fraction) : fraction_(fraction) {}
   int64_t EncodedBytes(int64_t count) const override { return 8 * Kept(count); }
   double BitsPerValue() const override { return 64.0 * fraction_; }  // an index and a value per kept value
+  bool sparse() const override { return true; }
   void Encode(const float* in, int64_t count, uint8_t* out) const override {
     const int64_t k = Kept(count);
     if (k == 0) return;

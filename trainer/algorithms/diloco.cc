@@ -85,7 +85,6 @@ class Diloco final : public RoundAlgorithm {
         torch::NoGradGuard no_grad;
         ToHost(global_ - w_.replica.model().flat_params(), buffer.data());  // pseudo-gradient
       }
-      if (keep) error_feedback_.Apply(codec_, buffer.data(), n_params_);
       if (!keep) std::fill(buffer.begin(), buffer.end(), 0.0f);
       buffer[static_cast<size_t>(n_params_)] = keep ? 1.0f : 0.0f;
       std::fill(buffer.begin() + n_params_ + 1, buffer.end(), 0.0f);
@@ -94,7 +93,7 @@ class Diloco final : public RoundAlgorithm {
         buffer[static_cast<size_t>(n_params_ + 1 + x_.num_workers + w_.rank)] =
             static_cast<float>((w_.compute_s - round_compute_from_) / static_cast<double>(steps_this_round_));
       }
-    }, core::OnFailure::kContinue, &codec_, tail_));
+    }, core::OnFailure::kContinue, {&codec_, tail_, keep ? &residuals_ : nullptr}));
     w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
     if (o_.dylu) PlanNextRound(*round);
     steps_this_round_ = 0;
@@ -176,7 +175,7 @@ class Diloco final : public RoundAlgorithm {
   std::mt19937_64 drop_rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   const core::Codec codec_{o_.outer_gradient};  // how pseudo-gradients travel
-  ErrorFeedback error_feedback_;
+  core::EncodingResiduals residuals_;  // error feedback of the outer gradient
   int64_t rewarm_from_ = -1;
   int64_t tail_ = 0;                             // floats after the pseudo-gradient, sent exactly
   int64_t my_inner_steps_ = o_.inner_steps;  // DyLU: this worker's inner steps per round

@@ -136,9 +136,8 @@ class Dipaco final : public RoundAlgorithm {
           for (int64_t j = 0; j < numel; ++j) buffer[static_cast<size_t>(at + j)] = weight * delta_host_[static_cast<size_t>(offset + j)];
           at += numel;
         }
-        u.error_feedback.Apply(codec_, buffer.data(), u.numel);
         buffer[static_cast<size_t>(u.numel)] = weight;
-      }, core::OnFailure::kStop, &codec_, 1, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
+      }, core::OnFailure::kStop, {&codec_, 1, &u.residuals}, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
       u.bytes_sent += w_.Stats().bytes_sent - sent_before;
       const float total = buffer[static_cast<size_t>(u.numel)];
       int64_t at = 0;
@@ -182,7 +181,7 @@ class Dipaco final : public RoundAlgorithm {
     std::vector<std::pair<int64_t, int64_t>> ranges;  // (offset, numel) into the flat parameters
     int64_t numel = 0;
     int64_t bytes_sent = 0;
-    ErrorFeedback error_feedback;
+    core::EncodingResiduals residuals;  // error feedback of the unit's outer gradient
   };
 
   bool LeadsPath(const std::vector<int>& members) const {

@@ -46,15 +46,28 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   const core::Codec wire(codec);
   const double rounds = std::ceil(in.steps / static_cast<double>(inner_steps));
   const double fragment = std::ceil(in.workload.params / static_cast<double>(fragments));
-  const double bytes = static_cast<double>(wire.EncodedBytes(static_cast<int64_t>(fragment))) + 4.0 * (1 + m);
-  const double reduce = wire.lossless() ? in.RingAllReduceSeconds(bytes) : in.EncodedAllReduceSeconds(bytes);
+  const double tail = 4.0 * (1 + m);  // the contributor count and the votes, as fp32
+  const double bytes = static_cast<double>(wire.EncodedBytes(static_cast<int64_t>(fragment))) + tail;
+  // What each worker sends per synchronisation, and how long the exchange takes (core/collectives.h).
+  double reduce = 0.0, sent = 0.0;
+  if (wire.lossless()) {
+    reduce = in.RingAllReduceSeconds(bytes);
+    sent = 2.0 * (m - 1) / m * bytes;
+  } else if (wire.sparse()) {
+    reduce = in.AllGatherSeconds(bytes);
+    sent = (m - 1) * bytes;
+  } else {
+    const double gather = static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
+    reduce = in.EncodedAllReduceSeconds(bytes, gather);
+    sent = (m - 1.0) / m * (bytes + gather);
+  }
   const double exposed = std::max(0.0, reduce - overlap_steps * in.step_s);
   PlanRow r;
   r.compute_s = in.compute_s;
   r.syncs = static_cast<int64_t>(rounds) * fragments;
   // The last synchronisation has no inner steps left to hide behind.
   r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * exposed + (reduce - exposed);
-  r.bytes_per_worker = static_cast<double>(r.syncs) * 2.0 * (m - 1) / m * bytes;
+  r.bytes_per_worker = static_cast<double>(r.syncs) * sent;
   return r;
 }
 

@@ -53,8 +53,10 @@ inline void OuterStep(const OuterOptions& a, torch::Tensor& global, const torch:
   }
 }
 
-// Error feedback for a lossy outer-gradient codec: what the codec lost of this worker's
-// contribution is added to its next one, so that nothing is lost for good, only delayed.
+// Error feedback for a lossy outer-gradient codec over one message encoded whole (asynchronous
+// DiLoCo's push): what the codec lost of this worker's contribution is added to its next one, so
+// that nothing is lost for good, only delayed. All-reduces keep theirs in core::EncodingResiduals,
+// on the wire's own chunks (core/collectives.h).
 class ErrorFeedback {
  public:
   // `values` (this worker's contribution) += the residual; the residual becomes what encoding the

@@ -14,16 +14,22 @@ double PlanInputs::RingAllReduceSeconds(double bytes, const std::vector<int>& gr
   return ConcurrentRingsSeconds({ranks}, bytes, &sent);
 }
 
-double PlanInputs::EncodedAllReduceSeconds(double bytes) const {
+double PlanInputs::EncodedAllReduceSeconds(double scatter_bytes, double gather_bytes) const {
+  const int m = workers();
+  if (m < 2) return 0.0;
+  return AllGatherSeconds(std::ceil(scatter_bytes / m)) + AllGatherSeconds(std::ceil(gather_bytes / m));
+}
+
+double PlanInputs::AllGatherSeconds(double bytes) const {
   const int m = workers();
   if (m < 2 || bytes <= 0) return 0.0;
   std::vector<PlanMessage> phase;
   for (int w = 0; w < m; ++w) {
     for (int v = 0; v < m; ++v) {
-      if (v != w) phase.push_back({w, v, static_cast<int64_t>(std::ceil(bytes / m))});
+      if (v != w) phase.push_back({w, v, static_cast<int64_t>(std::ceil(bytes))});
     }
   }
-  return 2.0 * slowest_delivery(phase);
+  return slowest_delivery(phase);
 }
 
 double PlanInputs::ConcurrentRingsSeconds(const std::vector<std::vector<int>>& groups, double bytes,

@@ -60,9 +60,12 @@ struct PlanInputs {
   // A ring all-reduce of `bytes` among `group` (all workers when empty): 2(g-1) steps, in each of
   // which every member sends bytes/g to the next at once.
   double RingAllReduceSeconds(double bytes, const std::vector<int>& group = {}) const;
-  // core::AllReduceSumEncoded of `bytes` (encoded) among all: two phases, in each of which every
-  // worker sends bytes/M to each of the others at once (to the owners, then the owners' sums back).
-  double EncodedAllReduceSeconds(double bytes) const;
+  // core::AllReduceSumEncoded among all of a dense format: two phases, in each of which every
+  // worker sends a chunk (1/M of the buffer) to each of the others at once: `scatter_bytes` (the
+  // buffer in the codec) to the owners, then `gather_bytes` (in the second phase's codec) back.
+  double EncodedAllReduceSeconds(double scatter_bytes, double gather_bytes) const;
+  // Every worker sends `bytes` to each of the others at once (a sparse format's all-gather).
+  double AllGatherSeconds(double bytes) const;
   // The time of one ring among each of `groups` at once (disjoint workers): the slowest piece times
   // 2(g-1) steps of the largest group; `*sent_per_worker` grows by the bytes each worker sends,
   // averaged over all workers.

@@ -67,7 +67,7 @@ class StreamingDiloco final : public RoundAlgorithm {
     torch::Tensor flat = w.replica.model().flat_params().detach();
     int64_t largest = 0;
     for (auto& f : fragments_) {
-      state_.push_back({Gather(flat, f), OuterOptimizerState{}, ErrorFeedback{}});
+      state_.push_back({Gather(flat, f), OuterOptimizerState{}, core::EncodingResiduals{}});
       state_.back().outer = OuterOptimizerState::Like(state_.back().global);
       largest = std::max(largest, f.numel);
     }
@@ -127,7 +127,6 @@ class StreamingDiloco final : public RoundAlgorithm {
       torch::NoGradGuard no_grad;
       ToHost(st.global - Gather(w_.replica.model().flat_params(), frag), buffer.data());  // pseudo-gradient
     }
-    st.error_feedback.Apply(codec_, buffer.data(), frag.numel);
     buffer[static_cast<size_t>(frag.numel)] = 1.0f;
     std::fill(buffer.begin() + frag.numel + 1, buffer.begin() + count_, 0.0f);
     w_.roster->Vote(round->members, buffer.data() + frag.numel + 1);
@@ -136,7 +135,7 @@ class StreamingDiloco final : public RoundAlgorithm {
     pending_due_ = re + o_.overlap_steps;
     comm_from_ = w_.Now();
     sent_before_ = w_.Stats().bytes_sent;
-    pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, &codec_, 1 + x_.num_workers);
+    pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, {&codec_, 1 + x_.num_workers, &st.residuals});
     if (o_.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
     *round = pending_round_;  // survivors, if members died
     return core::Status::Ok();
@@ -153,7 +152,7 @@ class StreamingDiloco final : public RoundAlgorithm {
   struct FragmentState {
     torch::Tensor global;  // the fragment's global parameters, packed
     OuterOptimizerState outer;
-    ErrorFeedback error_feedback;
+    core::EncodingResiduals residuals;  // error feedback of the fragment's outer gradient
   };
 
   // The fragment's elements of `flat`, packed in order.
@@ -186,8 +185,8 @@ class StreamingDiloco final : public RoundAlgorithm {
     if (!s.ok() && s.code() == core::StatusCode::kPeerUnavailable) {
       NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&pending_round_.members, pending_round_.end, core::OnFailure::kContinue, s));
       s = w_.Reduce(&pending_round_.members, count_, pending_round_.end,
-                    [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, core::OnFailure::kContinue, &codec_,
-                    1 + x_.num_workers);
+                    [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, core::OnFailure::kContinue,
+                    {&codec_, 1 + x_.num_workers, &st.residuals});
     }
     NARROWS_RETURN_IF_ERROR(s);
     if (OverlapsRounds()) w_.CountSyncBytes(w_.Stats().bytes_sent - sent_before_);  // this fragment's bytes
