@@ -109,6 +109,10 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
       {{"standard", Parameterization::kStandard}, {"completep", Parameterization::kCompleteP}});
   m->base_depth = s.Int("base_depth", m->n_layers, 1, 1024);
   m->base_width = s.Int("base_width", m->d_model, 1, 65536);
+  m->depth_alpha = s.Double("depth_alpha", 1.0, 0.5, 1.0);
+  if (m->parameterization == Parameterization::kStandard && m->depth_alpha != 1.0) {
+    s.ErrorAt("depth_alpha", "applies to parameterization: completep only");
+  }
   if (m->d_model % m->n_heads != 0) {
     s.Error(s.node(), s.path() + ".n_heads",
             "d_model (" + std::to_string(m->d_model) + ") must be divisible by n_heads (" +
@@ -340,6 +344,12 @@ void ReadWarmStart(Section& top, const YAML::Node& root, Scenario& sc) {
   Section w = top.Sub("warm_start");
   sc.warm_start.steps = w.Int("steps", 0, 0, 100'000'000);
   sc.warm_start.checkpoint = w.String("checkpoint", "");
+  sc.warm_start.optimizer = w.Enum<WarmStartOptimizer>(
+      "optimizer", WarmStartOptimizer::kFresh,
+      {{"fresh", WarmStartOptimizer::kFresh}, {"continued", WarmStartOptimizer::kContinued}});
+  if (sc.warm_start.optimizer == WarmStartOptimizer::kContinued && !sc.warm_start.enabled()) {
+    w.ErrorAt("optimizer", "continued needs a warm start (steps or checkpoint)");
+  }
   if (sc.warm_start.steps > 0 && !sc.warm_start.checkpoint.empty()) {
     w.ErrorAt("checkpoint", "give steps (pre-train here) or checkpoint (a narrows train model.ckpt), not both");
   } else if (!sc.warm_start.checkpoint.empty()) {

@@ -39,6 +39,7 @@ struct ModelSpec {
   Parameterization parameterization = Parameterization::kStandard;
   int64_t base_depth = 4;
   int64_t base_width = 128;
+  double depth_alpha = 1.0;  // completep: residual branches scaled by m_d^-depth_alpha (0.5 to 1)
 };
 
 struct DataSpec {
@@ -192,9 +193,15 @@ struct AlgorithmSpec {
 // Every entry of `compare:` starts from the same weights (the DiLoCo papers' setting): a model file
 // written by `narrows train` (<run folder>/model.ckpt), or `steps` of single-replica pre-training
 // done once and kept in the run folder, keyed by the model, data, seed and training settings.
+// What the entries take from a warm start besides its weights: nothing (a fresh inner optimiser
+// that warms its learning rate up again), or its inner optimiser's state and its place in the
+// learning-rate schedule (one training run that the warm start began).
+enum class WarmStartOptimizer { kFresh, kContinued };
+
 struct WarmStartSpec {
   int64_t steps = 0;       // > 0: pre-train this many steps (the scenario's train settings)
   std::string checkpoint;  // or: start from this file
+  WarmStartOptimizer optimizer = WarmStartOptimizer::kFresh;
   bool enabled() const { return steps > 0 || !checkpoint.empty(); }
 };
 

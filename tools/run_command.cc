@@ -40,8 +40,7 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
                       {"compute_utilization", r.compute_utilization},
                       {"host_time_s", host_s},
                       {"host_compute_s", r.host_compute_s}};
-  j["time_to_target_s"] = r.time_to_target_s >= 0 ? nlohmann::json(r.time_to_target_s) : nlohmann::json();
-  return j;
+  return j;  // the equal-quality figures: AddEqualQuality, over every entry
 }
 
 namespace {
@@ -64,6 +63,21 @@ std::vector<Evaluation> Evaluations(const std::string& metrics_path) {
     }
   }
   return out;
+}
+
+// Time and bytes at which `evals` first reach `target`: linearly interpolated between the last
+// evaluation above it and the first at or below it (exact when one equals it or the first is
+// already below); {-1, -1} if none reaches it.
+std::pair<double, double> Reach(const std::vector<Evaluation>& evals, double target) {
+  for (size_t i = 0; i < evals.size(); ++i) {
+    const Evaluation& e = evals[i];
+    if (e.val_loss > target) continue;
+    if (i == 0 || e.val_loss == target) return {e.time_s, e.bytes};
+    const Evaluation& before = evals[i - 1];
+    const double f = (before.val_loss - target) / (before.val_loss - e.val_loss);
+    return {before.time_s + f * (e.time_s - before.time_s), before.bytes + f * (e.bytes - before.bytes)};
+  }
+  return {-1.0, -1.0};
 }
 
 }  // namespace
@@ -98,17 +112,11 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
   }
   (*summary)["target_loss"] = target;
   (*summary)["target_source"] = source;
+  (*summary)["eval_every"] = sc.eval.every;
   double first_time = -1.0, first_bytes = -1.0;
   for (size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
-    double time = -1.0, bytes = -1.0;
-    for (const auto& e : Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl")) {
-      if (e.val_loss <= target) {
-        time = e.time_s;
-        bytes = e.bytes;
-        break;
-      }
-    }
+    const auto [time, bytes] = Reach(Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl"), target);
     r["time_to_target_s"] = time >= 0 ? nlohmann::json(time) : nlohmann::json();
     r["bytes_to_target"] = bytes >= 0 ? nlohmann::json(bytes) : nlohmann::json();
     if (i == 0) {
@@ -176,8 +184,11 @@ void PrintComparison(const nlohmann::json& summary) {
     std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
                 x >= 1 ? "faster" : "slower");
   }
-  std::printf("\nat equal loss (%.4f, %s) relative to %s:", summary.value("target_loss", 0.0),
-              summary.value("target_source", std::string()).c_str(), first.c_str());
+  const auto every = summary.value("eval_every", int64_t{0});
+  const std::string cadence = every > 0 ? "interpolated between evaluations every " + std::to_string(every) + " steps"
+                                        : "evaluated at the end only";
+  std::printf("\nat equal loss (%.4f, %s; %s) relative to %s:", summary.value("target_loss", 0.0),
+              summary.value("target_source", std::string()).c_str(), cadence.c_str(), first.c_str());
   for (size_t i = 1; i < results.size(); ++i) {
     const double speedup = num(results[i], "speedup_at_target"), saved = num(results[i], "bytes_saved_at_target");
     if (speedup > 0) {

@@ -34,9 +34,10 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
                                           const nlohmann::json& results, const std::string& clock, bool keep_others);
 // The comparison at equal quality, from the entries' metrics.jsonl under `run_dir`: `target_loss`
 // (the scenario's, or else the worst final loss among the entries, which every entry reaches) and
-// `target_source`; per entry `time_to_target_s` and `bytes_to_target` (per worker) at its first
-// evaluation at or below the target (null: never), `speedup_at_target` and `bytes_saved_at_target`
-// relative to the first entry.
+// `target_source`, and `eval_every`; per entry `time_to_target_s` and `bytes_to_target` (per
+// worker) where it first reaches the target, interpolated linearly between the evaluations that
+// bracket it (null: never), `speedup_at_target` and `bytes_saved_at_target` relative to the first
+// entry.
 void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary);
 // The comparison table of a summary on stdout: at equal steps and at equal loss.
 void PrintComparison(const nlohmann::json& summary);

@@ -59,10 +59,10 @@ __attribute__((target_clones("avx2", "default"))) void CausalSoftmaxGradRow(cons
 
 class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttention> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& qkv_in, int64_t n_heads) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& qkv_in, int64_t n_heads, double score_scale) {
     const torch::Tensor qkv = qkv_in.contiguous();
     const Shape s = ShapeOf(qkv, n_heads);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.hd)));
+    const auto scale = static_cast<float>(score_scale);
     auto y = torch::empty({s.b, s.t, s.d}, qkv.options());
     auto probs = torch::empty({s.b, s.h, s.t, s.t}, qkv.options());
     const float* qkv_p = qkv.data_ptr<float>();
@@ -88,6 +88,7 @@ class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttenti
     });
     ctx->save_for_backward({qkv, probs});
     ctx->saved_data["n_heads"] = n_heads;
+    ctx->saved_data["scale"] = score_scale;
     return y;
   }
 
@@ -96,7 +97,7 @@ class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttenti
     const torch::Tensor qkv = saved[0], probs = saved[1];
     const torch::Tensor dy = grad_outputs[0].contiguous();
     const Shape s = ShapeOf(qkv, ctx->saved_data["n_heads"].toInt());
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.hd)));
+    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     auto dqkv = torch::empty_like(qkv);
     const float* qkv_p = qkv.data_ptr<float>();
     const float* probs_p = probs.data_ptr<float>();
@@ -135,30 +136,30 @@ class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttenti
         }
       }
     });
-    return {dqkv, torch::Tensor()};
+    return {dqkv, torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor CausalAttentionReference(const torch::Tensor& qkv, int64_t n_heads,
-                                       const torch::Tensor& causal_bias) {
+torch::Tensor CausalAttentionReference(const torch::Tensor& qkv, int64_t n_heads, const torch::Tensor& causal_bias,
+                                       double scale) {
   const Shape s = ShapeOf(qkv, n_heads);
   auto parts = qkv.view({s.b, s.t, 3, s.h, s.hd}).permute({2, 0, 3, 1, 4});  // [3, B, H, T, hd]
   auto q = parts[0].reshape({s.b * s.h, s.t, s.hd});
   auto k = parts[1].reshape({s.b * s.h, s.t, s.hd});
   auto v = parts[2].reshape({s.b * s.h, s.t, s.hd});
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s.hd));
   const auto mask = causal_bias.narrow(0, 0, s.t).narrow(1, 0, s.t);
   auto att = torch::softmax(torch::baddbmm(mask, q, k.transpose(1, 2), 1.0, scale), -1);
   return torch::bmm(att, v).view({s.b, s.h, s.t, s.hd}).transpose(1, 2).reshape({s.b, s.t, s.d});
 }
 
-torch::Tensor CausalAttention(const torch::Tensor& qkv, int64_t n_heads, const torch::Tensor& causal_bias) {
+torch::Tensor CausalAttention(const torch::Tensor& qkv, int64_t n_heads, const torch::Tensor& causal_bias,
+                              double scale) {
   if (qkv.is_cpu() && qkv.scalar_type() == torch::kFloat32) {
-    return FusedCausalAttention::apply(qkv, n_heads);
+    return FusedCausalAttention::apply(qkv, n_heads, scale);
   }
-  return CausalAttentionReference(qkv, n_heads, causal_bias);
+  return CausalAttentionReference(qkv, n_heads, causal_bias, scale);
 }
 
 }  // namespace narrows::trainer

@@ -16,10 +16,12 @@
 namespace narrows::trainer {
 
 // qkv: [B, T, 3*d], d = n_heads * head_dim. causal_bias: [>=T, >=T], 0 on/below the diagonal and
-// -inf above. Returns [B, T, d].
-torch::Tensor CausalAttention(const torch::Tensor& qkv, int64_t n_heads, const torch::Tensor& causal_bias);
+// -inf above. `scale` multiplies the scores q·k (1/sqrt(head_dim) as usual; muP's 1/head_dim).
+// Returns [B, T, d].
+torch::Tensor CausalAttention(const torch::Tensor& qkv, int64_t n_heads, const torch::Tensor& causal_bias,
+                              double scale);
 // The plain batched-op path, for comparison in tests and for non-CPU devices.
-torch::Tensor CausalAttentionReference(const torch::Tensor& qkv, int64_t n_heads,
-                                       const torch::Tensor& causal_bias);
+torch::Tensor CausalAttentionReference(const torch::Tensor& qkv, int64_t n_heads, const torch::Tensor& causal_bias,
+                                       double scale);
 
 }  // namespace narrows::trainer

@@ -116,10 +116,11 @@ core::Status WriteModelFile(const std::string& path, Replica& replica, int64_t s
   c.inner_steps = replica.optimizer().steps_taken();
   c.clock_s = val_loss;  // the model's validation loss, for whoever reads the file
   c.tensors.emplace_back("params", replica.model().flat_params());
+  for (const auto& [name, t] : replica.optimizer().State()) c.tensors.emplace_back(name, *t);
   return WriteCheckpoint(path, c);
 }
 
-core::Result<torch::Tensor> ReadModelFile(const std::string& path, int64_t numel) {
+core::Result<WorkerCheckpoint> ReadModelFile(const std::string& path, int64_t numel) {
   auto c = ReadCheckpoint(path);
   if (!c.ok()) return c.status();
   if (c->tensors.empty() || c->tensors[0].first != "params") {
@@ -130,7 +131,7 @@ core::Result<torch::Tensor> ReadModelFile(const std::string& path, int64_t numel
                                          " parameters, the scenario's model " + std::to_string(numel) +
                                          " (another model?)");
   }
-  return c->tensors[0].second;
+  return std::move(*c);
 }
 
 }  // namespace narrows::trainer

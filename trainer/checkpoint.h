@@ -38,11 +38,13 @@ std::string CheckpointPath(const std::string& dir, int rank);
 core::Status WriteCheckpoint(const std::string& path, const WorkerCheckpoint& c);
 core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path);
 
-// Model files (`narrows train`'s <run folder>/model.ckpt, warm starts): the same format with one
-// tensor, "params"; `step` holds the steps trained and `clock_s` the model's validation loss.
+// Model files (`narrows train`'s <run folder>/model.ckpt, warm starts): the same format, "params"
+// first, then the inner optimiser's state (InnerOptimizer::State, by name); `step` holds the steps
+// trained, `inner_steps` the optimiser's count and `clock_s` the model's validation loss.
 class Replica;
 core::Status WriteModelFile(const std::string& path, Replica& replica, int64_t steps, double val_loss);
-// The parameters of a model file, which must hold `numel` of them (InvalidArgument otherwise).
-core::Result<torch::Tensor> ReadModelFile(const std::string& path, int64_t numel);
+// A model file, whose parameters must number `numel` (InvalidArgument otherwise). It may hold
+// "params" alone (no optimiser state to continue from).
+core::Result<WorkerCheckpoint> ReadModelFile(const std::string& path, int64_t numel);
 
 }  // namespace narrows::trainer

@@ -34,7 +34,8 @@ core::Result<std::shared_ptr<const Dataset>> LoadDataset(const core::Scenario& s
   }
   const Corpus& val_source = out->val_corpus ? *out->val_corpus : out->corpus;
   out->val_batches =
-      ValidationBatches(val_source, out->split.val, sc.model.seq_len, sc.eval.batches, sc.eval.batch_size);
+      ValidationBatches(val_source, out->split.val, sc.model.seq_len, sc.eval.batches, sc.eval.batch_size,
+                        &out->val_windows);
   out->unigram_entropy = out->corpus.UnigramEntropyNats();
   return std::shared_ptr<const Dataset>(std::move(out));
 }

@@ -18,6 +18,7 @@ struct Dataset {
   std::optional<Corpus> val_corpus;  // when data.val_path is set
   CorpusSplit split;
   std::vector<TokenBatch> val_batches;
+  std::vector<TokenSpan> val_windows;  // where each row of val_batches lies, batch by batch
   int64_t vocab_size = 256;
   bool byte_level = true;
   double unigram_entropy = 0.0;

@@ -30,6 +30,14 @@ struct EntryContext {
   core::ModelSpec model;  // the entry's: the data's vocabulary, the entry's depth
   torch::Device device{torch::kCPU};
   torch::Tensor initial_params;  // a warm start's parameters (undefined: the seed's initialisation)
+  // A warm start's inner optimiser state (by name) and step count, when the entries continue it
+  // (warm_start.optimizer: continued); empty otherwise.
+  std::vector<std::pair<std::string, torch::Tensor>> initial_optimizer;
+  int64_t initial_inner_steps = 0;
+  // The learning-rate schedule the entries follow: train's, or, continuing a warm start, one over
+  // its steps and theirs, which the entries' step 0 joins at schedule_offset.
+  core::TrainSpec schedule;
+  int64_t schedule_offset = 0;
   FaultPlan plan;
   int num_workers;
 

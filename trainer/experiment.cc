@@ -37,9 +37,23 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
 void Experiment::SetProgress(ProgressFn fn) { impl_->progress = std::move(fn); }
 
 core::Status Experiment::SetWarmStart(const std::string& path) {
-  auto params = ReadModelFile(path, CostOf(impl_->model).params);
-  if (!params.ok()) return params.status();
-  impl_->initial_params = params->to(impl_->device);
+  auto file = ReadModelFile(path, CostOf(impl_->model).params);
+  if (!file.ok()) return file.status();
+  Impl& x = *impl_;
+  x.initial_params = file->tensors[0].second.to(x.device);
+  if (x.sc.warm_start.optimizer != core::WarmStartOptimizer::kContinued) return core::Status::Ok();
+  // Continue the warm start's inner optimiser (each worker checks that the state is its optimiser's)
+  // and its place in the schedule.
+  if (file->tensors.size() == 1) {
+    return core::Status::InvalidArgument(path + ": holds no inner optimiser state to continue (warm_start.optimizer: "
+                                                "continued needs a model file written with it)");
+  }
+  for (size_t i = 1; i < file->tensors.size(); ++i) {
+    x.initial_optimizer.emplace_back(file->tensors[i].first, file->tensors[i].second.to(x.device));
+  }
+  x.initial_inner_steps = file->inner_steps;
+  x.schedule_offset = file->step;
+  x.schedule.steps = file->step + x.sc.train.steps;
   return core::Status::Ok();
 }
 
@@ -47,6 +61,11 @@ void Experiment::RunWorker(int rank, core::Transport& transport) {
   Impl& x = *impl_;
   ConfigureThreads(x.sc.threads);
   WorkerContext w(x, rank, transport);
+  if (const core::Status warm = w.ContinueWarmStart(); !warm.ok()) {
+    x.Fail(warm, rank);
+    w.Done();
+    return;
+  }
   const std::unique_ptr<Algorithm> algorithm = MakeAlgorithm(w);
   const core::Status s = algorithm->Run(w);
   const bool dropped = s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout;
@@ -103,12 +122,6 @@ EntryResult Summarise(Experiment::Impl& x) {
     if (weight > 0) x.evals[step] = {e.time, loss / weight};
   }
   if (!x.evals.empty()) r.final_val_loss = x.evals.rbegin()->second.second;
-  for (const auto& [step, e] : x.evals) {
-    if (x.sc.target_loss > 0 && e.second <= x.sc.target_loss) {
-      r.time_to_target_s = e.first;
-      break;
-    }
-  }
   return r;
 }
 

@@ -24,7 +24,6 @@ struct EntryResult {
   int64_t steps = 0, tokens = 0, outer_syncs = 0;
   double final_val_loss = 0.0;
   double virtual_time_s = 0.0;       // the slowest worker's clock at the end
-  double time_to_target_s = -1.0;    // first evaluation at or below scenario.target_loss (-1: never)
   double bytes_sent_per_worker = 0.0;
   // Peak bandwidth: the most bytes any worker sent within one round of the algorithm (one step of
   // DDP, H of DiLoCo, H / fragments of Streaming DiLoCo), the joiners' state transfers excluded.

@@ -34,8 +34,7 @@ std::vector<Gpt::PendingParam> Gpt::DrawInitialValues() {
   const int64_t hidden = spec.mlp_ratio * d;
   const double std = spec.init_std;
   const double hidden_std = std * scales_.hidden_init_std;
-  // GPT-2: output projections of residual branches get std / sqrt(2 * n_layers).
-  const double proj_std = hidden_std / std::sqrt(2.0 * static_cast<double>(spec.n_layers));
+  const double proj_std = std / scales_.output_init_divisor;
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
   // A private generator seeded with the seed the caller gave LibTorch (torch::manual_seed): the same
   // numbers as drawing from the global generator, but replicas built at the same time on several
@@ -67,8 +66,8 @@ std::vector<Gpt::PendingParam> Gpt::DrawInitialValues() {
     pending.push_back({p + "mlp.fc.bias", ParamGroupKind::kVector, &l.fc_b, zeros(hidden)});
     pending.push_back({p + "mlp.proj.bias", ParamGroupKind::kVector, &l.fc2_b, zeros(d)});
   }
-  pending.push_back({"ln_f.weight", ParamGroupKind::kVector, &lnf_w_, ones(d)});
-  pending.push_back({"ln_f.bias", ParamGroupKind::kVector, &lnf_b_, zeros(d)});
+  pending.push_back({"ln_f.weight", ParamGroupKind::kFinalNorm, &lnf_w_, ones(d)});
+  pending.push_back({"ln_f.bias", ParamGroupKind::kFinalNorm, &lnf_b_, zeros(d)});
   return pending;
 }
 
@@ -153,7 +152,7 @@ torch::Tensor Gpt::Attention(const Layer& l, const torch::Tensor& x) const {
     auto q = ApplyRope(parts.select(2, 0)), k = ApplyRope(parts.select(2, 1));
     qkv = torch::stack({q, k, parts.select(2, 2)}, 2).view({b, t, 3 * d});
   }
-  return torch::linear(CausalAttention(qkv, h, causal_bias_), l.proj_w, l.proj_b);
+  return torch::linear(CausalAttention(qkv, h, causal_bias_, scales_.attention), l.proj_w, l.proj_b);
 }
 
 torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {

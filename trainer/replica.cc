@@ -77,12 +77,14 @@ StepStats Replica::TrainStep(const TokenBatch& batch, double lr) {
 
 double Replica::Evaluate(const std::vector<TokenBatch>& batches) {
   torch::NoGradGuard no_grad;
-  double sum = 0.0;
+  double sum = 0.0, rows = 0.0;
   for (const auto& b : batches) {
-    sum += model_.Loss(ToDevice(b.inputs, b.batch, 0, b.seq_len), ToDevice(b.targets, b.batch, 0, b.seq_len))
-               .item<double>();
+    const double loss =
+        model_.Loss(ToDevice(b.inputs, b.batch, 0, b.seq_len), ToDevice(b.targets, b.batch, 0, b.seq_len)).item<double>();
+    sum += loss * static_cast<double>(b.batch);
+    rows += static_cast<double>(b.batch);
   }
-  return sum / static_cast<double>(batches.size());
+  return sum / rows;
 }
 
 }  // namespace narrows::trainer

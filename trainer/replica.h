@@ -41,7 +41,8 @@ class Replica {
   double ComputeGradients(const TokenBatch& batch, const std::function<void(double)>& before_backward = {});
   // Clip, then step the inner optimiser with the gradients in flat_grads().
   double ApplyGradients(double lr);
-  // Mean loss (nats per token) over the batches, without gradients.
+  // Mean loss (nats per token) over every token of the batches (a batch weighs as its rows), without
+  // gradients.
   double Evaluate(const std::vector<TokenBatch>& batches);
 
   Gpt& model() { return model_; }

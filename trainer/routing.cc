@@ -131,7 +131,7 @@ KMeans FitKMeans(const std::vector<std::vector<float>>& points, int k, uint64_t 
 }
 
 core::Result<PathRouting> RouteDocuments(const Corpus& corpus, const std::vector<TokenSpan>& train,
-                                         const Corpus& val_corpus, const std::vector<TokenSpan>& val,
+                                         const Corpus& val_corpus, const std::vector<TokenSpan>& val_windows,
                                          const RoutingOptions& o) {
   PathRouting r;
   const auto paths = static_cast<size_t>(o.paths);
@@ -146,9 +146,11 @@ core::Result<PathRouting> RouteDocuments(const Corpus& corpus, const std::vector
   };
   if (o.paths == 1) {
     r.train[0] = train;
-    r.val[0] = val;
+    for (size_t i = 0; i < val_windows.size(); ++i) {
+      r.val[0].push_back(i);
+      r.val_tokens[0] += val_windows[i].length - 1;
+    }
     r.train_tokens[0] = tokens(train);
-    r.val_tokens[0] = tokens(val);
     return r;
   }
   const std::vector<TokenSpan> docs = CutDocuments(train, o.doc_tokens);
@@ -166,10 +168,13 @@ core::Result<PathRouting> RouteDocuments(const Corpus& corpus, const std::vector
     r.train[p].push_back(docs[i]);
     r.train_tokens[p] += docs[i].length;
   }
-  for (const auto& d : CutDocuments(val, o.doc_tokens)) {
-    const auto p = static_cast<size_t>(r.model.Nearest(DocumentFeature(val_corpus, d, o.feature_tokens)));
-    r.val[p].push_back(d);
-    r.val_tokens[p] += d.length;
+  for (size_t i = 0; i < val_windows.size(); ++i) {
+    const TokenSpan& w = val_windows[i];
+    const int64_t context = std::min(w.start, o.feature_tokens);
+    const TokenSpan before{w.segment, w.start - context, context};
+    const auto p = static_cast<size_t>(r.model.Nearest(DocumentFeature(val_corpus, before, o.feature_tokens)));
+    r.val[p].push_back(i);
+    r.val_tokens[p] += w.length - 1;  // the window's targets
   }
   for (size_t p = 0; p < paths; ++p) {
     if (r.train[p].empty()) {

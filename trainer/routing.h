@@ -1,6 +1,9 @@
 // DiPaCo's routing (arXiv 2403.10616 §2.3): documents are assigned to paths before training, by
-// k-means over a cheap feature of each document's first tokens, and a held-out document is scored
-// on the path its nearest centroid names. Here a document is a `document_tokens` piece of a split
+// k-means over a cheap feature of each document's first tokens, and a held-out sequence is scored
+// on the path its nearest centroid names. The held-out sequences are the validation windows every
+// entry of a scenario is scored on, each routed by its context (the tokens before it), so that
+// DiPaCo's loss is over the same tokens as a dense model's and no token is scored that chose its
+// path. Here a document is a `document_tokens` piece of a split
 // span (the corpus has no document boundaries of its own); its feature is the histogram of its
 // first `feature_tokens` tokens' unigrams and bigrams, hashed into kFeatureDims buckets and scaled
 // to unit length. Deterministic for (corpus, split, seed): the same on every worker and process.
@@ -35,8 +38,9 @@ KMeans FitKMeans(const std::vector<std::vector<float>>& points, int k, uint64_t 
 
 struct PathRouting {
   KMeans model;
-  std::vector<std::vector<TokenSpan>> train, val;  // per path: its documents
-  std::vector<int64_t> train_tokens, val_tokens;   // per path
+  std::vector<std::vector<TokenSpan>> train;     // per path: its training documents
+  std::vector<std::vector<size_t>> val;          // per path: the indices of the validation windows routed to it
+  std::vector<int64_t> train_tokens, val_tokens;  // per path (validation: the tokens scored)
 };
 struct RoutingOptions {
   int paths = 1;
@@ -44,11 +48,13 @@ struct RoutingOptions {
   int64_t feature_tokens = 256;
   uint64_t seed = 0;
 };
-// Fits the routing on the training documents and routes the validation documents (`val_corpus`
-// may be `corpus`). With one path, everything goes to it unchanged (no cutting). InvalidArgument
-// when a path gets no training document.
+// Fits the routing on the training documents and routes each validation window (of `val_corpus`,
+// which may be `corpus`) by its context: the feature of the up to `feature_tokens` tokens before it
+// in its segment (none at a segment's start: the empty feature, whose nearest centroid is fixed).
+// With one path, everything goes to it unchanged (no cutting). InvalidArgument when a path gets no
+// training document.
 core::Result<PathRouting> RouteDocuments(const Corpus& corpus, const std::vector<TokenSpan>& train,
-                                         const Corpus& val_corpus, const std::vector<TokenSpan>& val,
+                                         const Corpus& val_corpus, const std::vector<TokenSpan>& val_windows,
                                          const RoutingOptions& options);
 
 }  // namespace narrows::trainer

@@ -91,7 +91,8 @@ TokenBatch BatchSampler::Next(int64_t batch) {
 }
 
 std::vector<TokenBatch> ValidationBatches(const Corpus& corpus, const std::vector<TokenSpan>& spans,
-                                          int64_t seq_len, int64_t count, int64_t batch) {
+                                          int64_t seq_len, int64_t count, int64_t batch,
+                                          std::vector<TokenSpan>* positions) {
   std::vector<int64_t> cumulative;
   int64_t sum = 0;
   for (const auto& s : spans) {
@@ -110,6 +111,27 @@ std::vector<TokenBatch> ValidationBatches(const Corpus& corpus, const std::vecto
           std::upper_bound(cumulative.begin(), cumulative.end(), r) - cumulative.begin());
       const int64_t before = span == 0 ? 0 : cumulative[span - 1];
       CopyWindow(corpus, spans[span], r - before, seq_len, row, &tb);
+      if (positions) positions->push_back({spans[span].segment, spans[span].start + (r - before), seq_len + 1});
+    }
+    out.push_back(std::move(tb));
+  }
+  return out;
+}
+
+std::vector<TokenBatch> SelectRows(const std::vector<TokenBatch>& batches, const std::vector<size_t>& rows,
+                                   int64_t batch) {
+  std::vector<TokenBatch> out;
+  if (batches.empty()) return out;
+  const int64_t seq_len = batches.front().seq_len, per = batches.front().batch;
+  for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(batch)) {
+    const auto n = static_cast<int64_t>(std::min(rows.size() - i, static_cast<size_t>(batch)));
+    TokenBatch tb = EmptyBatch(n, seq_len);
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t r = rows[i + static_cast<size_t>(j)];
+      const TokenBatch& from = batches[r / static_cast<size_t>(per)];
+      const auto at = static_cast<std::ptrdiff_t>((static_cast<int64_t>(r) % per) * seq_len);
+      std::copy(from.inputs.begin() + at, from.inputs.begin() + at + seq_len, tb.inputs.begin() + j * seq_len);
+      std::copy(from.targets.begin() + at, from.targets.begin() + at + seq_len, tb.targets.begin() + j * seq_len);
     }
     out.push_back(std::move(tb));
   }

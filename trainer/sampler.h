@@ -43,9 +43,15 @@ class BatchSampler {
   std::mt19937_64 rng_;
 };
 
-// `count` batches of `batch` windows spread evenly over the validation spans (no randomness).
+// `count` batches of `batch` windows spread evenly over the validation spans (no randomness). With
+// `positions`, where each row lies (seq_len + 1 tokens of its segment), batch by batch.
 std::vector<TokenBatch> ValidationBatches(const Corpus& corpus, const std::vector<TokenSpan>& spans,
-                                          int64_t seq_len, int64_t count, int64_t batch);
+                                          int64_t seq_len, int64_t count, int64_t batch,
+                                          std::vector<TokenSpan>* positions = nullptr);
+// The rows `rows` (indices over the rows of `batches`, batch by batch) in batches of at most
+// `batch` rows, in that order.
+std::vector<TokenBatch> SelectRows(const std::vector<TokenBatch>& batches, const std::vector<size_t>& rows,
+                                   int64_t batch);
 
 // The sub-spans covering [begin, end) of the concatenation of `spans`.
 std::vector<TokenSpan> SliceSpans(const std::vector<TokenSpan>& spans, int64_t begin, int64_t end);

@@ -34,6 +34,11 @@ std::string WarmStartKey(const core::Scenario& sc) {
     << t.grad_accum << ' ' << t.lr << ' ' << static_cast<int>(t.schedule) << ' ' << t.warmup_steps << ' '
     << t.min_lr_ratio << ' ' << t.weight_decay << ' ' << t.beta1 << ' ' << t.beta2 << ' ' << t.eps << ' '
     << t.grad_clip << " steps " << sc.warm_start.steps << " device " << sc.device;
+  if (t.optimizer != "adamw") k << " optimizer " << t.optimizer;  // (adamw: the keys of cached files stay)
+  // Continued, the pre-training is the start of one schedule over its steps and the entries'.
+  if (sc.warm_start.optimizer == core::WarmStartOptimizer::kContinued) {
+    k << " continued " << t.steps;
+  }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Fnv1a(k.str())));
   return hex;
@@ -54,16 +59,18 @@ core::Result<std::string> PrepareWarmStart(const core::Scenario& sc, const Datas
   if (!device.ok()) return device.status();
   core::ModelSpec model = sc.model;
   model.vocab_size = data.vocab_size;
+  // The schedule: the pre-training's own, or, continued by the entries, one over both.
   core::TrainSpec train = sc.train;
-  train.steps = sc.warm_start.steps;
+  const int64_t steps = sc.warm_start.steps;
+  train.steps = sc.warm_start.optimizer == core::WarmStartOptimizer::kContinued ? steps + sc.train.steps : steps;
   ConfigureThreads(sc.threads);
   torch::manual_seed(sc.seed);
   Replica replica(model, train, *device);
   BatchSampler sampler(data.corpus, data.split.train, model.seq_len, sc.seed ^ 0x5741524d53544152ULL, 0, 1,
                        sc.data.sampling);
-  core::Progress bar("warm start step", train.steps, progress);
+  core::Progress bar("warm start step", steps, progress);
   double loss = 0.0;
-  for (int64_t step = 0; step < train.steps; ++step) {
+  for (int64_t step = 0; step < steps; ++step) {
     loss = replica.TrainStep(sampler.Next(train.batch_size), LearningRate(train, step)).loss;
     if (!std::isfinite(loss)) {
       return core::Status::Aborted("warm start diverged at step " + std::to_string(step + 1) + "; lower train.lr");
@@ -77,7 +84,7 @@ core::Result<std::string> PrepareWarmStart(const core::Scenario& sc, const Datas
   std::snprintf(detail, sizeof detail, "val loss %.4f", val);
   bar.Finish(detail);
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(cache_dir));
-  NARROWS_RETURN_IF_ERROR(WriteModelFile(path, replica, train.steps, val));
+  NARROWS_RETURN_IF_ERROR(WriteModelFile(path, replica, steps, val));
   return path;
 }
 

@@ -17,7 +17,8 @@ void FromHost(const float* in, torch::Tensor& t) {
 // --- Experiment::Impl: the records of all workers of one entry ---
 
 EntryContext::EntryContext(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d)
-    : sc(s), algo(a), data(std::move(d)), model(s.model), plan(s.faults, s.workers.count), num_workers(s.workers.count) {
+    : sc(s), algo(a), data(std::move(d)), model(s.model), schedule(s.train), plan(s.faults, s.workers.count),
+      num_workers(s.workers.count) {
   model.vocab_size = data->vocab_size;
   if (a.n_layers > 0) model.n_layers = a.n_layers;
 }
@@ -189,6 +190,27 @@ WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& tra
   }
 }
 
+core::Status WorkerContext::ContinueWarmStart() {
+  if (x.initial_optimizer.empty()) return core::Status::Ok();
+  const auto state = replica.optimizer().State();
+  const std::string which = "warm start: the inner optimiser '" + x.sc.train.optimizer + "'";
+  if (state.size() != x.initial_optimizer.size()) {
+    return core::Status::InvalidArgument(which + " keeps " + std::to_string(state.size()) + " state tensors, the file " +
+                                         std::to_string(x.initial_optimizer.size()) + " (another optimiser?)");
+  }
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& [name, t] = x.initial_optimizer[i];
+    if (name != state[i].first || t.numel() != state[i].second->numel()) {
+      return core::Status::InvalidArgument(which + " expects state '" + state[i].first + "', the file holds '" + name +
+                                           "' (another optimiser or model?)");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < state.size(); ++i) state[i].second->copy_(x.initial_optimizer[i].second);
+  replica.optimizer().set_steps_taken(x.initial_inner_steps);
+  return core::Status::Ok();
+}
+
 core::TransportStats WorkerContext::Stats() const {
   core::TransportStats s = t.stats();
   s.bytes_sent += sent_before - start_stats.bytes_sent;
@@ -212,7 +234,7 @@ double WorkerContext::StepFlops() {
 }
 
 double WorkerContext::InnerLearningRate(int64_t step, int64_t rewarm_from) const {
-  double lr = LearningRate(x.sc.train, step);
+  double lr = LearningRate(x.schedule, x.schedule_offset + step);
   if (rewarm_from >= 0 && x.sc.train.warmup_steps > 0) {
     lr *= std::min(1.0, static_cast<double>(step - rewarm_from + 1) / x.sc.train.warmup_steps);
   }

@@ -132,6 +132,9 @@ struct WorkerContext {
   StepStats InnerStep(int64_t step, int64_t rewarm_from);
   // The learning rate InnerStep uses at `step`.
   double InnerLearningRate(int64_t step, int64_t rewarm_from) const;
+  // With warm_start.optimizer: continued, puts the warm start's inner optimiser state and step
+  // count in this worker's replica; InvalidArgument if it is another optimiser's.
+  core::Status ContinueWarmStart();
   // A collective, with its virtual duration counted as communication (or idle, for joiners).
   // What the time a worker spends outside compute is counted as.
   enum class Spent { kCommunicating, kIdle };

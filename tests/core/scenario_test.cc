@@ -249,6 +249,25 @@ TEST(ScenarioTest, TheInnerOptimizerIsTheRegisteredPluginTrainNames) {
             std::string::npos);
 }
 
+TEST(ScenarioTest, TheDepthExponentIsCompletePsAlone) {
+  auto sc = ParseScenario("model: {parameterization: completep, depth_alpha: 0.5}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->model.depth_alpha, 0.5);
+  EXPECT_NE(ErrorOf("model: {depth_alpha: 0.5}\n").find("model.depth_alpha: applies to parameterization: completep only"),
+            std::string::npos)
+      << ErrorOf("model: {depth_alpha: 0.5}\n");
+  EXPECT_NE(ErrorOf("model: {parameterization: completep, depth_alpha: 0.25}\n").find("model.depth_alpha"), std::string::npos);
+}
+
+TEST(ScenarioTest, AWarmStartIsContinuedOnlyWhereThereIsOne) {
+  auto sc = ParseScenario("warm_start: {steps: 5, optimizer: continued}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->warm_start.optimizer, WarmStartOptimizer::kContinued);
+  EXPECT_NE(ErrorOf("warm_start: {optimizer: continued}\n").find("warm_start.optimizer: continued needs a warm start"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("warm_start: {steps: 5, optimizer: kept}\n").find("warm_start.optimizer"), std::string::npos);
+}
+
 TEST(ScenarioTest, WarmStart) {
   auto sc = ParseScenario("warm_start: {steps: 500}\n", "x.yaml");
   ASSERT_TRUE(sc.ok());

@@ -4,13 +4,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+
 #include "core/collectives.h"
 #include "tests/trainer/distributed_fixture.h"
 #include "tools/plan_command.h"
+#include "tools/run_command.h"
 #include "trainer/algorithms/batch_size.h"
 #include "trainer/algorithms/fragments.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/paths.h"
+#include "trainer/checkpoint.h"
+#include "trainer/replica.h"
 #include "trainer/warm_start.h"
 
 namespace narrows::trainer {
@@ -236,6 +241,106 @@ TEST_F(AlgorithmsTest, WarmStartPreTrainsOnceAndEveryEntryStartsFromIt) {
   EXPECT_NE(s.message().find("another model"), std::string::npos) << s.ToString();
 }
 
+// warm_start.optimizer: continued. The pre-training is the start of one schedule over its steps and
+// the entries' and writes its AdamW moments; an entry continues both: one worker is exactly a
+// replica that takes the file's weights, moments and step count and trains on at step 6 of 18
+// (no fresh warm-up). A file without optimiser state is refused.
+TEST_F(AlgorithmsTest, AContinuedWarmStartCarriesTheOptimiserAndTheSchedule) {
+  auto sc = Make("workers: {count: 1}\nwarm_start: {steps: 6, optimizer: continued}\ncompare: [local-sgd-h3]\n");
+  sc.output.log_every = 1;
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok());
+  auto path = PrepareWarmStart(sc, **data, (dir_ / "cache").string(), nullptr);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  core::ModelSpec model = sc.model;
+  model.vocab_size = (*data)->vocab_size;
+  auto file = ReadModelFile(*path, CostOf(model).params);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ASSERT_EQ(file->tensors.size(), 3u);
+  EXPECT_EQ(file->tensors[1].first, "exp_avg");
+  EXPECT_EQ(file->step, 6);
+  EXPECT_EQ(file->inner_steps, 6);
+
+  auto exp = Experiment::Create(sc, sc.compare[0], *data);
+  ASSERT_TRUE(exp.ok());
+  ASSERT_TRUE((*exp)->SetWarmStart(*path).ok());
+  emu::Engine engine(1, emu::NetworkFromScenario(sc));
+  engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });
+  auto r = (*exp)->Finish((dir_ / "out" / "continued").string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+
+  core::TrainSpec schedule = sc.train;
+  schedule.steps = 6 + sc.train.steps;
+  ConfigureThreads(sc.threads);
+  torch::manual_seed(sc.seed);
+  Replica replica(model, sc.train, torch::kCPU);
+  {
+    torch::NoGradGuard no_grad;
+    replica.model().flat_params().copy_(file->tensors[0].second);
+    const auto state = replica.optimizer().State();
+    for (size_t i = 0; i < state.size(); ++i) state[i].second->copy_(file->tensors[1 + i].second);
+    replica.optimizer().set_steps_taken(file->inner_steps);
+  }
+  BatchSampler sampler((*data)->corpus, (*data)->split.train, sc.model.seq_len, sc.seed, 0, 1, sc.data.sampling);
+  for (int64_t s = 0; s < sc.train.steps; ++s) {
+    replica.TrainStep(sampler.Next(sc.train.batch_size), LearningRate(schedule, 6 + s));
+  }
+  EXPECT_NEAR(r->final_val_loss, replica.Evaluate((*data)->val_batches), 1e-5);
+  // Not what a fresh optimiser with the entries' own schedule (warm-up again) reaches.
+  torch::manual_seed(sc.seed);
+  Replica fresh(model, sc.train, torch::kCPU);
+  {
+    torch::NoGradGuard no_grad;
+    fresh.model().flat_params().copy_(file->tensors[0].second);
+  }
+  BatchSampler again_sampler((*data)->corpus, (*data)->split.train, sc.model.seq_len, sc.seed, 0, 1, sc.data.sampling);
+  for (int64_t s = 0; s < sc.train.steps; ++s) fresh.TrainStep(again_sampler.Next(sc.train.batch_size), LearningRate(sc.train, s));
+  EXPECT_GT(std::fabs(r->final_val_loss - fresh.Evaluate((*data)->val_batches)), 1e-3);
+
+  // A model file with weights alone has nothing to continue.
+  WorkerCheckpoint bare = *file;
+  bare.tensors.resize(1);
+  const std::string bare_path = (dir_ / "bare.ckpt").string();
+  ASSERT_TRUE(WriteCheckpoint(bare_path, bare).ok());
+  auto again = Experiment::Create(sc, sc.compare[0], *data);
+  ASSERT_TRUE(again.ok());
+  const core::Status s = (*again)->SetWarmStart(bare_path);
+  EXPECT_EQ(s.code(), core::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("no inner optimiser state"), std::string::npos) << s.ToString();
+}
+
+// Time and bytes to the target loss are interpolated between the evaluations that bracket it, on a
+// hand-made curve: a reaches 2.0 a quarter of the way from its evaluation at 10 s (2.2) to the one
+// at 20 s (1.4); b hits it exactly at 30 s; c starts below it; d never reaches it.
+TEST_F(AlgorithmsTest, TimeToTargetIsInterpolatedBetweenTheBracketingEvaluations) {
+  auto sc = Make("target_loss: 2.0\n");
+  sc.eval.every = 10;
+  const fs::path run = dir_ / "interp";
+  auto write = [&](const std::string& name, const std::vector<std::array<double, 3>>& evals) {
+    fs::create_directories(run / name);
+    std::ofstream out(run / name / "metrics.jsonl");
+    out << "{\"step\": 1, \"virtual_time_s\": 0.5, \"train_loss\": 3.0}\n";  // no evaluation
+    for (const auto& [t, loss, bytes] : evals) {
+      out << "{\"virtual_time_s\": " << t << ", \"val_loss\": " << loss << ", \"bytes_sent\": " << bytes << "}\n";
+    }
+  };
+  write("a", {{10, 2.2, 100}, {20, 1.4, 500}});
+  write("b", {{10, 2.5, 10}, {30, 2.0, 30}, {40, 1.0, 40}});
+  write("c", {{5, 1.9, 7}});
+  write("d", {{5, 2.1, 7}});
+  nlohmann::json summary = {{"results", {{{"name", "a"}, {"final_val_loss", 1.4}}, {{"name", "b"}, {"final_val_loss", 1.0}},
+                                         {{"name", "c"}, {"final_val_loss", 1.9}}, {{"name", "d"}, {"final_val_loss", 2.1}}}}};
+  tools::AddEqualQuality(sc, run.string(), &summary);
+  const auto& r = summary.at("results");
+  EXPECT_DOUBLE_EQ(r[0].at("time_to_target_s").get<double>(), 12.5);
+  EXPECT_DOUBLE_EQ(r[0].at("bytes_to_target").get<double>(), 200.0);
+  EXPECT_EQ(r[1].at("time_to_target_s").get<double>(), 30.0);
+  EXPECT_EQ(r[2].at("time_to_target_s").get<double>(), 5.0);
+  EXPECT_TRUE(r[3].at("time_to_target_s").is_null());
+  EXPECT_DOUBLE_EQ(r[1].at("speedup_at_target").get<double>(), 12.5 / 30.0);
+  EXPECT_EQ(summary.at("eval_every").get<int64_t>(), 10);
+}
+
 TEST_F(AlgorithmsTest, PlanCountsStreamingAndCompressedBytesAsTheTrainerSends) {
   // One definition of fragments, overlap and formats: the planner's bytes for these entries equal
   // the emulated run's (fragments are whole blocks in the trainer, even shares in the planner: the
@@ -429,18 +534,30 @@ TEST_F(AlgorithmsTest, DipacoSynchronisesEachModuleOnlyAmongTheWorkersWhosePathH
   }
   const PathLayout layout{2, 2};
   int seen = 0;
+  std::vector<int64_t> shard_tokens;
+  int64_t all_tokens = 0;
+  double weights = 0.0;
   for (const auto& e : Lines(Slurp(dir_ / "out" / "p" / "events.jsonl"))) {
     if (e.at("type") == "routing") {
-      int64_t tokens = 0;
       for (const auto& t : e.at("train_tokens")) {
         EXPECT_GT(t.get<int64_t>(), 0);
-        tokens += t.get<int64_t>();
+        shard_tokens.push_back(t.get<int64_t>());
+        all_tokens += t.get<int64_t>();
       }
-      EXPECT_GT(tokens, 0);
+      // Every validation window (2 batches of 4, 64 targets each) is scored on exactly one path.
+      int64_t val = 0;
+      for (const auto& t : e.at("val_tokens")) val += t.get<int64_t>();
+      EXPECT_EQ(val, 2 * 4 * 64);
     }
     if (e.at("type") != "module_bytes") continue;
     ++seen;
     const int w = e.at("worker");
+    // A worker's pseudo-gradients weigh as its path's shard of the training tokens (one worker per
+    // path here); the shards differ, so the module averages are not plain means.
+    ASSERT_EQ(shard_tokens.size(), 4u);
+    EXPECT_DOUBLE_EQ(e.at("shard_weight").get<double>(),
+                     static_cast<double>(shard_tokens[static_cast<size_t>(layout.PathOf(w))]) / all_tokens);
+    weights += e.at("shard_weight").get<double>();
     const auto& bytes = e.at("bytes_sent");
     ASSERT_EQ(bytes.size(), 3u) << e.dump();  // shared + one module per level
     EXPECT_EQ(bytes.at("shared").get<int64_t>(), 3 * core::RingAllReduceBytesPerRank(shared + 1, 4, w)) << w;
@@ -454,6 +571,9 @@ TEST_F(AlgorithmsTest, DipacoSynchronisesEachModuleOnlyAmongTheWorkersWhosePathH
     }
   }
   EXPECT_EQ(seen, 4);
+  EXPECT_NEAR(weights, 1.0, 1e-12);
+  EXPECT_NE(*std::min_element(shard_tokens.begin(), shard_tokens.end()),
+            *std::max_element(shard_tokens.begin(), shard_tokens.end()));
   EXPECT_EQ(r.outer_syncs, 3);
   EXPECT_GT(r.final_val_loss, 0.0);  // the paths' token-weighted evaluation
   EXPECT_LT(r.final_val_loss, std::log(256.0));

@@ -229,6 +229,31 @@ TEST(SamplerTest, ValidationBatchesAreFixed) {
   EXPECT_NE(a[0].inputs, a[2].inputs);
 }
 
+// Each validation row knows where it lies (DiPaCo routes it by the tokens before it), and rows can
+// be regrouped into smaller batches.
+TEST(SamplerTest, ValidationRowsKnowWhereTheyLieAndCanBeSelected) {
+  Corpus corpus = Corpus::FromText(SyntheticText(200'000), "synthetic");
+  const CorpusSplit split = SplitCorpus(corpus, 0.1, 33);
+  std::vector<TokenSpan> where;
+  const auto batches = ValidationBatches(corpus, split.val, 32, 3, 4, &where);
+  ASSERT_EQ(where.size(), 12u);
+  for (size_t i = 0; i < where.size(); ++i) {
+    EXPECT_EQ(where[i].length, 33);
+    const uint16_t* t = corpus.segments()[static_cast<size_t>(where[i].segment)].data + where[i].start;
+    const TokenBatch& b = batches[i / 4];
+    for (int64_t j = 0; j < 32; ++j) {
+      ASSERT_EQ(b.inputs[static_cast<size_t>((static_cast<int64_t>(i) % 4) * 32 + j)], t[j]) << i;
+      ASSERT_EQ(b.targets[static_cast<size_t>((static_cast<int64_t>(i) % 4) * 32 + j)], t[j + 1]) << i;
+    }
+  }
+  const auto picked = SelectRows(batches, {1, 5, 11}, 2);
+  ASSERT_EQ(picked.size(), 2u);
+  EXPECT_EQ(picked[0].batch, 2);
+  EXPECT_EQ(picked[1].batch, 1);
+  EXPECT_TRUE(std::equal(picked[0].inputs.begin() + 32, picked[0].inputs.begin() + 64, batches[1].inputs.begin() + 32));
+  EXPECT_TRUE(std::equal(picked[1].targets.begin(), picked[1].targets.end(), batches[2].targets.begin() + 96));
+}
+
 
 // DiPaCo's routing: documents of two unmistakable kinds (prose vs digits) go to two paths, one
 // kind each; held-out documents follow their kind; the same inputs route the same way every time.
@@ -241,7 +266,10 @@ TEST(RoutingTest, KMeansSeparatesDocumentKindsAndRoutesHeldOutDocumentsAlike) {
   }
   const Corpus corpus = Corpus::FromText(text, "kinds");
   std::vector<TokenSpan> train, val;
-  for (int d = 0; d < 40; ++d) (d < 30 ? train : val).push_back({0, d * 200, 200});
+  for (int d = 0; d < 30; ++d) train.push_back({0, d * 200, 200});
+  // Validation windows of 65 tokens in the last ten documents, each 100 tokens in: its context (the
+  // 64 tokens before it) lies in the same document.
+  for (int d = 30; d < 40; ++d) val.push_back({0, d * 200 + 100, 65});
   RoutingOptions o;
   o.paths = 2;
   o.doc_tokens = 200;
@@ -253,11 +281,12 @@ TEST(RoutingTest, KMeansSeparatesDocumentKindsAndRoutesHeldOutDocumentsAlike) {
   for (int p = 0; p < 2; ++p) {
     std::set<int> kinds;
     for (const auto& d : r->train[static_cast<size_t>(p)]) kinds.insert(static_cast<int>(d.start / 200) % 2);
-    for (const auto& d : r->val[static_cast<size_t>(p)]) kinds.insert(static_cast<int>(d.start / 200) % 2);
+    for (size_t i : r->val[static_cast<size_t>(p)]) kinds.insert(static_cast<int>(val[i].start / 200) % 2);
     EXPECT_EQ(kinds.size(), 1u) << "path " << p;
   }
   EXPECT_EQ(r->train_tokens[0] + r->train_tokens[1], 30 * 200);
-  EXPECT_EQ(r->val_tokens[0] + r->val_tokens[1], 10 * 200);
+  EXPECT_EQ(r->val_tokens[0] + r->val_tokens[1], 10 * 64);  // the windows' targets
+  EXPECT_EQ(r->val[0].size() + r->val[1].size(), 10u);
   EXPECT_EQ(r->train[0].size(), 15u);
   auto again = RouteDocuments(corpus, train, corpus, val, o);
   ASSERT_TRUE(again.ok());

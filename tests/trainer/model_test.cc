@@ -86,12 +86,16 @@ TEST(GptTest, LossAtInitIsNearUniform) {
   EXPECT_NEAR(model.Loss(tokens, targets).item<double>(), std::log(64.0), 0.1);
 }
 
-TEST(ParameterizationTest, StandardIsAllOnes) {
+TEST(ParameterizationTest, StandardIsGpt2) {
   const auto s = ComputeScales(Nano());
   EXPECT_EQ(s.residual, 1.0);
   EXPECT_EQ(s.logits, 1.0);
+  EXPECT_DOUBLE_EQ(s.attention, 1.0 / std::sqrt(8.0));  // head_dim 8
+  EXPECT_EQ(s.hidden_init_std, 1.0);
+  EXPECT_DOUBLE_EQ(s.output_init_divisor, 2.0);  // sqrt(2 n_layers)
   EXPECT_EQ(s.group(ParamGroupKind::kHidden).lr, 1.0);
   EXPECT_EQ(s.group(ParamGroupKind::kVector).weight_decay, 0.0);
+  EXPECT_EQ(s.group(ParamGroupKind::kFinalNorm).weight_decay, 0.0);
   EXPECT_EQ(s.group(ParamGroupKind::kHidden).weight_decay, 1.0);
 }
 
@@ -109,26 +113,55 @@ TEST(ParameterizationTest, CompletePMultipliers) {
   EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kHidden).eps, 1.0 / 16);    // 1/m_w * m_d^-1
   EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kVector).lr, 1.0);          // m_d^0
   EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kEmbedding).eps, 0.25);     // 1/m_w
+  EXPECT_DOUBLE_EQ(s.group(ParamGroupKind::kFinalNorm).lr, 1.0);
   EXPECT_DOUBLE_EQ(s.logits, 0.25);
+  EXPECT_DOUBLE_EQ(s.attention, 1.0 / 32);  // 1/head_dim, head_dim 128/4
   EXPECT_DOUBLE_EQ(s.hidden_init_std, 0.5);
+  EXPECT_DOUBLE_EQ(s.output_init_divisor, 2.0);  // sqrt(m_w), no depth factor
+
+  spec.depth_alpha = 0.5;
+  const auto half = ComputeScales(spec);
+  EXPECT_DOUBLE_EQ(half.residual, 0.5);                                   // m_d^-1/2
+  EXPECT_DOUBLE_EQ(half.group(ParamGroupKind::kHidden).lr, 0.125);        // 1/m_w * m_d^-1/2
+  EXPECT_DOUBLE_EQ(half.group(ParamGroupKind::kHidden).eps, 0.125);       // 1/m_w * m_d^-1/2
+  EXPECT_DOUBLE_EQ(half.group(ParamGroupKind::kVector).lr, 0.5);          // m_d^-1/2
+  EXPECT_DOUBLE_EQ(half.group(ParamGroupKind::kFinalNorm).lr, 1.0);
+  EXPECT_DOUBLE_EQ(half.output_init_divisor, 2.0);
 }
 
-TEST(ParameterizationTest, CompletePScalesTheResidualBranches) {
-  // With the base shape, CompleteP is exactly standard; deeper than base, residual branches shrink,
-  // so the output moves less from the embedding path than under standard at the same weights.
-  core::ModelSpec standard = Nano();
+// The same draws, scaled per parameterisation: at the base shape CompleteP's weights are standard's
+// but for the residual output projections (init_std, not init_std / sqrt(2 n_layers)); wider than
+// base every hidden matrix, the output projections included, is drawn with init_std / sqrt(m_w).
+TEST(ParameterizationTest, EachParameterizationInitialisesAsItsReference) {
   core::ModelSpec completep = Nano();
   completep.parameterization = core::Parameterization::kCompleteP;
   torch::manual_seed(4);
-  Gpt a(standard, torch::kCPU);
+  Gpt a(Nano(), torch::kCPU);
   torch::manual_seed(4);
   Gpt b(completep, torch::kCPU);
-  auto tokens = torch::randint(0, 64, {2, 16}, torch::kInt64);
-  EXPECT_TRUE(torch::equal(a.Forward(tokens), b.Forward(tokens)));
+  ASSERT_EQ(a.slices().size(), b.slices().size());
+  for (size_t i = 0; i < a.slices().size(); ++i) {
+    const std::string& name = a.slices()[i].name;
+    const bool output = name.find("attn.proj.weight") != std::string::npos || name.find("mlp.proj.weight") != std::string::npos;
+    const torch::Tensor& pa = a.parameters()[i];
+    const torch::Tensor& pb = b.parameters()[i];
+    if (output) {
+      EXPECT_TRUE(torch::allclose(pb, pa * 2.0, 1e-6, 0.0)) << name;  // sqrt(2 n_layers) = 2
+    } else {
+      EXPECT_TRUE(torch::equal(pa, pb)) << name;
+    }
+  }
+  completep.d_model = 64;  // m_w = 2
   completep.base_depth = 1;  // m_d = 2: branches scaled by 1/2
   torch::manual_seed(4);
   Gpt c(completep, torch::kCPU);
-  EXPECT_FALSE(torch::allclose(a.Forward(tokens), c.Forward(tokens)));
+  for (size_t i = 0; i < c.slices().size(); ++i) {
+    if (c.slices()[i].group != ParamGroupKind::kHidden) continue;
+    const double std = c.parameters()[i].std().item<double>();
+    EXPECT_NEAR(std, 0.02 / std::sqrt(2.0), 0.02 * 0.1) << c.slices()[i].name;
+  }
+  auto tokens = torch::randint(0, 64, {2, 16}, torch::kInt64);
+  EXPECT_FALSE(torch::allclose(a.Forward(tokens), b.Forward(tokens)));
 }
 
 }  // namespace
@@ -137,15 +170,16 @@ TEST(ParameterizationTest, CompletePScalesTheResidualBranches) {
 namespace narrows::trainer {
 namespace {
 
-void ExpectFusedMatchesReference(int64_t t) {
+void ExpectFusedMatchesReference(int64_t t, bool mup_scale = false) {
   torch::manual_seed(5);
   const int64_t b = 3, h = 4, hd = 8, d = h * hd;
+  const double scale = mup_scale ? 1.0 / hd : 1.0 / std::sqrt(static_cast<double>(hd));
   auto bias = torch::full({t, t}, -std::numeric_limits<float>::infinity()).triu(1);
   auto qkv = torch::randn({b, t, 3 * d}, torch::requires_grad());
   auto qkv_ref = qkv.detach().clone().requires_grad_(true);
   auto dy = torch::randn({b, t, d});
-  auto y = CausalAttention(qkv, h, bias);
-  auto y_ref = CausalAttentionReference(qkv_ref, h, bias);
+  auto y = CausalAttention(qkv, h, bias, scale);
+  auto y_ref = CausalAttentionReference(qkv_ref, h, bias, scale);
   EXPECT_TRUE(torch::allclose(y, y_ref, 1e-5, 1e-5));
   (y * dy).sum().backward();
   (y_ref * dy).sum().backward();
@@ -173,7 +207,10 @@ TEST(BiasGeluTest, FusedMatchesGeluOfTheSumInValueAndGradients) {
       << (bias.grad() - bias_ref.grad()).abs().max().item<double>();
 }
 
-TEST(AttentionTest, FusedMatchesReferenceWithinOneBlock) { ExpectFusedMatchesReference(20); }
+TEST(AttentionTest, FusedMatchesReferenceWithinOneBlock) {
+  ExpectFusedMatchesReference(20);
+  ExpectFusedMatchesReference(20, /*mup_scale=*/true);  // CompleteP's 1/head_dim
+}
 // 150 rows: two full causal blocks of 64 and a ragged third.
 TEST(AttentionTest, FusedMatchesReferenceAcrossBlocks) { ExpectFusedMatchesReference(150); }
 

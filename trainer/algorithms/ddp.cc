@@ -213,7 +213,7 @@ class Ddp final : public RoundAlgorithm {
       FromHost(w_.buffer.data(), rep.model().flat_grads());
       mean_loss = w_.buffer[static_cast<size_t>(n_params_)];
     }
-    const double lr = LearningRate(x_.sc.train, step);
+    const double lr = w_.InnerLearningRate(step, -1);
     w_.Compute(0.0, [&] { return rep.ApplyGradients(lr); });
     w_.Record(step, mean_loss);
     if (group.front() == w_.rank) records_.MaybeEvaluate(step, step + 1, w_.Now(), rep.model().flat_params());
@@ -250,7 +250,7 @@ class Ddp final : public RoundAlgorithm {
                   {"multiple", updates_.schedule().multiple()}});
       }
     }
-    w_.Compute(0.0, [&] { return rep.ApplyGradients(LearningRate(x_.sc.train, updates_.start())); });
+    w_.Compute(0.0, [&] { return rep.ApplyGradients(w_.InnerLearningRate(updates_.start(), -1)); });
     w_.Record(step, w_.buffer[static_cast<size_t>(n_params_)]);
     if (group.front() == w_.rank) records_.MaybeEvaluate(updates_.start(), step + 1, w_.Now(), rep.model().flat_params());
     return core::Status::Ok();

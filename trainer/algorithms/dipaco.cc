@@ -1,11 +1,13 @@
 // DiPaCo (arXiv 2403.10616): a modular model trained path by path. The model's transformer blocks
 // form L levels of K modules (paths.h); a worker's replica is one path (the embeddings and final
 // norm, and one module per level) and trains, DiLoCo-style, H inner steps on the documents routed
-// to its path (routing.h). At the outer step each module's pseudo-gradient is averaged, weighted by
-// the tokens each worker trained on this round, among the workers whose path holds the module only
-// (the embeddings and final norm among all): one all-reduce per module, each counted apart. The
-// outer optimiser then steps the path, as in diloco.cc. A held-out document is scored on its own
-// path; the validation loss is the token-weighted mean over paths. Faults are refused at load.
+// to its path (routing.h). At the outer step each module's pseudo-gradient is averaged among the
+// workers whose path holds the module only (the embeddings and final norm among all), weighted by
+// the tokens of each path's shard as in the paper (and by the share of the round each worker
+// trained): one all-reduce per module, each counted apart. The outer optimiser then steps the path, as
+// in diloco.cc. Each validation window (the same as every entry's) is scored on the path its
+// context routes it to; the validation loss is the token-weighted mean over paths. Faults are
+// refused at load.
 #include <cmath>
 
 #include "trainer/algorithms/algorithm.h"
@@ -66,26 +68,27 @@ class Dipaco final : public RoundAlgorithm {
     const DipacoOptions& a = o_;
     auto routing = x_.Share<PathRouting>("dipaco.routing", [&]() -> core::Result<PathRouting> {
       const Dataset& d = *x_.data;
-      return RouteDocuments(d.corpus, d.split.train, d.val_corpus ? *d.val_corpus : d.corpus, d.split.val,
+      return RouteDocuments(d.corpus, d.split.train, d.val_corpus ? *d.val_corpus : d.corpus, d.val_windows,
                             {static_cast<int>(layout_.paths()), a.document_tokens, a.route_tokens, x_.sc.seed});
     });
     if (!routing.ok()) return routing.status();
     const PathRouting& r = **routing;
     const auto p = static_cast<size_t>(path_);
     if (layout_.paths() > 1) w.sampler.UseSpans(r.train[p], w.rank);
+    // This path scores the validation windows routed to it: the same windows as every other entry,
+    // so the token-weighted mean over paths is over the same tokens as a dense model's loss.
     int64_t val_total = 0;
     for (int64_t t : r.val_tokens) val_total += t;
     val_share_ = val_total > 0 ? static_cast<double>(r.val_tokens[p]) / static_cast<double>(val_total) : 0.0;
-    bool has_window = false;
-    for (const auto& s : r.val[p]) has_window = has_window || s.length > x_.model.seq_len;
-    if (layout_.paths() == 1) {
-      val_batches_ = x_.data->val_batches;
-    } else if (has_window) {
-      val_batches_ = ValidationBatches(x_.data->val_corpus ? *x_.data->val_corpus : x_.data->corpus, r.val[p],
-                                       x_.model.seq_len, x_.sc.eval.batches, x_.sc.eval.batch_size);
-    } else {
-      val_share_ = 0.0;  // no held-out document went to this path
-    }
+    val_batches_ = layout_.paths() == 1 ? x_.data->val_batches
+                                        : SelectRows(x_.data->val_batches, r.val[p], x_.sc.eval.batch_size);
+    // Each worker's pseudo-gradient weighs as its path's shard (the paper's token weighting of a
+    // module's average), shared among the workers that train the path.
+    int on_path = 0;
+    for (int rank = 0; rank < x_.num_workers; ++rank) on_path += layout_.PathOf(rank) == path_ ? 1 : 0;
+    int64_t train_total = 0;
+    for (int64_t t : r.train_tokens) train_total += t;
+    shard_weight_ = static_cast<double>(r.train_tokens[p]) / static_cast<double>(train_total) / on_path;
     if (w.rank == 0) {
       records_.Event({{"type", "routing"}, {"paths", layout_.paths()}, {"train_tokens", r.train_tokens},
                 {"val_tokens", r.val_tokens}});
@@ -115,9 +118,10 @@ class Dipaco final : public RoundAlgorithm {
 
   core::Status EndRound(Round* round) override {
     const int64_t re = round->end;
-    // Token weight of this worker's pseudo-gradient, in units of a full round's tokens (the same
-    // batch everywhere, so the constant cancels in the weighted mean).
-    const float weight = static_cast<float>(steps_this_round_) / static_cast<float>(re - round->start);
+    // Weight of this worker's pseudo-gradient: its path's share of the training tokens (split among
+    // the path's workers) times the share of the round it trained.
+    const auto weight = static_cast<float>(shard_weight_ * static_cast<double>(steps_this_round_) /
+                                           static_cast<double>(re - round->start));
     steps_this_round_ = 0;
     {
       torch::NoGradGuard no_grad;
@@ -160,7 +164,7 @@ class Dipaco final : public RoundAlgorithm {
       records_.OuterSync(re, w_.Now(), {{"participants", round->members}});
     }
     // The lowest-ranked worker of each path scores the path on the documents routed to it.
-    if (val_share_ > 0 && LeadsPath(round->members) && records_.EvalDue(round->start, re)) {
+    if (!val_batches_.empty() && LeadsPath(round->members) && records_.EvalDue(round->start, re)) {
       records_.AddPartialEval(re, w_.Now(), path_, records_.Evaluate(global_, &val_batches_), val_share_);
     }
     return core::Status::Ok();
@@ -170,7 +174,7 @@ class Dipaco final : public RoundAlgorithm {
     Json bytes = Json::object();
     for (const Unit& u : units_) bytes[u.name] = u.bytes_sent;
     records_.Event({{"type", "module_bytes"}, {"step", x_.sc.train.steps}, {"worker", w_.rank}, {"path", path_},
-              {"bytes_sent", bytes}});
+                    {"bytes_sent", bytes}, {"shard_weight", shard_weight_}});
     return core::Status::Ok();
   }
 
@@ -205,6 +209,7 @@ class Dipaco final : public RoundAlgorithm {
   const core::Codec codec_{o_.outer_gradient};
   std::vector<TokenBatch> val_batches_;
   double val_share_ = 0.0;
+  double shard_weight_ = 1.0;  // this path's share of the training tokens, over the workers training it
   int64_t steps_this_round_ = 0;
   float last_loss_ = 0.0f;
 };
