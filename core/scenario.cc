@@ -278,7 +278,7 @@ void ReadFaults(Section& top, Scenario& sc) {
   });
 }
 
-// The top-level keys: the run's name (its folder), seed, device and threads.
+// The top-level keys: the run's name (its folder), seed and seeds, device and threads.
 void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_name, Scenario& sc) {
   sc.source = origin_name;
   const std::string stem = std::filesystem::path(origin_name).stem().string();
@@ -288,6 +288,7 @@ void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_nam
     top.Error(root["name"], "name", "expected a non-empty name without '/' (it names the run folder)");
   }
   sc.seed = static_cast<uint64_t>(top.Int("seed", 0, 0));
+  sc.seeds = top.Int("seeds", 1, 1, 1000);
   sc.device = top.String("device", "cpu");
   if (sc.device != "cpu" && sc.device != "cuda" && sc.device.rfind("cuda:", 0) != 0) {
     top.Error(root["device"], "device", "expected cpu, cuda or cuda:N; got '" + sc.device + "'");

@@ -209,6 +209,9 @@ struct Scenario {
   std::string name;
   std::string source;  // the file it came from ("" for built-in)
   uint64_t seed = 0;
+  // Runs of every entry, with seeds seed, seed + 1, ...: initialisation and data order differ
+  // between seeds, and the entries share each seed, so that comparisons are paired.
+  int64_t seeds = 1;
   std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
   int64_t threads = 0;         // CPU intra-op threads; 0 = all cores
   ModelSpec model;

@@ -43,6 +43,7 @@ struct ScenarioArgs {
   std::string file;
   std::vector<std::string> sets;
   bool quiet = false;
+  int seeds = 0;  // --seeds (0: the scenario's)
 
   void AddTo(CLI::App* cmd) {
     cmd->add_option("scenario", file, "scenario YAML file")->required();
@@ -54,9 +55,16 @@ struct ScenarioArgs {
     cmd->add_flag("-q,--quiet", quiet, quiet_help);
   }
   FILE* progress() const { return quiet ? nullptr : stderr; }
+  // The commands that compare entries also take --seeds.
+  void AddSeeds(CLI::App* cmd) {
+    cmd->add_option("--seeds", seeds, "run every entry once per seed (seed, seed + 1, ...); the same as --set seeds=N")
+        ->check(CLI::Range(1, 1000));
+  }
 
   narrows::core::Result<narrows::core::Scenario> Load() const {
-    auto overrides = narrows::core::ParseOverrides(sets);
+    std::vector<std::string> all = sets;
+    if (seeds > 0) all.push_back("seeds=" + std::to_string(seeds));
+    auto overrides = narrows::core::ParseOverrides(all);
     if (!overrides.ok()) return overrides.status();
     return narrows::core::LoadScenario(file, *overrides);
   }
@@ -107,6 +115,7 @@ Command AddRun(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
   args->AddWithQuiet(cmd, "no progress lines");
+  args->AddSeeds(cmd);
   cmd->add_flag("--report", *report, "also write <run folder>/report.html");
   return {cmd, WithScenario(args, [report](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             narrows::tools::RunOptions options;

@@ -202,7 +202,7 @@ void PrintComparison(const nlohmann::json& summary) {
   std::printf("\n");
 }
 
-core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
+core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptions& options) {
   auto data = trainer::LoadDataset(sc, options.data_root);
   if (!data.ok()) return data.status();
   const std::vector<core::AlgorithmSpec> entries = Entries(sc);
@@ -248,7 +248,20 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
     if (!written.ok()) return written.status();
     summary = *written;
   }
-  PrintComparison(summary);
+  return summary;
+}
+
+core::Status RunScenario(const core::Scenario& sc, const RunOptions& options) {
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  if (sc.seeds == 1) {
+    auto summary = RunOneSeed(sc, options);
+    if (!summary.ok()) return summary.status();
+    PrintComparison(*summary);
+  } else {
+    auto summary = RunSeeds(sc, options);
+    if (!summary.ok()) return summary.status();
+    PrintSeeds(*summary);
+  }
   std::printf("results: %s/summary.json\n", run_dir.c_str());
   if (!options.report) {
     std::printf("charts: narrows report %s (or run with --report)\n", run_dir.c_str());

@@ -21,7 +21,20 @@ struct RunOptions {
   bool report = false;           // write <run folder>/report.html at the end
 };
 
+// Every entry, once per seed (scenario.seeds): one seed writes the run folder and prints the table;
+// several write a run folder per seed (<run folder>/seed-<seed>) and the aggregate in
+// <run folder>/summary.json, and print means with intervals and the paired comparisons.
 core::Status RunScenario(const core::Scenario& scenario, const RunOptions& options);
+// Every entry of `scenario` (its seed alone) into its run folder; its summary.json.
+core::Result<nlohmann::json> RunOneSeed(const core::Scenario& scenario, const RunOptions& options);
+// The seeds' runs (tools/run_seeds.cc): RunOneSeed per seed and their aggregate, written as it grows.
+core::Result<nlohmann::json> RunSeeds(const core::Scenario& scenario, const RunOptions& options);
+// The aggregate of one summary per seed: per entry the mean of each quantity with `<key>_ci95` and
+// `<key>_sd` (null where a seed has none), `per_seed`, and `versus_first`: the paired loss gap and
+// speed-ups against the first entry with their intervals and verdicts (tools/stats.h).
+nlohmann::json AggregateSeeds(const std::vector<nlohmann::json>& summaries, const std::vector<uint64_t>& seeds);
+// The aggregate's table on stdout.
+void PrintSeeds(const nlohmann::json& summary);
 
 // The entries `narrows run` and `narrows launch` compare: the scenario's compare: list, or DDP alone.
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc);

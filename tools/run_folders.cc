@@ -71,6 +71,12 @@ Result<Run> LoadRun(const std::string& dir) {
     return Status::InvalidArgument(where + ": expected an object with a \"results\" list");
   }
   run.label = summary->value("scenario", BaseName(dir));
+  // A run over several seeds keeps each seed's entries in seed-<seed>/; the curves shown are the
+  // first seed's (the table has every seed's means).
+  std::string entries_dir = dir;
+  if (summary->contains("seeds") && (*summary)["seeds"].is_array() && !(*summary)["seeds"].empty()) {
+    entries_dir = dir + "/seed-" + (*summary)["seeds"][0].dump();
+  }
   run.clock = summary->value("clock", "virtual");
   auto yaml = ReadText(dir + "/scenario.yaml");
   run.scenario_yaml = yaml.ok() ? *yaml : "";
@@ -80,7 +86,7 @@ Result<Run> LoadRun(const std::string& dir) {
     }
     Entry e;
     e.summary = r;
-    const std::string entry_dir = dir + "/" + r["name"].get<std::string>();
+    const std::string entry_dir = entries_dir + "/" + r["name"].get<std::string>();
     auto metrics = ReadJsonLines(entry_dir + "/metrics.jsonl", true);
     if (!metrics.ok()) return metrics.status();
     auto events = ReadJsonLines(entry_dir + "/events.jsonl", false);

@@ -341,6 +341,38 @@ TEST_F(AlgorithmsTest, TimeToTargetIsInterpolatedBetweenTheBracketingEvaluations
   EXPECT_EQ(summary.at("eval_every").get<int64_t>(), 10);
 }
 
+// Seeds: every entry runs once per seed into seed-<seed>/; two seeds differ (initialisation, data
+// order), the same seed twice is the same run to the byte; the aggregate holds each entry's mean
+// with its interval and the paired comparison against the first entry.
+TEST_F(AlgorithmsTest, SeedsRunEveryEntryPerSeedAndAggregatePaired) {
+  auto sc = Make("seeds: 2\nworkers: {count: 2}\ncompare: [ddp, diloco-h4]\n");
+  sc.output.dir = (dir_ / "seeds").string();
+  tools::RunOptions options;
+  options.progress = nullptr;
+  ASSERT_TRUE(tools::RunScenario(sc, options).ok());
+  const fs::path run = dir_ / "seeds" / "d";
+  const std::string a = Slurp(run / "seed-0" / "ddp" / "metrics.jsonl"), b = Slurp(run / "seed-1" / "ddp" / "metrics.jsonl");
+  EXPECT_FALSE(a.empty());
+  EXPECT_NE(a, b);
+  const auto summary = nlohmann::json::parse(Slurp(run / "summary.json"));
+  EXPECT_EQ(summary.at("seeds"), nlohmann::json::array({0, 1}));
+  const auto& ddp = summary.at("results").at(0);
+  const double l0 = ddp.at("per_seed").at(0).at("final_val_loss"), l1 = ddp.at("per_seed").at(1).at("final_val_loss");
+  EXPECT_DOUBLE_EQ(ddp.at("final_val_loss").get<double>(), (l0 + l1) / 2);
+  EXPECT_NEAR(ddp.at("final_val_loss_ci95").get<double>(), 12.706205 * std::fabs(l0 - l1) / 2, 1e-6);  // t(0.975, 1)
+  const auto& gap = summary.at("results").at(1).at("versus_first").at("loss_gap");
+  const double d0 = summary.at("results").at(1).at("per_seed").at(0).at("final_val_loss").get<double>() - l0;
+  const double d1 = summary.at("results").at(1).at("per_seed").at(1).at("final_val_loss").get<double>() - l1;
+  EXPECT_NEAR(gap.at("mean").get<double>(), (d0 + d1) / 2, 1e-12);
+  EXPECT_TRUE(gap.contains("lower_loss"));
+
+  // Seed 1 again, alone: the same bytes as the first time.
+  auto again = Make("seed: 1\nworkers: {count: 2}\ncompare: [ddp, diloco-h4]\n");
+  again.output.dir = (dir_ / "again").string();
+  ASSERT_TRUE(tools::RunScenario(again, options).ok());
+  EXPECT_EQ(Slurp(dir_ / "again" / "d" / "ddp" / "metrics.jsonl"), b);
+}
+
 TEST_F(AlgorithmsTest, PlanCountsStreamingAndCompressedBytesAsTheTrainerSends) {
   // One definition of fragments, overlap and formats: the planner's bytes for these entries equal
   // the emulated run's (fragments are whole blocks in the trainer, even shares in the planner: the

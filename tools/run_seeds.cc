@@ -1,0 +1,170 @@
+// `narrows run` over several seeds: one run folder per seed, and their aggregate (means with
+// t-intervals, paired comparisons against the first entry, verdicts).
+#include <cmath>
+
+#include "core/run_writer.h"
+#include "tools/format.h"
+#include "tools/run_command.h"
+#include "tools/stats.h"
+
+namespace narrows::tools {
+namespace {
+
+using Json = nlohmann::json;
+
+// The quantities of an entry that are averaged over seeds.
+constexpr const char* kAveraged[] = {"final_val_loss",   "time_s",          "bytes_sent_per_worker",
+                                     "compute_utilization", "time_to_target_s", "bytes_to_target",
+                                     "outer_syncs",      "tokens"};
+
+double Value(const Json& r, const char* key) {
+  const auto it = r.find(key);
+  return it != r.end() && it->is_number() ? it->get<double>() : std::nan("");
+}
+
+Json IntervalJson(const Interval& i) {
+  auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
+  return {{"n", i.n}, {"mean", i.mean}, {"sd", num(i.sd)}, {"ci95", num(i.half_width)}, {"lo", num(i.lo())},
+          {"hi", num(i.hi())}};
+}
+
+// `key` of entry `e` in every seed's summary (NaN where a seed has none).
+std::vector<double> PerSeed(const std::vector<Json>& summaries, size_t e, const char* key) {
+  std::vector<double> out;
+  for (const auto& s : summaries) out.push_back(Value(s.at("results").at(e), key));
+  return out;
+}
+
+bool AllFinite(const std::vector<double>& v) {
+  for (double x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return !v.empty();
+}
+
+// Entry `e` against the first entry, seed by seed.
+Json Paired(const std::vector<Json>& summaries, size_t e) {
+  Json out = Json::object();
+  const auto loss = PerSeed(summaries, e, "final_val_loss"), base_loss = PerSeed(summaries, 0, "final_val_loss");
+  if (AllFinite(loss) && AllFinite(base_loss)) {
+    const Interval gap = PairedDifference(loss, base_loss);
+    out["loss_gap"] = IntervalJson(gap);
+    out["loss_gap"]["lower_loss"] = VerdictName(Judge(gap.lo(), gap.hi(), gap.n, -1));
+  }
+  auto ratio = [&](const char* key, const char* name) {
+    const auto t = PerSeed(summaries, e, key), base = PerSeed(summaries, 0, key);
+    if (!AllFinite(t) || !AllFinite(base)) return;  // a seed never reached the target
+    const Ratio r = PairedRatio(base, t);
+    auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
+    out[name] = {{"n", r.n}, {"ratio", r.ratio}, {"lo", num(r.lo)}, {"hi", num(r.hi)},
+                 {"faster", VerdictName(Judge(std::log(r.lo), std::log(r.hi), r.n, +1))}};
+  };
+  ratio("time_s", "speedup");
+  ratio("time_to_target_s", "speedup_at_target");
+  return out;
+}
+
+}  // namespace
+
+Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64_t>& seeds) {
+  NARROWS_CHECK(!summaries.empty() && summaries.size() == seeds.size());
+  const Json& first = summaries.front();
+  Json out = {{"scenario", first.value("scenario", std::string())}, {"clock", first.value("clock", std::string())},
+              {"seeds", seeds}, {"eval_every", first.value("eval_every", int64_t{0})}, {"results", Json::array()}};
+  Json targets = Json::array();
+  for (const auto& s : summaries) targets.push_back(s.value("target_loss", 0.0));
+  out["target_losses"] = targets;
+  for (size_t e = 0; e < first.at("results").size(); ++e) {
+    const Json& r0 = first.at("results").at(e);
+    Json r = {{"name", r0.value("name", std::string())}, {"algorithm", r0.value("algorithm", std::string())},
+              {"workers", r0.value("workers", 0)}, {"steps", r0.value("steps", 0)}};
+    for (const char* key : kAveraged) {
+      const auto v = PerSeed(summaries, e, key);
+      if (!AllFinite(v)) {
+        r[key] = Json();  // some seed has none (never reached the target)
+        continue;
+      }
+      const Interval i = MeanInterval(v);
+      r[key] = i.mean;
+      r[std::string(key) + "_ci95"] = std::isfinite(i.half_width) ? Json(i.half_width) : Json();
+      r[std::string(key) + "_sd"] = std::isfinite(i.sd) ? Json(i.sd) : Json();
+    }
+    Json per_seed = Json::array();
+    for (size_t k = 0; k < summaries.size(); ++k) {
+      Json one = summaries[k].at("results").at(e);
+      one["seed"] = seeds[k];
+      per_seed.push_back(std::move(one));
+    }
+    r["per_seed"] = std::move(per_seed);
+    if (e > 0) r["versus_first"] = Paired(summaries, e);
+    out["results"].push_back(std::move(r));
+  }
+  return out;
+}
+
+core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options) {
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  std::vector<Json> summaries;
+  std::vector<uint64_t> seeds;
+  for (int64_t k = 0; k < sc.seeds; ++k) {
+    const uint64_t seed = sc.seed + static_cast<uint64_t>(k);
+    // The same scenario with this seed, one run folder of its own: <run folder>/seed-<seed>.
+    auto one = core::ParseScenario(sc.resolved_yaml, sc.source,
+                                   {{"seed", std::to_string(seed), "seed"}, {"seeds", "1", "seeds"},
+                                    {"output.dir", run_dir, "output.dir"}, {"name", "seed-" + std::to_string(seed), "name"}});
+    if (!one.ok()) return one.status();
+    if (options.progress) std::fprintf(options.progress, "seed %llu (%lld of %lld)\n", static_cast<unsigned long long>(seed),
+                                       static_cast<long long>(k + 1), static_cast<long long>(sc.seeds));
+    auto summary = RunOneSeed(*one, options);
+    if (!summary.ok()) return summary.status();
+    summaries.push_back(std::move(*summary));
+    seeds.push_back(seed);
+    // Rewritten after every seed, so a long run keeps what it finished.
+    const Json aggregate = AggregateSeeds(summaries, seeds);
+    NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", aggregate.dump(2) + "\n"));
+    if (k + 1 == sc.seeds) return aggregate;
+  }
+  return Json();  // not reached: seeds >= 1
+}
+
+void PrintSeeds(const Json& summary) {
+  const auto& results = summary.at("results");
+  const size_t n = summary.at("seeds").size();
+  auto pm = [](const Json& r, const char* key, const char* format) {
+    const double mean = Value(r, key), hw = Value(r, (std::string(key) + "_ci95").c_str());
+    if (std::isnan(mean)) return std::string("never");
+    return Printf(format, mean) + (std::isnan(hw) ? "" : " ± " + Printf(format, hw));
+  };
+  std::printf("%zu seeds (%s); mean ± 95%% t-interval half-width\n", n, summary.at("seeds").dump().c_str());
+  std::printf("%-16s %19s %15s %15s %12s %8s\n", "entry", "val loss", "time (s)", "to target (s)", "sent/worker",
+              "compute");
+  for (const auto& r : results) {
+    std::printf("%-16s %19s %15s %15s %12s %7.0f%%\n", r.value("name", std::string()).c_str(),
+                pm(r, "final_val_loss", "%.4f").c_str(), pm(r, "time_s", "%.1f").c_str(),
+                pm(r, "time_to_target_s", "%.1f").c_str(), Bytes(Value(r, "bytes_sent_per_worker")).c_str(),
+                100.0 * Value(r, "compute_utilization"));
+  }
+  if (results.size() < 2) return;
+  std::printf("paired against %s, seed by seed (95%% t-interval; verdict: the interval excludes zero):\n",
+              results[0].value("name", std::string()).c_str());
+  for (size_t i = 1; i < results.size(); ++i) {
+    const Json& v = results[i].at("versus_first");
+    std::printf("  %-16s", results[i].value("name", std::string()).c_str());
+    if (v.contains("loss_gap")) {
+      const Json& g = v["loss_gap"];
+      std::printf(" loss %+.4f [%+.4f, %+.4f] (lower: %s)", g.value("mean", 0.0), Value(g, "lo"), Value(g, "hi"),
+                  g.value("lower_loss", std::string()).c_str());
+    }
+    for (const char* key : {"speedup", "speedup_at_target"}) {
+      if (!v.contains(key)) continue;
+      const Json& s = v[key];
+      std::printf("; %s %.2fx [%.2f, %.2f] (faster: %s)", std::string(key) == "speedup" ? "time" : "to target",
+                  s.value("ratio", 0.0), Value(s, "lo"), Value(s, "hi"), s.value("faster", std::string()).c_str());
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace narrows::tools
