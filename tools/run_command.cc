@@ -30,6 +30,8 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
                       {"algorithm", r.algorithm},
                       {"workers", r.workers},
                       {"final_val_loss", r.final_val_loss},
+                      {"final_val_loss_se", std::isfinite(r.final_val_loss_se) ? nlohmann::json(r.final_val_loss_se)
+                                                                               : nlohmann::json()},
                       {"time_s", r.virtual_time_s},
                       {"virtual_time_s", r.virtual_time_s},
                       {"bytes_sent_per_worker", r.bytes_sent_per_worker},

@@ -15,7 +15,7 @@ using Json = nlohmann::json;
 // The quantities of an entry that are averaged over seeds.
 constexpr const char* kAveraged[] = {"final_val_loss",   "time_s",          "bytes_sent_per_worker",
                                      "compute_utilization", "time_to_target_s", "bytes_to_target",
-                                     "outer_syncs",      "tokens"};
+                                     "outer_syncs",      "tokens",          "final_val_loss_se"};
 
 double Value(const Json& r, const char* key) {
   const auto it = r.find(key);

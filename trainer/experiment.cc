@@ -121,7 +121,12 @@ EntryResult Summarise(Experiment::Impl& x) {
     }
     if (weight > 0) x.evals[step] = {e.time, loss / weight};
   }
-  if (!x.evals.empty()) r.final_val_loss = x.evals.rbegin()->second.second;
+  r.final_val_loss_se = std::nan("");
+  if (!x.evals.empty()) {
+    r.final_val_loss = x.evals.rbegin()->second.second;
+    const auto se = x.eval_se.find(x.evals.rbegin()->first);
+    if (se != x.eval_se.end()) r.final_val_loss_se = se->second;
+  }
   return r;
 }
 
@@ -178,6 +183,7 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
     }
     if (eval != x.evals.end()) {
       line["val_loss"] = eval->second.second;
+      if (const auto se = x.eval_se.find(eval->first); se != x.eval_se.end()) line["val_loss_se"] = se->second;
       if (x.data->byte_level) line["val_bpb"] = eval->second.second / std::log(2.0);
     }
     NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));

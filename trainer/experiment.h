@@ -23,6 +23,9 @@ struct EntryResult {
   int workers = 0;
   int64_t steps = 0, tokens = 0, outer_syncs = 0;
   double final_val_loss = 0.0;
+  // The final evaluation's own standard error (over its sequences; NaN where it was scored in
+  // parts, as DiPaCo's paths are).
+  double final_val_loss_se = 0.0;
   double virtual_time_s = 0.0;       // the slowest worker's clock at the end
   double bytes_sent_per_worker = 0.0;
   // Peak bandwidth: the most bytes any worker sent within one round of the algorithm (one step of

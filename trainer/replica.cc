@@ -75,16 +75,35 @@ StepStats Replica::TrainStep(const TokenBatch& batch, double lr) {
   return stats;
 }
 
-double Replica::Evaluate(const std::vector<TokenBatch>& batches) {
+double Replica::Evaluate(const std::vector<TokenBatch>& batches) { return EvaluateWithError(batches).loss; }
+
+Replica::Evaluation Replica::EvaluateWithError(const std::vector<TokenBatch>& batches) {
   torch::NoGradGuard no_grad;
   double sum = 0.0, rows = 0.0;
+  std::vector<double> per_row;
   for (const auto& b : batches) {
-    const double loss =
-        model_.Loss(ToDevice(b.inputs, b.batch, 0, b.seq_len), ToDevice(b.targets, b.batch, 0, b.seq_len)).item<double>();
-    sum += loss * static_cast<double>(b.batch);
+    const torch::Tensor targets = ToDevice(b.targets, b.batch, 0, b.seq_len);
+    const torch::Tensor logits = model_.Forward(ToDevice(b.inputs, b.batch, 0, b.seq_len));
+    const torch::Tensor flat_logits = logits.view({-1, logits.size(-1)}), flat_targets = targets.reshape({-1});
+    sum += torch::cross_entropy_loss(flat_logits, flat_targets).item<double>() * static_cast<double>(b.batch);
     rows += static_cast<double>(b.batch);
+    const torch::Tensor row = torch::cross_entropy_loss(flat_logits, flat_targets, {}, at::Reduction::None)
+                                  .view({b.batch, b.seq_len})
+                                  .to(torch::kFloat64)
+                                  .mean(1)
+                                  .cpu()
+                                  .contiguous();
+    per_row.insert(per_row.end(), row.data_ptr<double>(), row.data_ptr<double>() + b.batch);
   }
-  return sum / rows;
+  Evaluation out{sum / rows, std::nan("")};
+  if (per_row.size() > 1) {
+    double mean = 0.0, squares = 0.0;
+    for (double v : per_row) mean += v;
+    mean /= static_cast<double>(per_row.size());
+    for (double v : per_row) squares += (v - mean) * (v - mean);
+    out.standard_error = std::sqrt(squares / static_cast<double>(per_row.size() - 1) / static_cast<double>(per_row.size()));
+  }
+  return out;
 }
 
 }  // namespace narrows::trainer

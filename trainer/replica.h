@@ -44,6 +44,12 @@ class Replica {
   // Mean loss (nats per token) over every token of the batches (a batch weighs as its rows), without
   // gradients.
   double Evaluate(const std::vector<TokenBatch>& batches);
+  // The same mean, with the standard error of the evaluation itself: the standard deviation of
+  // the sequences' own mean losses over the square root of their number (NaN for one sequence).
+  struct Evaluation {
+    double loss = 0.0, standard_error = 0.0;
+  };
+  Evaluation EvaluateWithError(const std::vector<TokenBatch>& batches);
 
   Gpt& model() { return model_; }
   InnerOptimizer& optimizer() { return *optimizer_; }

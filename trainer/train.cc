@@ -137,7 +137,9 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
     const bool eval_now = last || (sc.eval.every > 0 && (step + 1) % sc.eval.every == 0);
     nlohmann::json line;
     if (eval_now) {
-      last_val = replica.Evaluate(val_batches);
+      const Replica::Evaluation e = replica.EvaluateWithError(val_batches);
+      last_val = e.loss;
+      if (std::isfinite(e.standard_error)) line["val_loss_se"] = e.standard_error;
       summary.best_val_loss = std::min(summary.best_val_loss, last_val);
       summary.final_val_loss = last_val;
       line["val_loss"] = last_val;

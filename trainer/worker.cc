@@ -48,6 +48,11 @@ void Experiment::Impl::OuterSync(int64_t step, double time, Json detail) {
 }
 
 double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches) {
+  return EvaluateWithError(params, batches).loss;
+}
+
+Replica::Evaluation Experiment::Impl::EvaluateWithError(const torch::Tensor& params,
+                                                        const std::vector<TokenBatch>* batches) {
   std::lock_guard<std::mutex> lock(mu);
   if (!evaluator) {
     torch::manual_seed(sc.seed);
@@ -57,7 +62,7 @@ double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector
     torch::NoGradGuard no_grad;
     evaluator->model().flat_params().copy_(params);
   }
-  return evaluator->Evaluate(batches ? *batches : data->val_batches);
+  return evaluator->EvaluateWithError(batches ? *batches : data->val_batches);
 }
 
 void Experiment::Impl::MarkVaryingBatch() {
@@ -74,9 +79,10 @@ void Experiment::Impl::AddPartialEval(int64_t step, double time, int64_t part, d
 
 void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) {
   if (!EvalDue(from_step, to_step)) return;
-  const double val = Evaluate(params);
+  const Replica::Evaluation val = EvaluateWithError(params, nullptr);
   std::lock_guard<std::mutex> lock(mu);
-  evals[to_step] = {time, val};
+  evals[to_step] = {time, val.loss};
+  if (std::isfinite(val.standard_error)) eval_se[to_step] = val.standard_error;
 }
 
 Json Experiment::Impl::Export() {
@@ -85,7 +91,10 @@ Json Experiment::Impl::Export() {
   for (const auto& r : records) {
     recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
   }
-  for (const auto& [step, e] : evals) ev.push_back({step, e.first, e.second});
+  for (const auto& [step, e] : evals) {
+    const auto se = eval_se.find(step);
+    ev.push_back({step, e.first, e.second, se != eval_se.end() ? Json(se->second) : Json()});
+  }
   Json partial = Json::array();
   for (const auto& [step, e] : partial_evals) {
     for (const auto& [part, lw] : e.parts) partial.push_back({step, e.time, part, lw.first, lw.second});
@@ -114,7 +123,10 @@ core::Status Experiment::Impl::Merge(const Json& part) {
                          r.at(7).get<int64_t>(), r.at(8).get<int64_t>()});
     }
     for (const auto& e : part.at("events")) events.push_back(e);
-    for (const auto& e : part.at("evals")) evals[e.at(0).get<int64_t>()] = {e.at(1).get<double>(), e.at(2).get<double>()};
+    for (const auto& e : part.at("evals")) {
+      evals[e.at(0).get<int64_t>()] = {e.at(1).get<double>(), e.at(2).get<double>()};
+      if (e.size() > 3 && e.at(3).is_number()) eval_se[e.at(0).get<int64_t>()] = e.at(3).get<double>();
+    }
     for (const auto& e : part.value("partial_evals", Json::array())) {
       PartialEval& p = partial_evals[e.at(0).get<int64_t>()];
       p.time = std::max(p.time, e.at(1).get<double>());

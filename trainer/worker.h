@@ -41,6 +41,7 @@ struct Experiment::Impl final : EntryContext, Recorder {
   std::vector<StepRecord> records;
   std::vector<Json> events;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
+  std::map<int64_t, double> eval_se;                    // step -> the evaluation's standard error
   // Evaluations made of parts: step -> the latest time, and per part its (loss, weight); folded
   // into `evals` by Experiment::Finish, in part order.
   struct PartialEval {
@@ -68,6 +69,7 @@ struct Experiment::Impl final : EntryContext, Recorder {
   bool EvalDue(int64_t from_step, int64_t to_step) const override;
   void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) override;
   double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr) override;
+  Replica::Evaluation EvaluateWithError(const torch::Tensor& params, const std::vector<TokenBatch>* batches);
   void AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight) override;
   void MarkVaryingBatch() override;
   Json Export() override;

@@ -14,6 +14,7 @@
 #include "trainer/corpus.h"
 #include "trainer/dataset.h"
 #include "trainer/experiment.h"
+#include "trainer/replica.h"
 
 namespace narrows::trainer {
 namespace {
@@ -105,6 +106,38 @@ TEST_F(TrainTest, GradAccumulationMatchesOneBigBatch) {
   auto accumulated = TrainSingle(sc, {});
   ASSERT_TRUE(accumulated.ok());
   EXPECT_NEAR(accumulated->final_val_loss, whole->final_val_loss, 1e-4);
+}
+
+// The evaluation's own standard error is the spread of the sequences' mean losses over sqrt(n),
+// computed here row by row; the mean is the same as Evaluate's.
+TEST_F(TrainTest, EvaluationReportsItsStandardErrorOverSequences) {
+  const auto sc = Scenario();
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  core::ModelSpec model = sc.model;
+  model.vocab_size = (*data)->vocab_size;
+  torch::manual_seed(3);
+  Replica replica(model, sc.train, torch::kCPU);
+  const auto& batches = (*data)->val_batches;
+  const Replica::Evaluation e = replica.EvaluateWithError(batches);
+  EXPECT_EQ(e.loss, replica.Evaluate(batches));
+  std::vector<double> rows;
+  for (const auto& b : batches) {
+    for (int64_t r = 0; r < b.batch; ++r) {
+      TokenBatch one{1, b.seq_len, {b.inputs.begin() + r * b.seq_len, b.inputs.begin() + (r + 1) * b.seq_len},
+                     {b.targets.begin() + r * b.seq_len, b.targets.begin() + (r + 1) * b.seq_len}};
+      rows.push_back(replica.Evaluate({one}));
+    }
+  }
+  ASSERT_GT(rows.size(), 2u);
+  double mean = 0.0, squares = 0.0;
+  for (double v : rows) mean += v;
+  mean /= static_cast<double>(rows.size());
+  for (double v : rows) squares += (v - mean) * (v - mean);
+  const double se = std::sqrt(squares / static_cast<double>(rows.size() - 1) / static_cast<double>(rows.size()));
+  EXPECT_NEAR(e.standard_error, se, 1e-6);
+  EXPECT_GT(e.standard_error, 0.0);
+  EXPECT_NEAR(e.loss, mean, 1e-5);
 }
 
 TEST_F(TrainTest, BadDataFailsBeforeTouchingTheRunFolder) {
