@@ -1,6 +1,7 @@
 #include "tools/report_command.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "core/run_writer.h"
 #include "tools/format.h"
 #include "tools/report_blocks.h"
+#include "tools/stats.h"
 
 namespace narrows::tools {
 
@@ -37,7 +39,45 @@ std::string ClockLabel(const std::vector<Run>& runs) {
 
 }  // namespace
 
-// The charts that compare every entry of every run: losses, bytes and utilisation.
+namespace {
+
+// Over several seeds: the mean validation curve against time and against tokens, evaluation by
+// evaluation (the steps every seed evaluated), and the 95% t-interval of the loss as a band.
+struct MeanCurves {
+  json time = json::array(), tokens = json::array(), band_time = json::array(), band_tokens = json::array();
+};
+MeanCurves SeedMeans(const Entry& e) {
+  std::map<int64_t, std::vector<std::array<double, 3>>> at;  // step -> (time, tokens, loss) per seed
+  for (const auto& metrics : e.seed_metrics) {
+    for (const auto& m : metrics) {
+      const double val = Num(m, "val_loss"), t = TimeOf(m);
+      if (!std::isnan(val) && !std::isnan(t)) at[m.value("step", int64_t{0})].push_back({t, Num(m, "tokens"), val});
+    }
+  }
+  MeanCurves out;
+  for (const auto& [step, seeds] : at) {
+    if (seeds.size() != e.seed_metrics.size()) continue;
+    std::vector<double> loss;
+    double t = 0, tokens = 0;
+    for (const auto& s : seeds) {
+      t += s[0] / static_cast<double>(seeds.size());
+      tokens += s[1] / static_cast<double>(seeds.size());
+      loss.push_back(s[2]);
+    }
+    const Interval i = MeanInterval(loss);
+    out.time.push_back({t, i.mean});
+    out.tokens.push_back({tokens, i.mean});
+    out.band_time.push_back({t, i.lo(), i.hi()});
+    out.band_tokens.push_back({tokens, i.lo(), i.hi()});
+  }
+  return out;
+}
+
+}  // namespace
+
+// The charts that compare every entry of every run: losses, bytes and utilisation. A run over
+// several seeds draws each entry's mean validation curve with its 95% band, and the first seed's
+// other curves.
 json ComparisonSection(const std::vector<Run>& runs) {
   const bool many = runs.size() > 1;
   json val_time = json::array(), val_tokens = json::array(), train_time = json::array();
@@ -72,8 +112,17 @@ json ComparisonSection(const std::vector<Run>& runs) {
         }
         if (n > 0) u.push_back({t, 100.0 * sum / n});
       }
-      val_time.push_back(Series(label, vt));
-      val_tokens.push_back(Series(label, vk));
+      if (e.seed_metrics.size() > 1) {
+        const MeanCurves mean = SeedMeans(e);
+        const std::string seeds = " (mean of " + std::to_string(e.seed_metrics.size()) + " seeds)";
+        val_time.push_back(Series(label + seeds, mean.time));
+        val_time.push_back(Series(label + seeds + " (95% band)", mean.band_time, "band"));
+        val_tokens.push_back(Series(label + seeds, mean.tokens));
+        val_tokens.push_back(Series(label + seeds + " (95% band)", mean.band_tokens, "band"));
+      } else {
+        val_time.push_back(Series(label, vt));
+        val_tokens.push_back(Series(label, vk));
+      }
       train_time.push_back(Series(label, tt));
       bytes.push_back(Series(label, b));
       util.push_back(Series(label, u));

@@ -74,8 +74,10 @@ Result<Run> LoadRun(const std::string& dir) {
   // A run over several seeds keeps each seed's entries in seed-<seed>/; the curves shown are the
   // first seed's (the table has every seed's means).
   std::string entries_dir = dir;
+  std::vector<std::string> seed_dirs;
   if (summary->contains("seeds") && (*summary)["seeds"].is_array() && !(*summary)["seeds"].empty()) {
-    entries_dir = dir + "/seed-" + (*summary)["seeds"][0].dump();
+    for (const auto& s : (*summary)["seeds"]) seed_dirs.push_back(dir + "/seed-" + s.dump());
+    entries_dir = seed_dirs.front();
   }
   run.clock = summary->value("clock", "virtual");
   auto yaml = ReadText(dir + "/scenario.yaml");
@@ -93,6 +95,11 @@ Result<Run> LoadRun(const std::string& dir) {
     if (!events.ok()) return events.status();
     e.metrics = std::move(*metrics);
     e.events = std::move(*events);
+    for (size_t k = 0; k < seed_dirs.size() && seed_dirs.size() > 1; ++k) {
+      auto m = ReadJsonLines(seed_dirs[k] + "/" + r["name"].get<std::string>() + "/metrics.jsonl", true);
+      if (!m.ok()) return m.status();
+      e.seed_metrics.push_back(std::move(*m));
+    }
     run.entries.push_back(std::move(e));
   }
   return run;

@@ -23,8 +23,9 @@ core::Result<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path,
 
 struct Entry {
   nlohmann::json summary;
-  std::vector<nlohmann::json> metrics;
+  std::vector<nlohmann::json> metrics;  // the first seed's, in a run over several
   std::vector<nlohmann::json> events;
+  std::vector<std::vector<nlohmann::json>> seed_metrics;  // every seed's, in a run over several
 };
 
 struct Run {

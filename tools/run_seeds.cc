@@ -122,7 +122,8 @@ core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options)
     summaries.push_back(std::move(*summary));
     seeds.push_back(seed);
     // Rewritten after every seed, so a long run keeps what it finished.
-    const Json aggregate = AggregateSeeds(summaries, seeds);
+    Json aggregate = AggregateSeeds(summaries, seeds);
+    aggregate["scenario"] = sc.name;  // each seed's own run is named seed-<seed>
     NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", aggregate.dump(2) + "\n"));
     if (k + 1 == sc.seeds) return aggregate;
   }

@@ -9,6 +9,7 @@
 #include "core/collectives.h"
 #include "tests/trainer/distributed_fixture.h"
 #include "tools/plan_command.h"
+#include "tools/report_command.h"
 #include "tools/run_command.h"
 #include "trainer/algorithms/batch_size.h"
 #include "trainer/algorithms/fragments.h"
@@ -365,6 +366,11 @@ TEST_F(AlgorithmsTest, SeedsRunEveryEntryPerSeedAndAggregatePaired) {
   const double d1 = summary.at("results").at(1).at("per_seed").at(1).at("final_val_loss").get<double>() - l1;
   EXPECT_NEAR(gap.at("mean").get<double>(), (d0 + d1) / 2, 1e-12);
   EXPECT_TRUE(gap.contains("lower_loss"));
+  // The report draws each entry's mean validation curve over the seeds with its band.
+  auto report = tools::WriteReport({run.string()}, "");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const std::string html = Slurp(*report);
+  EXPECT_NE(html.find("ddp (mean of 2 seeds) (95% band)"), std::string::npos);
 
   // Seed 1 again, alone: the same bytes as the first time.
   auto again = Make("seed: 1\nworkers: {count: 2}\ncompare: [ddp, diloco-h4]\n");

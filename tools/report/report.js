@@ -19,7 +19,7 @@
     '#bcbd22', '#17becf'];
   const colors = new Map();
   function colorOf(label) {
-    const key = label.replace(/ fit$/, '');
+    const key = label.replace(/ \(95% band\)$/, '').replace(/ \(mean of \d+ seeds\)$/, '').replace(/ fit$/, '');
     if (!colors.has(key)) colors.set(key, palette[colors.size % palette.length]);
     return colors.get(key);
   }
@@ -66,20 +66,33 @@
   const common = { responsive: true, maintainAspectRatio: false, animation: false,
     plugins: { legend: { position: 'bottom' } } };
 
+  // A band (points [x, lo, hi]): its lower edge, then its upper edge filled down to it, in the
+  // colour of the curve it belongs to, without legend entries.
+  function bandDatasets(s) {
+    const pts = s.points.filter((p) => p[0] !== null && p[1] !== null && p[2] !== null);
+    const color = colorOf(s.label);
+    const edge = { showLine: true, pointRadius: 0, borderWidth: 0, borderColor: 'transparent', band: true };
+    return [Object.assign({ label: s.label, data: pts.map((p) => ({ x: p[0], y: p[1] })), fill: false }, edge),
+      Object.assign({ label: s.label, data: pts.map((p) => ({ x: p[0], y: p[2] })), fill: '-1',
+        backgroundColor: color + '33' }, edge)];
+  }
+
   function lineChart(container, b) {
-    const datasets = b.series.map((s) => {
+    const datasets = b.series.flatMap((s) => {
+      if (s.style === 'band') return bandDatasets(s);
       const pts = s.points.filter((p) => p[0] !== null && p[1] !== null &&
         (!b.x.log || p[0] > 0) && (!b.y.log || p[1] > 0));
       const color = colorOf(s.label);
-      return { label: s.label, data: pts.map((p) => ({ x: p[0], y: p[1] })), borderColor: color,
+      return [{ label: s.label, data: pts.map((p) => ({ x: p[0], y: p[1] })), borderColor: color,
         backgroundColor: color, showLine: s.style !== 'points', borderDash: s.style === 'dashed' ? [6, 4] : [],
-        pointRadius: s.style === 'points' ? 4 : (s.style === 'dashed' || pts.length > 60 ? 0 : 2), borderWidth: 2 };
+        pointRadius: s.style === 'points' ? 4 : (s.style === 'dashed' || pts.length > 60 ? 0 : 2), borderWidth: 2 }];
     }).filter((d) => d.data.length > 0);
     if (datasets.length === 0) return noData(container, b);
     // Room for a long legend below the plot (about one row per series past the third).
     const height = datasets.length > 3 ? 300 + 22 * (datasets.length - 3) : undefined;
+    const legend = { position: 'bottom', labels: { filter: (item, data) => !data.datasets[item.datasetIndex].band } };
     addChart(container, b, { type: 'scatter', data: { datasets },
-      options: Object.assign({}, common, { scales: { x: scale(b.x), y: scale(b.y) } }) }, height);
+      options: Object.assign({}, common, { plugins: { legend }, scales: { x: scale(b.x), y: scale(b.y) } }) }, height);
   }
 
   function barChart(container, b) {
