@@ -1,5 +1,6 @@
 #include "tools/fit_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -24,7 +25,16 @@ Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir) {
       const std::string name = e.summary.value("name", "");
       if (!by_entry.count(name)) order.push_back(name);
       by_entry[name].entry = name;
-      by_entry[name].points.push_back({params, Num(e.summary, "workers"), Num(e.summary, "final_val_loss")});
+      // A point run over several seeds gives one observation per seed, not its mean alone.
+      const auto seeds = e.summary.find("per_seed");
+      if (seeds != e.summary.end() && seeds->is_array() && !seeds->empty()) {
+        for (const auto& one : *seeds) {
+          by_entry[name].points.push_back({params, Num(e.summary, "workers"), Num(one, "final_val_loss")});
+        }
+        by_entry[name].seeds = static_cast<int>(seeds->size());
+      } else {
+        by_entry[name].points.push_back({params, Num(e.summary, "workers"), Num(e.summary, "final_val_loss")});
+      }
     }
   }
   std::vector<EntryFit> fits;
@@ -45,7 +55,10 @@ Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir) {
 Status PrintFits(const std::string& sweep_dir) {
   auto fits = FitSweep(sweep_dir);
   if (!fits.ok()) return fits.status();
-  std::printf("L = A · N^α · M^β, least squares on log L; ± one standard error (N parameters, M workers)\n");
+  int seeds = 1;
+  for (const auto& f : *fits) seeds = std::max(seeds, f.seeds);
+  std::printf("L = A · N^α · M^β, least squares on log L; ± one standard error (N parameters, M workers)%s\n",
+              seeds > 1 ? Printf("; every seed's final loss a point (%.0f seeds per point)", seeds).c_str() : "");
   std::printf("%-20s %6s %22s %20s %20s %7s %9s\n", "entry", "points", "A", "alpha", "beta", "R2", "rms err");
   for (const auto& f : *fits) {
     if (!f.skipped.empty()) {

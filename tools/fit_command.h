@@ -16,6 +16,7 @@ struct EntryFit {
   std::vector<ScalingPoint> points;
   PowerLawFit fit;
   std::string skipped;  // why there is no fit, or ""
+  int seeds = 1;        // points run over several seeds: each seed's loss is a point
 };
 core::Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir);
 // The fits as a table on stdout.

@@ -1,6 +1,8 @@
 // `narrows run` over several seeds: one run folder per seed, and their aggregate (means with
 // t-intervals, paired comparisons against the first entry, verdicts).
 #include <cmath>
+#include <fstream>
+#include <optional>
 
 #include "core/run_writer.h"
 #include "tools/format.h"
@@ -33,6 +35,19 @@ std::vector<double> PerSeed(const std::vector<Json>& summaries, size_t e, const 
   std::vector<double> out;
   for (const auto& s : summaries) out.push_back(Value(s.at("results").at(e), key));
   return out;
+}
+
+// `dir`/summary.json if it holds `entries` results (a finished run of one seed).
+std::optional<Json> ReadFinished(const std::string& dir, size_t entries) {
+  std::ifstream in(dir + "/summary.json");
+  if (!in) return std::nullopt;
+  try {
+    Json j = Json::parse(in);
+    if (j.at("results").size() == entries) return j;
+  } catch (const std::exception&) {
+    // A torn summary: the seed runs again.
+  }
+  return std::nullopt;
 }
 
 bool AllFinite(const std::vector<double>& v) {
@@ -96,7 +111,13 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
       per_seed.push_back(std::move(one));
     }
     r["per_seed"] = std::move(per_seed);
-    if (e > 0) r["versus_first"] = Paired(summaries, e);
+    if (e > 0) {
+      r["versus_first"] = Paired(summaries, e);
+      // Where readers of a one-seed summary look (sweeps' results.csv): the paired geometric mean.
+      if (r["versus_first"].contains("speedup_at_target")) {
+        r["speedup_at_target"] = r["versus_first"]["speedup_at_target"]["ratio"];
+      }
+    }
     out["results"].push_back(std::move(r));
   }
   return out;
@@ -115,11 +136,20 @@ core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options)
                                    {{"seed", std::to_string(seed), "seed"}, {"seeds", "1", "seeds"},
                                     {"output.dir", run_dir, "output.dir"}, {"name", "seed-" + std::to_string(seed), "name"}});
     if (!one.ok()) return one.status();
-    if (options.progress) std::fprintf(options.progress, "seed %llu (%lld of %lld)\n", static_cast<unsigned long long>(seed),
-                                       static_cast<long long>(k + 1), static_cast<long long>(sc.seeds));
-    auto summary = RunOneSeed(*one, options);
-    if (!summary.ok()) return summary.status();
-    summaries.push_back(std::move(*summary));
+    // A seed whose run finished before (every entry in its summary.json) is taken as it is, so
+    // that an interrupted run over many seeds resumes where it stopped.
+    const std::string seed_dir = run_dir + "/seed-" + std::to_string(seed);
+    auto before = ReadFinished(seed_dir, Entries(*one).size());
+    if (before) {
+      if (options.progress) std::fprintf(options.progress, "seed %llu: finished before\n", static_cast<unsigned long long>(seed));
+      summaries.push_back(std::move(*before));
+    } else {
+      if (options.progress) std::fprintf(options.progress, "seed %llu (%lld of %lld)\n", static_cast<unsigned long long>(seed),
+                                         static_cast<long long>(k + 1), static_cast<long long>(sc.seeds));
+      auto summary = RunOneSeed(*one, options);
+      if (!summary.ok()) return summary.status();
+      summaries.push_back(std::move(*summary));
+    }
     seeds.push_back(seed);
     // Rewritten after every seed, so a long run keeps what it finished.
     Json aggregate = AggregateSeeds(summaries, seeds);

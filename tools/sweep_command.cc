@@ -142,7 +142,9 @@ std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
   if (!in) return std::nullopt;
   try {
     auto j = nlohmann::json::parse(in);
-    if (j.at("results").size() == Entries(sc).size()) return j;
+    // Over several seeds the aggregate is rewritten after each seed: finished once it has them all.
+    const size_t seeds = j.contains("seeds") ? j.at("seeds").size() : 1;
+    if (j.at("results").size() == Entries(sc).size() && seeds == static_cast<size_t>(sc.seeds)) return j;
   } catch (const std::exception&) {
   }
   return std::nullopt;
@@ -181,7 +183,8 @@ core::Result<Speedups> WriteResults(const Plan& plan, const std::vector<SweepAxi
   csv.precision(10);
   for (const auto& axis : axes) csv << Csv(axis.key) << ",";
   csv << "entry,algorithm,final_val_loss,time_s,bytes_sent_per_worker,peak_bytes_per_round,compute_utilization,"
-         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_ddp\n";
+         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_ddp,seeds,"
+         "final_val_loss_ci95,time_s_ci95\n";
   auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
     return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
   };
@@ -206,7 +209,9 @@ core::Result<Speedups> WriteResults(const Plan& plan, const std::vector<SweepAxi
           << cell(r, "time_to_target_s") << "," << cell(r, "bytes_to_target") << "," << cell(r, "speedup_at_target")
           << ",";
       if (ddp_time > 0) csv << ddp_time / t;
-      csv << "\n";
+      // Over several seeds the figures above are means; their 95% half-widths follow.
+      const size_t seeds = summary->contains("seeds") ? summary->at("seeds").size() : 1;
+      csv << "," << seeds << "," << cell(r, "final_val_loss_ci95") << "," << cell(r, "time_s_ci95") << "\n";
       if (r.at("algorithm") != "ddp" && ddp_time > 0) speedups[row.empty() ? "-" : row][r.at("name")] = ddp_time / t;
     }
   }

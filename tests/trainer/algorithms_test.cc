@@ -372,6 +372,13 @@ TEST_F(AlgorithmsTest, SeedsRunEveryEntryPerSeedAndAggregatePaired) {
   const std::string html = Slurp(*report);
   EXPECT_NE(html.find("ddp (mean of 2 seeds) (95% band)"), std::string::npos);
 
+  // A third seed resumes: seeds 0 and 1 are taken as they finished (not run again).
+  const auto written = fs::last_write_time(run / "seed-1" / "ddp" / "metrics.jsonl");
+  sc.seeds = 3;
+  ASSERT_TRUE(tools::RunScenario(sc, options).ok());
+  EXPECT_EQ(fs::last_write_time(run / "seed-1" / "ddp" / "metrics.jsonl"), written);
+  EXPECT_EQ(nlohmann::json::parse(Slurp(run / "summary.json")).at("seeds").size(), 3u);
+
   // Seed 1 again, alone: the same bytes as the first time.
   auto again = Make("seed: 1\nworkers: {count: 2}\ncompare: [ddp, diloco-h4]\n");
   again.output.dir = (dir_ / "again").string();
