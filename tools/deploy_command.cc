@@ -260,7 +260,15 @@ core::Result<nlohmann::json> RunEntry(trainer::Experiment& e, deploy::ZmqTranspo
 
 }  // namespace
 
+// A deployment runs one seed; a scenario with several is refused rather than run in part.
+Status OneSeed(const core::Scenario& sc) {
+  if (sc.seeds == 1) return Status::Ok();
+  return Status::InvalidArgument("seeds: " + std::to_string(sc.seeds) +
+                                 ": a deployment runs one seed at a time (pass --set seeds=1 --set seed=K per run)");
+}
+
 Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) {
+  NARROWS_RETURN_IF_ERROR(OneSeed(scenario));
   core::Scenario sc = scenario;
   auto place = ResolvePlacement(o, ProcessEnvironment());
   if (!place.ok()) return place.status();
@@ -402,6 +410,7 @@ Status Reap(std::vector<pid_t> pids) {
 }  // namespace
 
 Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
+  NARROWS_RETURN_IF_ERROR(OneSeed(sc));
   const int n = lo.local;
   if (n != sc.workers.count) {
     return Status::InvalidArgument("launch --local " + std::to_string(n) + " but the scenario's workers.count is " +
