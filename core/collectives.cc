@@ -154,6 +154,11 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
   switch (o.algorithm) {
     case AllReduceAlgorithm::kRing:
       return RingAllReduce(t, data, count, o.group, o.tag, o.timeout_s, o.pipeline_bytes);
+    case AllReduceAlgorithm::kTwoPhase: {
+      // The encoded all-reduce's exchange with fp32 on the wire: exact sums, in group order.
+      static const Codec fp32{CodecSpec{}};
+      return AllReduceSumEncoded(t, data, count, 0, fp32, o);
+    }
     case AllReduceAlgorithm::kStar:
       NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, o.group, root, o.tag + 2, o.timeout_s));
       return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), o.group, root, o.tag + 2,
@@ -404,6 +409,17 @@ Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions
   NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &position));
   return StarBroadcast(t, data, bytes, o.group, o.root >= 0 ? o.root : o.group.front(), o.tag + 2,
                        o.timeout_s);
+}
+
+std::string CollectiveName(const CollectiveOptions& options, const Codec* codec) {
+  if (codec != nullptr && !codec->lossless()) return codec->sparse() ? "all-gather" : "two-phase";
+  switch (options.algorithm) {
+    case AllReduceAlgorithm::kRing: return "ring";
+    case AllReduceAlgorithm::kStar: return "star";
+    case AllReduceAlgorithm::kHierarchical: return "hierarchical";
+    case AllReduceAlgorithm::kTwoPhase: return "two-phase";
+  }
+  return "?";
 }
 
 }  // namespace narrows::core

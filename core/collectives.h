@@ -18,7 +18,10 @@
 
 namespace narrows::core {
 
-enum class AllReduceAlgorithm { kRing, kStar, kHierarchical };
+// kTwoPhase: every rank sends chunk j to the group's j-th rank, which sums the chunks in group order
+// and sends the sum to every rank (the shape of AllReduceSumEncoded, in fp32): 2 latencies instead
+// of the ring's 2(n-1), the ring's bytes, n-1 messages per rank per phase.
+enum class AllReduceAlgorithm { kRing, kStar, kHierarchical, kTwoPhase };
 
 struct CollectiveOptions {
   std::vector<int> group;  // participating ranks, ascending; must include the caller
@@ -77,6 +80,10 @@ int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t 
 
 // Copies the root's buffer to every rank of the group.
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& options);
+
+// The collective an all-reduce with `options` and `codec` (null: fp32) runs: a lossy dense codec
+// always travels by two-phase and a sparse one by all-gather, whatever `options.algorithm` says.
+std::string CollectiveName(const CollectiveOptions& options, const Codec* codec);
 
 // Bytes each rank sends in one all-reduce of `count` floats over `n` ranks (ring: 2(n-1)/n S per
 // rank, exactly, with S split into n chunks; star: non-roots S, root (n-1) S).

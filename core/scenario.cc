@@ -123,6 +123,15 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
   s.Finish();
 }
 
+const std::vector<std::pair<std::string, CollectiveKind>>& CollectiveNames() {
+  static const std::vector<std::pair<std::string, CollectiveKind>> names = {
+      {"ring", CollectiveKind::kRing},
+      {"star", CollectiveKind::kStar},
+      {"hierarchical", CollectiveKind::kHierarchical},
+      {"two-phase", CollectiveKind::kTwoPhase}};
+  return names;
+}
+
 // Every registered algorithm's one-word entries, for messages.
 std::string KnownShorthands() {
   std::string out;
@@ -173,10 +182,7 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
   const AlgorithmParser* parser = FindAlgorithmParser(a.algorithm);
   if (parser == nullptr) return a;  // the error is recorded
   a.n_layers = s.Int("n_layers", 0, 0, 1024);
-  a.collective = s.Enum<CollectiveKind>("collective", CollectiveKind::kRing,
-                                        {{"ring", CollectiveKind::kRing},
-                                         {"star", CollectiveKind::kStar},
-                                         {"hierarchical", CollectiveKind::kHierarchical}});
+  a.collective = s.Enum<CollectiveKind>("collective", sc.collective, CollectiveNames());
   OptionReader reader(&s);
   ParsedOptions parsed = parser->parse(reader, sc, a);
   a.options = std::move(parsed.options);
@@ -289,6 +295,7 @@ void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_nam
   }
   sc.seed = static_cast<uint64_t>(top.Int("seed", 0, 0));
   sc.seeds = top.Int("seeds", 1, 1, 1000);
+  sc.collective = top.Enum<CollectiveKind>("collective", CollectiveKind::kRing, CollectiveNames());
   sc.device = top.String("device", "cpu");
   if (sc.device != "cpu" && sc.device != "cuda" && sc.device.rfind("cuda:", 0) != 0) {
     top.Error(root["device"], "device", "expected cpu, cuda or cuda:N; got '" + sc.device + "'");

@@ -150,9 +150,10 @@ struct FaultSpec {
   double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
 };
 
-// How an entry's all-reduces run (core/collectives.h): a ring, a star through worker 0, or rings
-// within islands joined across them.
-enum class CollectiveKind { kRing, kStar, kHierarchical };
+// How an entry's all-reduces run (core/collectives.h): a ring, a star through worker 0, rings
+// within islands joined across them, or two-phase (reduce-scatter to owners, all-gather, each
+// message sent at once). Lossy outer-gradient codecs always run two-phase (sparse: all-gather).
+enum class CollectiveKind { kRing, kStar, kHierarchical, kTwoPhase };
 
 // What the survivors of a deployment do when a worker dies during DDP's all-reduce: repeat the
 // step's all-reduce among themselves, or stop with an error (the metrics so far are written).
@@ -212,6 +213,8 @@ struct Scenario {
   // Runs of every entry, with seeds seed, seed + 1, ...: initialisation and data order differ
   // between seeds, and the entries share each seed, so that comparisons are paired.
   int64_t seeds = 1;
+  // The collective of every entry that names none (an entry's `collective:` overrides it).
+  CollectiveKind collective = CollectiveKind::kRing;
   std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
   int64_t threads = 0;         // CPU intra-op threads; 0 = all cores
   ModelSpec model;

@@ -28,6 +28,7 @@ std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
 nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
   nlohmann::json j = {{"name", r.name},
                       {"algorithm", r.algorithm},
+                      {"collective", r.collective},
                       {"workers", r.workers},
                       {"final_val_loss", r.final_val_loss},
                       {"final_val_loss_se", std::isfinite(r.final_val_loss_se) ? nlohmann::json(r.final_val_loss_se)

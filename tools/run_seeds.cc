@@ -92,6 +92,7 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
   for (size_t e = 0; e < first.at("results").size(); ++e) {
     const Json& r0 = first.at("results").at(e);
     Json r = {{"name", r0.value("name", std::string())}, {"algorithm", r0.value("algorithm", std::string())},
+              {"collective", r0.value("collective", std::string())},
               {"workers", r0.value("workers", 0)}, {"steps", r0.value("steps", 0)}};
     for (const char* key : kAveraged) {
       const auto v = PerSeed(summaries, e, key);

@@ -122,6 +122,7 @@ EntryResult Summarise(Experiment::Impl& x) {
     if (weight > 0) x.evals[step] = {e.time, loss / weight};
   }
   r.final_val_loss_se = std::nan("");
+  r.collective = x.collective.empty() ? "none" : x.collective;
   if (!x.evals.empty()) {
     r.final_val_loss = x.evals.rbegin()->second.second;
     const auto se = x.eval_se.find(x.evals.rbegin()->first);

@@ -177,6 +177,7 @@ core::AllReduceAlgorithm ToAlgorithm(core::CollectiveKind k) {
   switch (k) {
     case core::CollectiveKind::kStar: return core::AllReduceAlgorithm::kStar;
     case core::CollectiveKind::kHierarchical: return core::AllReduceAlgorithm::kHierarchical;
+    case core::CollectiveKind::kTwoPhase: return core::AllReduceAlgorithm::kTwoPhase;
     case core::CollectiveKind::kRing: break;
   }
   return core::AllReduceAlgorithm::kRing;
@@ -298,12 +299,18 @@ core::EncodingResiduals* Residuals(const Encoding& e) {
 
 }  // namespace
 
+void WorkerContext::NoteCollective(const core::CollectiveOptions& o, const Encoding& encoding) {
+  std::lock_guard<std::mutex> lock(x.mu);
+  if (x.collective.empty()) x.collective = core::CollectiveName(o, Encoded(encoding) ? encoding.codec : nullptr);
+}
+
 core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
                                    const std::function<void()>& fill, core::OnFailure on_failure, Encoding encoding,
                                    int tag) {
   return roster->Run(group, step, on_failure, fill, [&](core::Transport& via) {
     return Timed(Spent::kCommunicating, [&] {
       const core::CollectiveOptions o = Options(*group, roster->Tag(tag, step));
+      NoteCollective(o, encoding);
       if (Encoded(encoding)) {
         return core::AllReduceSumEncoded(via, buffer.data(), count, encoding.exact_tail, *encoding.codec, o,
                                          Residuals(encoding));
@@ -319,6 +326,7 @@ WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& 
   p.guard = roster->Guard(group);
   core::Transport& via = p.guard ? *p.guard : t;
   core::CollectiveOptions o = Options(group, roster->Tag(kTagReduce, step));
+  NoteCollective(o, encoding);
   if (Encoded(encoding)) {
     p.work = core::AllReduceSumEncodedAsync(via, data, count, encoding.exact_tail, *encoding.codec, std::move(o),
                                             Residuals(encoding));

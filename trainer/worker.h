@@ -42,6 +42,7 @@ struct Experiment::Impl final : EntryContext, Recorder {
   std::vector<Json> events;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
   std::map<int64_t, double> eval_se;                    // step -> the evaluation's standard error
+  std::string collective;  // the all-reduce the entry ran (core::CollectiveName; "" if none)
   // Evaluations made of parts: step -> the latest time, and per part its (loss, weight); folded
   // into `evals` by Experiment::Finish, in part order.
   struct PartialEval {
@@ -157,6 +158,8 @@ struct WorkerContext {
   };
   PendingReduce StartReduce(const std::vector<int>& group, float* data, int64_t count, int64_t step,
                             Encoding encoding = {});
+  // Records the collective the entry runs (the first all-reduce's), for its summary.
+  void NoteCollective(const core::CollectiveOptions& o, const Encoding& encoding);
   // Collective options of this entry (algorithm, islands, pipelining over a real network).
   core::CollectiveOptions Options(std::vector<int> group, int tag) const;
 

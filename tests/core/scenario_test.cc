@@ -259,6 +259,19 @@ TEST(ScenarioTest, TheDepthExponentIsCompletePsAlone) {
   EXPECT_NE(ErrorOf("model: {parameterization: completep, depth_alpha: 0.25}\n").find("model.depth_alpha"), std::string::npos);
 }
 
+TEST(ScenarioTest, EntriesTakeTheScenariosCollectiveUnlessTheyNameOne) {
+  ASSERT_TRUE(kEveryRegistered);
+  auto sc = ParseScenario("collective: two-phase\ncompare: [every-2, {algorithm: every, every: 3, collective: star}]\n",
+                          "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->collective, CollectiveKind::kTwoPhase);
+  EXPECT_EQ(sc->compare[0].collective, CollectiveKind::kTwoPhase);
+  EXPECT_EQ(sc->compare[1].collective, CollectiveKind::kStar);
+  EXPECT_NE(ErrorOf("collective: tree\n").find("collective: expected one of ring, star, hierarchical, two-phase"),
+            std::string::npos)
+      << ErrorOf("collective: tree\n");
+}
+
 TEST(ScenarioTest, AWarmStartIsContinuedOnlyWhereThereIsOne) {
   auto sc = ParseScenario("warm_start: {steps: 5, optimizer: continued}\n", "x.yaml");
   ASSERT_TRUE(sc.ok()) << sc.status().ToString();

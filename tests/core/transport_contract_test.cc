@@ -277,6 +277,9 @@ void ExpectAllReduce(const World& w, int n, int64_t count, AllReduceAlgorithm al
     if (algorithm == AllReduceAlgorithm::kRing) {
       EXPECT_EQ(t.stats().bytes_sent, RingAllReduceBytesPerRank(count, n, rank));
     }
+    if (algorithm == AllReduceAlgorithm::kTwoPhase) {  // the encoded all-reduce's bytes, in fp32
+      EXPECT_EQ(t.stats().bytes_sent, EncodedAllReduceBytesPerRank(Codec(CodecSpec{}), count, 0, n, rank));
+    }
   });
 }
 
@@ -287,6 +290,10 @@ TEST_P(TransportContractTest, RingAllReduce) {
   ExpectAllReduce(GetParam(), 3, 900001, AllReduceAlgorithm::kRing);
 }
 TEST_P(TransportContractTest, StarAllReduce) { ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kStar); }
+TEST_P(TransportContractTest, TwoPhaseAllReduce) {
+  ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kTwoPhase);
+  ExpectAllReduce(GetParam(), 3, 2, AllReduceAlgorithm::kTwoPhase);  // fewer elements than ranks
+}
 TEST_P(TransportContractTest, HierarchicalAllReduce) {
   ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kHierarchical);
 }

@@ -342,6 +342,24 @@ TEST_F(AlgorithmsTest, TimeToTargetIsInterpolatedBetweenTheBracketingEvaluations
   EXPECT_EQ(summary.at("eval_every").get<int64_t>(), 10);
 }
 
+// The collective an entry ran is in its summary: the scenario's default or its own for fp32; two-phase
+// for a dense lossy codec and all-gather for a sparse one, whatever is asked. DDP over two-phase
+// sums the same gradients as over the ring (in another order).
+TEST_F(AlgorithmsTest, TheSummarySaysWhichCollectiveEachEntryRan) {
+  auto sc = Make("collective: two-phase\nworkers: {count: 3}\ncompare: [ddp, {algorithm: ddp, name: ring, collective: ring},\n"
+                 "  {algorithm: diloco, inner_steps: 4, name: i8, outer_gradient: int8},\n"
+                 "  {algorithm: diloco, inner_steps: 4, name: tk, outer_gradient: topk, collective: star}]\n");
+  const std::vector<std::string> expected = {"two-phase", "ring", "two-phase", "all-gather"};
+  std::vector<double> loss;
+  for (size_t e = 0; e < sc.compare.size(); ++e) {
+    const EntryResult r = Run(sc, e);
+    EXPECT_EQ(r.collective, expected[e]) << sc.compare[e].name;
+    loss.push_back(r.final_val_loss);
+  }
+  EXPECT_NEAR(loss[0], loss[1], 1e-4);
+  EXPECT_EQ(tools::EntryJson(Run(sc, 1), 0.0).at("collective"), "ring");
+}
+
 // Seeds: every entry runs once per seed into seed-<seed>/; two seeds differ (initialisation, data
 // order), the same seed twice is the same run to the byte; the aggregate holds each entry's mean
 // with its interval and the paired comparison against the first entry.

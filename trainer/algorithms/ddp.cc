@@ -136,7 +136,9 @@ class OverlappedGradients {
     const int tag = w_.roster->Tag(kTagBuckets + core::tags::kCollectiveSpan * place_[i].first, step_);
     const int64_t count = b.numel + (&b == &buckets_[0] ? 1 : 0);
     core::Transport& via = guard_ ? *guard_ : w_.t;
-    b.work = core::AllReduceSumAsync(via, b.host.data(), count, w_.Options(group_, tag));
+    core::CollectiveOptions options = w_.Options(group_, tag);
+    w_.NoteCollective(options, {});
+    b.work = core::AllReduceSumAsync(via, b.host.data(), count, std::move(options));
   }
 
   static constexpr int kTagBuckets = core::tags::kDdpBuckets;  // bucket b: kDdpBuckets + kCollectiveSpan * b
