@@ -669,6 +669,24 @@ TEST_F(AlgorithmsTest, PlanFollowsAnEntrysDepthAndALinearBatchWarmUp) {
   }
 }
 
+// The planner predicts each entry's own collective: over a 50 ms network among 6 workers, DDP's
+// ring pays 2(M-1) latencies per step and two-phase 2, and both predictions match the emulator.
+TEST_F(AlgorithmsTest, PlanPredictsEachEntrysCollective) {
+  const auto sc = Make("workers: {count: 6}\ncompare: [{algorithm: ddp, overlap: false},"
+                       " {algorithm: ddp, overlap: false, name: tp, collective: two-phase},"
+                       " {algorithm: ddp, overlap: false, name: st, collective: star}]\n",
+                       "network: {profile: internet-1g}\n");
+  auto plan = tools::MakePlan(sc, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->rows.size(), 3u);
+  EXPECT_LT(plan->rows[1].time_s, plan->rows[0].time_s * 0.6);
+  EXPECT_EQ(plan->rows[1].bytes_per_worker, plan->rows[0].bytes_per_worker);
+  for (size_t i = 0; i < 3; ++i) {
+    const EntryResult run = Run(sc, i);
+    EXPECT_NEAR(plan->rows[i].time_s / run.virtual_time_s, 1.0, 0.10) << sc.compare[i].name;
+  }
+}
+
 TEST_F(AlgorithmsTest, DipacoRefusesPathsWithoutWorkersAndFaults) {
   auto sc = core::ParseScenario("workers: {count: 3}\ncompare: [{algorithm: dipaco, levels: 2, modules: 2}]\n", "p.yaml");
   ASSERT_FALSE(sc.ok());

@@ -292,12 +292,12 @@ std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& en
   const DdpOptions& o = entry.Options<DdpOptions>();
   const int m = in.workers();
   const double bytes = 4.0 * (in.workload.params + 1);
-  const double all = in.RingAllReduceSeconds(bytes);
+  const double all = in.AllReduceSeconds(bytes, entry.collective);
   const double first_bucket = std::min(1.0, o.bucket_mb) * 1e6;
   const bool adaptive = o.batch.schedule != BatchScheduleKind::kConstant;  // one all-reduce after backward
   const double exposed = !o.overlap || adaptive || bytes <= first_bucket
                              ? all
-                             : std::max(in.RingAllReduceSeconds(std::min(bytes, o.bucket_mb * 1e6)),
+                             : std::max(in.AllReduceSeconds(std::min(bytes, o.bucket_mb * 1e6), entry.collective),
                                         all - 2.0 / 3.0 * in.step_s);
   double updates = in.steps;
   if (o.batch.schedule == BatchScheduleKind::kLinear) {

@@ -215,10 +215,10 @@ core::ParsedOptions ParseDiloco(core::OptionReader& r, const core::Scenario& sc,
 // also the streaming variant the command line asks for.
 std::vector<PlanRow> PlanDiloco(const PlanInputs& in, const core::AlgorithmSpec& entry) {
   const DilocoOptions& o = entry.Options<DilocoOptions>();
-  std::vector<PlanRow> rows = {PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient)};
+  std::vector<PlanRow> rows = {PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient, entry.collective)};
   if (in.streaming.fragments > 0) {
     rows.push_back(PredictOuterRounds(in, o.inner_steps, in.streaming.fragments, in.streaming.overlap_steps,
-                                      in.streaming.codec));
+                                      in.streaming.codec, entry.collective));
     rows.back().name = entry.name + "-streaming-p" + std::to_string(in.streaming.fragments) + "-" +
                        std::to_string(in.streaming.bits) + "bit";
   }

@@ -41,7 +41,7 @@ int64_t DyluInnerSteps(int64_t inner_steps, double fastest_step_s, double own_st
 }
 
 PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fragments, double overlap_steps,
-                           const core::CodecSpec& codec) {
+                           const core::CodecSpec& codec, core::CollectiveKind collective) {
   const int m = in.workers();
   const core::Codec wire(codec);
   const double rounds = std::ceil(in.steps / static_cast<double>(inner_steps));
@@ -51,8 +51,8 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   // What each worker sends per synchronisation, and how long the exchange takes (core/collectives.h).
   double reduce = 0.0, sent = 0.0;
   if (wire.lossless()) {
-    reduce = in.RingAllReduceSeconds(bytes);
-    sent = 2.0 * (m - 1) / m * bytes;
+    reduce = in.AllReduceSeconds(bytes, collective);
+    sent = 2.0 * (m - 1) / m * bytes;  // every fp32 collective (plan.h)
   } else if (wire.sparse()) {
     reduce = in.AllGatherSeconds(bytes);
     sent = (m - 1) * bytes;

@@ -42,7 +42,8 @@ int64_t DyluInnerSteps(int64_t inner_steps, double fastest_step_s, double own_st
 // DiLoCo's rounds as the planner sees them: every H steps, `fragments` synchronisations, each of a
 // fragment's outer gradient encoded in `codec` plus the contributor count and one join vote per
 // worker in fp32, each behind `overlap_steps` inner steps of compute (the last behind none).
+// An fp32 outer gradient travels by `collective`; an encoded one as core::CollectiveName says.
 PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fragments, double overlap_steps,
-                           const core::CodecSpec& codec);
+                           const core::CodecSpec& codec, core::CollectiveKind collective);
 
 }  // namespace narrows::trainer

@@ -20,6 +20,25 @@ double PlanInputs::EncodedAllReduceSeconds(double scatter_bytes, double gather_b
   return AllGatherSeconds(std::ceil(scatter_bytes / m)) + AllGatherSeconds(std::ceil(gather_bytes / m));
 }
 
+double PlanInputs::AllReduceSeconds(double bytes, core::CollectiveKind kind) const {
+  const int m = workers();
+  if (m < 2 || bytes <= 0) return 0.0;
+  switch (kind) {
+    case core::CollectiveKind::kTwoPhase: return EncodedAllReduceSeconds(bytes, bytes);
+    case core::CollectiveKind::kStar: {
+      std::vector<PlanMessage> in, out;
+      for (int w = 1; w < m; ++w) {
+        in.push_back({w, 0, static_cast<int64_t>(std::ceil(bytes))});
+        out.push_back({0, w, static_cast<int64_t>(std::ceil(bytes))});
+      }
+      return slowest_delivery(in) + slowest_delivery(out);
+    }
+    case core::CollectiveKind::kRing:
+    case core::CollectiveKind::kHierarchical: break;
+  }
+  return RingAllReduceSeconds(bytes);
+}
+
 double PlanInputs::AllGatherSeconds(double bytes) const {
   const int m = workers();
   if (m < 2 || bytes <= 0) return 0.0;

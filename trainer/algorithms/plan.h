@@ -66,6 +66,11 @@ struct PlanInputs {
   double EncodedAllReduceSeconds(double scatter_bytes, double gather_bytes) const;
   // Every worker sends `bytes` to each of the others at once (a sparse format's all-gather).
   double AllGatherSeconds(double bytes) const;
+  // An fp32 all-reduce of `bytes` among all by `kind`, as core/collectives.cc runs it: a ring; two
+  // phases of chunks (two-phase); every worker's buffer to worker 0, then the sum back (star).
+  // Hierarchical is predicted as a ring. Each sends, averaged over the workers, 2(M-1)/M `bytes`
+  // (the star's root M-1 copies, every other worker one).
+  double AllReduceSeconds(double bytes, core::CollectiveKind kind) const;
   // The time of one ring among each of `groups` at once (disjoint workers): the slowest piece times
   // 2(g-1) steps of the largest group; `*sent_per_worker` grows by the bytes each worker sends,
   // averaged over all workers.

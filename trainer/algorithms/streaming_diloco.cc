@@ -276,7 +276,8 @@ core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& 
 // P synchronisations per H steps, each of a fragment's outer gradient behind tau inner steps.
 std::vector<PlanRow> PlanStreaming(const PlanInputs& in, const core::AlgorithmSpec& entry) {
   const StreamingOptions& o = entry.Options<StreamingOptions>();
-  return {PredictOuterRounds(in, o.inner_steps, o.fragments, static_cast<double>(o.overlap_steps), o.outer_gradient)};
+  return {PredictOuterRounds(in, o.inner_steps, o.fragments, static_cast<double>(o.overlap_steps), o.outer_gradient,
+                             entry.collective)};
 }
 
 AlgorithmPlugin StreamingPlugin() {
