@@ -245,6 +245,10 @@ class EncodedReduce {
     }
     const int64_t bytes = kernel.EncodedBytes(len);
     out->resize(static_cast<size_t>(bytes + (with_tail ? 4 * tail_ : 0)));
+    if (len == 0) {  // an empty chunk (fewer values than ranks): the tail alone
+      if (with_tail && tail_ > 0) std::memcpy(out->data(), data_ + body_, static_cast<size_t>(tail_) * 4);
+      return;
+    }
     kernel.Encode(values, len, out->data());
     if (with_tail && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
     if (residuals_) {
@@ -260,7 +264,7 @@ class EncodedReduce {
                   std::vector<float>* sum, std::vector<float>* tail_sum) {
     const int64_t len = end - begin;
     decoded_.resize(static_cast<size_t>(len));
-    kernel.Decode(in, len, decoded_.data());
+    if (len > 0) kernel.Decode(in, len, decoded_.data());
     for (int64_t i = 0; i < len; ++i) (*sum)[static_cast<size_t>(i)] += decoded_[static_cast<size_t>(i)];
     if (!with_tail) return;
     const uint8_t* at = in + kernel.EncodedBytes(len);
@@ -304,7 +308,7 @@ class EncodedReduce {
     }
     const EncodedChunk back = EncodedChunkOf(second, body_, tail_, n_, p_);
     own.resize(static_cast<size_t>(back.bytes));
-    second.Encode(sum.data(), len, own.data());
+    if (len > 0) second.Encode(sum.data(), len, own.data());
     if (has_tail) std::memcpy(own.data() + second.EncodedBytes(len), tail_sum.data(), static_cast<size_t>(tail_) * 4);
     for (int r = 0; r < n_; ++r) {
       if (r != p_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(r), o_.tag + 1, own.data(), own.size()));
@@ -330,7 +334,7 @@ class EncodedReduce {
   void Keep(int j, const uint8_t* in) {
     const CodecKernel& second = codec_.gather();
     const EncodedChunk c = EncodedChunkOf(second, body_, tail_, n_, j);
-    second.Decode(in, c.end - c.begin, data_ + c.begin);
+    if (c.end > c.begin) second.Decode(in, c.end - c.begin, data_ + c.begin);
     if (j == n_ - 1 && tail_ > 0) {
       std::memcpy(data_ + body_, in + second.EncodedBytes(c.end - c.begin), static_cast<size_t>(tail_) * 4);
     }
