@@ -245,12 +245,9 @@ class EncodedReduce {
     }
     const int64_t bytes = kernel.EncodedBytes(len);
     out->resize(static_cast<size_t>(bytes + (with_tail ? 4 * tail_ : 0)));
-    if (len == 0) {  // an empty chunk (fewer values than ranks): the tail alone
-      if (with_tail && tail_ > 0) std::memcpy(out->data(), data_ + body_, static_cast<size_t>(tail_) * 4);
-      return;
-    }
-    kernel.Encode(values, len, out->data());
     if (with_tail && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
+    if (len == 0) return;  // an empty chunk (fewer values than ranks): the tail alone
+    kernel.Encode(values, len, out->data());
     if (residuals_) {
       decoded_.resize(static_cast<size_t>(len));
       kernel.Decode(out->data(), len, decoded_.data());
@@ -313,7 +310,6 @@ class EncodedReduce {
     for (int r = 0; r < n_; ++r) {
       if (r != p_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(r), o_.tag + 1, own.data(), own.size()));
     }
-    std::vector<std::pair<int, std::vector<uint8_t>>> received;
     for (int j = 0; j < n_; ++j) {
       if (j == p_) continue;
       payload.resize(static_cast<size_t>(EncodedChunkOf(second, body_, tail_, n_, j).bytes));
