@@ -110,6 +110,28 @@ core::Result<WorkerCheckpoint> ReadCheckpoint(const std::string& path) {
   return c;
 }
 
+core::Status CopyByName(const std::vector<std::pair<std::string, torch::Tensor>>& from,
+                        const std::vector<std::pair<std::string, torch::Tensor*>>& into, const std::string& what) {
+  if (from.size() != into.size()) {
+    return core::Status::InvalidArgument(what + ": " + std::to_string(from.size()) + " tensors, this run " +
+                                         std::to_string(into.size()) + " (another algorithm, optimiser or model?)");
+  }
+  for (size_t i = 0; i < into.size(); ++i) {
+    if (from[i].first != into[i].first) {
+      return core::Status::InvalidArgument(what + ": tensor " + std::to_string(i) + " is " + from[i].first +
+                                           ", this run's " + into[i].first + " (another algorithm or optimiser?)");
+    }
+    if (from[i].second.numel() != into[i].second->numel()) {
+      return core::Status::InvalidArgument(what + ": tensor " + from[i].first + " has " +
+                                           std::to_string(from[i].second.numel()) + " values, this run's " +
+                                           std::to_string(into[i].second->numel()) + " (another model?)");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < into.size(); ++i) into[i].second->copy_(from[i].second.to(into[i].second->device()));
+  return core::Status::Ok();
+}
+
 core::Status WriteModelFile(const std::string& path, Replica& replica, int64_t steps, double val_loss) {
   WorkerCheckpoint c;
   c.step = steps;

@@ -33,6 +33,12 @@ struct WorkerCheckpoint {
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // flat float32, on any device
 };
 
+// Copies `from` (a file's tensors) into `into` (a run's, by pointer), which must name the same
+// tensors in the same order, each of the same size; InvalidArgument naming `what` and the first
+// mismatch otherwise, before anything is copied.
+core::Status CopyByName(const std::vector<std::pair<std::string, torch::Tensor>>& from,
+                        const std::vector<std::pair<std::string, torch::Tensor*>>& into, const std::string& what);
+
 // `dir`/rank-R.ckpt for worker R.
 std::string CheckpointPath(const std::string& dir, int rank);
 core::Status WriteCheckpoint(const std::string& path, const WorkerCheckpoint& c);

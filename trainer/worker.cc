@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "trainer/checkpoint.h"
+
 namespace narrows::trainer {
 
 void ToHost(const torch::Tensor& t, float* out) {
@@ -205,21 +207,8 @@ WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& tra
 
 core::Status WorkerContext::ContinueWarmStart() {
   if (x.initial_optimizer.empty()) return core::Status::Ok();
-  const auto state = replica.optimizer().State();
-  const std::string which = "warm start: the inner optimiser '" + x.sc.train.optimizer + "'";
-  if (state.size() != x.initial_optimizer.size()) {
-    return core::Status::InvalidArgument(which + " keeps " + std::to_string(state.size()) + " state tensors, the file " +
-                                         std::to_string(x.initial_optimizer.size()) + " (another optimiser?)");
-  }
-  for (size_t i = 0; i < state.size(); ++i) {
-    const auto& [name, t] = x.initial_optimizer[i];
-    if (name != state[i].first || t.numel() != state[i].second->numel()) {
-      return core::Status::InvalidArgument(which + " expects state '" + state[i].first + "', the file holds '" + name +
-                                           "' (another optimiser or model?)");
-    }
-  }
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < state.size(); ++i) state[i].second->copy_(x.initial_optimizer[i].second);
+  NARROWS_RETURN_IF_ERROR(CopyByName(x.initial_optimizer, replica.optimizer().State(),
+                                     "warm start of the inner optimiser '" + x.sc.train.optimizer + "'"));
   replica.optimizer().set_steps_taken(x.initial_inner_steps);
   return core::Status::Ok();
 }

@@ -15,6 +15,15 @@ std::vector<torch::Tensor*> Tensors(const SharedState& s) {
   return out;
 }
 
+// What a worker's checkpoint holds, by name: the algorithm's shared state, the parameters, the
+// inner optimiser's state.
+std::vector<std::pair<std::string, torch::Tensor*>> WorkerTensors(WorkerContext& w, const SharedState& shared) {
+  std::vector<std::pair<std::string, torch::Tensor*>> out = shared.tensors;
+  out.emplace_back("params", &w.replica.model().flat_params());
+  for (const auto& state : w.replica.optimizer().State()) out.push_back(state);
+  return out;
+}
+
 core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const SharedState& shared, int64_t step,
                             const std::vector<int>& group) {
   WorkerCheckpoint c;
@@ -33,9 +42,7 @@ core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const Sha
   c.bytes_received = stats.bytes_received;
   c.drop_rng = a.SaveExtra();
   c.part = w.records.Export().dump();
-  for (const auto& [name, t] : shared.tensors) c.tensors.emplace_back(name, *t);
-  c.tensors.emplace_back("params", w.replica.model().flat_params());
-  for (const auto& [name, t] : w.replica.optimizer().State()) c.tensors.emplace_back(name, *t);
+  for (const auto& [name, t] : WorkerTensors(w, shared)) c.tensors.emplace_back(name, *t);
   char folder[32];
   std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(step));
   const std::string dir = w.entry.opt.checkpoint_dir + folder;
@@ -53,27 +60,11 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
   if (!read.ok()) return read.status();
   const WorkerCheckpoint& c = *read;
   const SharedState shared = a.Shared();
-  std::vector<std::pair<std::string, torch::Tensor*>> into = shared.tensors;
-  into.emplace_back("params", &w.replica.model().flat_params());
-  for (const auto& state : w.replica.optimizer().State()) into.push_back(state);
-  if (c.rank != w.rank || c.tensors.size() != into.size()) {
-    return core::Status::InvalidArgument("checkpoint of worker " + std::to_string(c.rank) + " with " +
-                                         std::to_string(c.tensors.size()) + " tensors does not fit worker " +
+  if (c.rank != w.rank) {
+    return core::Status::InvalidArgument("checkpoint of worker " + std::to_string(c.rank) + " does not fit worker " +
                                          std::to_string(w.rank));
   }
-  for (size_t i = 0; i < into.size(); ++i) {
-    if (c.tensors[i].first != into[i].first) {
-      return core::Status::InvalidArgument("checkpoint tensor " + std::to_string(i) + " is " + c.tensors[i].first +
-                                           ", this run's " + into[i].first + " (another algorithm or optimiser?)");
-    }
-    if (c.tensors[i].second.numel() != into[i].second->numel()) {
-      return core::Status::InvalidArgument("checkpoint tensor " + c.tensors[i].first + " has " +
-                                           std::to_string(c.tensors[i].second.numel()) + " values, the model " +
-                                           std::to_string(into[i].second->numel()) + " (another model?)");
-    }
-    torch::NoGradGuard no_grad;
-    into[i].second->copy_(c.tensors[i].second.to(into[i].second->device()));
-  }
+  NARROWS_RETURN_IF_ERROR(CopyByName(c.tensors, WorkerTensors(w, shared), "checkpoint of worker " + std::to_string(c.rank)));
   *shared.counter = c.outer_steps;
   w.replica.optimizer().set_steps_taken(c.inner_steps);
   w.roster->set_failures(c.failures);
