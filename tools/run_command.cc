@@ -131,6 +131,19 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
   }
 }
 
+std::optional<nlohmann::json> FinishedSummary(const std::string& run_dir, size_t entries, size_t seeds) {
+  std::ifstream in(run_dir + "/summary.json");
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    const size_t has = j.contains("seeds") ? j.at("seeds").size() : 1;
+    if (j.at("results").size() == entries && has == seeds) return j;
+  } catch (const std::exception&) {
+    // A torn summary: the run is not finished.
+  }
+  return std::nullopt;
+}
+
 core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::string& run_dir,
                                           const nlohmann::json& results, const std::string& clock, bool keep_others) {
   nlohmann::json merged = nlohmann::json::array();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,9 @@ struct RunOptions {
 core::Status RunScenario(const core::Scenario& scenario, const RunOptions& options);
 // Every entry of `scenario` (its seed alone) into its run folder; its summary.json.
 core::Result<nlohmann::json> RunOneSeed(const core::Scenario& scenario, const RunOptions& options);
+// `run_dir`/summary.json if the run there is finished: it holds `entries` results over `seeds`
+// seeds (an aggregate is rewritten after each seed); nullopt otherwise, or if it cannot be read.
+std::optional<nlohmann::json> FinishedSummary(const std::string& run_dir, size_t entries, size_t seeds);
 // The seeds' runs (tools/run_seeds.cc): RunOneSeed per seed and their aggregate, written as it grows.
 core::Result<nlohmann::json> RunSeeds(const core::Scenario& scenario, const RunOptions& options);
 // The aggregate of one summary per seed: per entry the mean of each quantity with `<key>_ci95` and

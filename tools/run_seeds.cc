@@ -1,11 +1,10 @@
 // `narrows run` over several seeds: one run folder per seed, and their aggregate (means with
 // t-intervals, paired comparisons against the first entry, verdicts).
 #include <cmath>
-#include <fstream>
-#include <optional>
 
 #include "core/run_writer.h"
 #include "tools/format.h"
+#include "tools/run_folders.h"
 #include "tools/run_command.h"
 #include "tools/stats.h"
 
@@ -19,35 +18,19 @@ constexpr const char* kAveraged[] = {"final_val_loss",   "time_s",          "byt
                                      "compute_utilization", "time_to_target_s", "bytes_to_target",
                                      "outer_syncs",      "tokens",          "final_val_loss_se"};
 
-double Value(const Json& r, const char* key) {
-  const auto it = r.find(key);
-  return it != r.end() && it->is_number() ? it->get<double>() : std::nan("");
-}
+// A number, or null where it is not finite (one seed has no spread).
+Json Finite(double v) { return std::isfinite(v) ? Json(v) : Json(); }
 
 Json IntervalJson(const Interval& i) {
-  auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
-  return {{"n", i.n}, {"mean", i.mean}, {"sd", num(i.sd)}, {"ci95", num(i.half_width)}, {"lo", num(i.lo())},
-          {"hi", num(i.hi())}};
+  return {{"n", i.n}, {"mean", i.mean}, {"sd", Finite(i.sd)}, {"ci95", Finite(i.half_width)}, {"lo", Finite(i.lo())},
+          {"hi", Finite(i.hi())}};
 }
 
 // `key` of entry `e` in every seed's summary (NaN where a seed has none).
 std::vector<double> PerSeed(const std::vector<Json>& summaries, size_t e, const char* key) {
   std::vector<double> out;
-  for (const auto& s : summaries) out.push_back(Value(s.at("results").at(e), key));
+  for (const auto& s : summaries) out.push_back(Num(s.at("results").at(e), key));
   return out;
-}
-
-// `dir`/summary.json if it holds `entries` results (a finished run of one seed).
-std::optional<Json> ReadFinished(const std::string& dir, size_t entries) {
-  std::ifstream in(dir + "/summary.json");
-  if (!in) return std::nullopt;
-  try {
-    Json j = Json::parse(in);
-    if (j.at("results").size() == entries) return j;
-  } catch (const std::exception&) {
-    // A torn summary: the seed runs again.
-  }
-  return std::nullopt;
 }
 
 bool AllFinite(const std::vector<double>& v) {
@@ -70,8 +53,7 @@ Json Paired(const std::vector<Json>& summaries, size_t e) {
     const auto t = PerSeed(summaries, e, key), base = PerSeed(summaries, 0, key);
     if (!AllFinite(t) || !AllFinite(base)) return;  // a seed never reached the target
     const Ratio r = PairedRatio(base, t);
-    auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
-    out[name] = {{"n", r.n}, {"ratio", r.ratio}, {"lo", num(r.lo)}, {"hi", num(r.hi)},
+    out[name] = {{"n", r.n}, {"ratio", r.ratio}, {"lo", Finite(r.lo)}, {"hi", Finite(r.hi)},
                  {"faster", VerdictName(Judge(std::log(r.lo), std::log(r.hi), r.n, +1))}};
   };
   ratio("time_s", "speedup");
@@ -102,8 +84,8 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
       }
       const Interval i = MeanInterval(v);
       r[key] = i.mean;
-      r[std::string(key) + "_ci95"] = std::isfinite(i.half_width) ? Json(i.half_width) : Json();
-      r[std::string(key) + "_sd"] = std::isfinite(i.sd) ? Json(i.sd) : Json();
+      r[std::string(key) + "_ci95"] = Finite(i.half_width);
+      r[std::string(key) + "_sd"] = Finite(i.sd);
     }
     Json per_seed = Json::array();
     for (size_t k = 0; k < summaries.size(); ++k) {
@@ -140,7 +122,7 @@ core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options)
     // A seed whose run finished before (every entry in its summary.json) is taken as it is, so
     // that an interrupted run over many seeds resumes where it stopped.
     const std::string seed_dir = run_dir + "/seed-" + std::to_string(seed);
-    auto before = ReadFinished(seed_dir, Entries(*one).size());
+    auto before = FinishedSummary(seed_dir, Entries(*one).size(), 1);
     if (before) {
       if (options.progress) std::fprintf(options.progress, "seed %llu: finished before\n", static_cast<unsigned long long>(seed));
       summaries.push_back(std::move(*before));
@@ -165,7 +147,7 @@ void PrintSeeds(const Json& summary) {
   const auto& results = summary.at("results");
   const size_t n = summary.at("seeds").size();
   auto pm = [](const Json& r, const char* key, const char* format) {
-    const double mean = Value(r, key), hw = Value(r, (std::string(key) + "_ci95").c_str());
+    const double mean = Num(r, key), hw = Num(r, (std::string(key) + "_ci95").c_str());
     if (std::isnan(mean)) return std::string("never");
     return Printf(format, mean) + (std::isnan(hw) ? "" : " ± " + Printf(format, hw));
   };
@@ -175,8 +157,8 @@ void PrintSeeds(const Json& summary) {
   for (const auto& r : results) {
     std::printf("%-16s %19s %15s %15s %12s %7.0f%%\n", r.value("name", std::string()).c_str(),
                 pm(r, "final_val_loss", "%.4f").c_str(), pm(r, "time_s", "%.1f").c_str(),
-                pm(r, "time_to_target_s", "%.1f").c_str(), Bytes(Value(r, "bytes_sent_per_worker")).c_str(),
-                100.0 * Value(r, "compute_utilization"));
+                pm(r, "time_to_target_s", "%.1f").c_str(), Bytes(Num(r, "bytes_sent_per_worker")).c_str(),
+                100.0 * Num(r, "compute_utilization"));
   }
   if (results.size() < 2) return;
   std::printf("paired against %s, seed by seed (95%% t-interval; verdict: the interval excludes zero):\n",
@@ -186,14 +168,14 @@ void PrintSeeds(const Json& summary) {
     std::printf("  %-16s", results[i].value("name", std::string()).c_str());
     if (v.contains("loss_gap")) {
       const Json& g = v["loss_gap"];
-      std::printf(" loss %+.4f [%+.4f, %+.4f] (lower: %s)", g.value("mean", 0.0), Value(g, "lo"), Value(g, "hi"),
+      std::printf(" loss %+.4f [%+.4f, %+.4f] (lower: %s)", g.value("mean", 0.0), Num(g, "lo"), Num(g, "hi"),
                   g.value("lower_loss", std::string()).c_str());
     }
     for (const char* key : {"speedup", "speedup_at_target"}) {
       if (!v.contains(key)) continue;
       const Json& s = v[key];
       std::printf("; %s %.2fx [%.2f, %.2f] (faster: %s)", std::string(key) == "speedup" ? "time" : "to target",
-                  s.value("ratio", 0.0), Value(s, "lo"), Value(s, "hi"), s.value("faster", std::string()).c_str());
+                  s.value("ratio", 0.0), Num(s, "lo"), Num(s, "hi"), s.value("faster", std::string()).c_str());
     }
     std::printf("\n");
   }

@@ -138,16 +138,7 @@ Status WriteLayout(const Plan& plan, const std::vector<SweepAxis>& axes) {
 
 // A point's summary.json when it holds every entry (the point is finished).
 std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
-  std::ifstream in(sc.output.dir + "/" + sc.name + "/summary.json");
-  if (!in) return std::nullopt;
-  try {
-    auto j = nlohmann::json::parse(in);
-    // Over several seeds the aggregate is rewritten after each seed: finished once it has them all.
-    const size_t seeds = j.contains("seeds") ? j.at("seeds").size() : 1;
-    if (j.at("results").size() == Entries(sc).size() && seeds == static_cast<size_t>(sc.seeds)) return j;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  return FinishedSummary(sc.output.dir + "/" + sc.name, Entries(sc).size(), static_cast<size_t>(sc.seeds));
 }
 
 Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
