@@ -18,6 +18,7 @@ constexpr int kWelcome = 300;       // trainer: a live roster's welcome of resta
 constexpr int kAsyncPush = 400;     // async-diloco: worker -> server, a pseudo-gradient
 constexpr int kAsyncReply = 401;    // async-diloco: server -> worker, the global parameters
 constexpr int kAsyncStop = 402;     // async-diloco: server -> worker, the budget is spent
+constexpr int kGossip = 500;        // noloco: a pair's exchange of parameters
 constexpr int kDdpBuckets = 1000;   // ddp: bucket b at kDdpBuckets + kCollectiveSpan * b
 constexpr int kMaxDdpBuckets = 333;
 constexpr int kModules = 2000;      // dipaco: unit u at kModules + kCollectiveSpan * u
@@ -32,7 +33,7 @@ constexpr int kDeployPart = 900'000'003;      // ... and the records
 constexpr int kDeployAck = 900'000'004;       // the merging process has them
 
 static_assert(kReduce + kCollectiveSpan <= kJoin && kJoin + kCollectiveSpan <= kWelcome &&
-              kWelcome < kAsyncPush && kAsyncStop < kDdpBuckets);
+              kWelcome < kAsyncPush && kAsyncStop < kGossip && kGossip < kDdpBuckets);
 static_assert(kDdpBuckets + kCollectiveSpan * kMaxDdpBuckets <= kModules);
 static_assert(kModules + kCollectiveSpan * kMaxModules <= kAlgorithmEnd);
 static_assert(kLiveEnd < kDeployStart);

@@ -164,6 +164,35 @@ string(JSON live_val GET "${live_last}" val_loss)
 if(NOT emu_val STREQUAL live_val)
   message(FATAL_ERROR "dipaco's path-weighted validation loss: ${emu_val} emulated, ${live_val} over ZeroMQ")
 endif()
+# 2c. The 2025-26 methods over ZeroMQ, four processes: SparseLoCo (chunked top-k, 2-bit values,
+# decaying error feedback), eager outer updates, NoLoCo's gossip and Muon inner steps give the
+# emulator's numbers bit for bit, and each, resumed from a checkpoint, continues exactly as the
+# uninterrupted run (error-feedback residuals, eager's last pseudo-gradients, gossip's momentum and
+# Muon's state are in the checkpoint).
+file(WRITE ${WORK}/new.yaml "name: new\n${common}workers: {count: 4}\noutput: {dir: out, log_every: 1}\n"
+     "deploy: {security: plain, checkpoint_every: 1}\ncompare: [sparseloco-h8, eager-diloco-h8, noloco-h8]\n")
+run_ok(new_emulated ${NARROWS} run new.yaml -q --set output.dir=emu)
+run_ok(new_launch ${NARROWS} launch --local 4 new.yaml -q)
+run_ok(muon_emulated ${NARROWS} run new.yaml -q --set output.dir=emu --set name=muon --set train.optimizer=muon
+       --set "compare=[diloco-h8]")
+run_ok(muon_launch ${NARROWS} launch --local 4 new.yaml -q --set name=muon --set train.optimizer=muon
+       --set "compare=[diloco-h8]")
+foreach(run new/sparseloco-h8 new/noloco-h8 muon/diloco-h8)
+  expect_same_metrics(equality_${run} ${WORK}/emu/${run}/metrics.jsonl ${WORK}/out/${run}/metrics.jsonl 0)
+endforeach()
+# Eager's all-reduce runs beside a whole round: the same losses, the bytes a line reports depend on
+# how far it got.
+expect_same_metrics(equality_eager ${WORK}/emu/new/eager-diloco-h8/metrics.jsonl
+                    ${WORK}/out/new/eager-diloco-h8/metrics.jsonl 0 train_loss)
+set(muon_muon --set train.optimizer=muon --set compare=[diloco-h8])
+foreach(run new/sparseloco-h8 new/eager-diloco-h8 new/noloco-h8 muon/diloco-h8)
+  string(REPLACE "/" "-" slug ${run})
+  file(COPY_FILE ${WORK}/out/${run}/metrics.jsonl ${WORK}/uninterrupted-${slug}.jsonl)
+  string(REGEX REPLACE "/.*" "" run_name ${run})
+  run_ok(resumed_${slug} ${NARROWS} launch --local 4 new.yaml -q --set name=${run_name}
+         --resume out/${run}/checkpoints/step-000016 ${muon_${run_name}})
+  expect_same_metrics(resume_${slug} ${WORK}/uninterrupted-${slug}.jsonl ${WORK}/out/${run}/metrics.jsonl 0 train_loss)
+endforeach()
 file(WRITE ${WORK}/async3.yaml "name: async3\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 4}\n"
      "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0}\n"
      "faults: [{type: crash, worker: 2, at_step: 12}]\n"

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <set>
 
 #include "core/collectives.h"
 #include "tests/trainer/distributed_fixture.h"
@@ -14,6 +15,7 @@
 #include "tools/tune_command.h"
 #include "trainer/algorithms/batch_size.h"
 #include "trainer/algorithms/fragments.h"
+#include "trainer/algorithms/gossip.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/paths.h"
 #include "trainer/checkpoint.h"
@@ -958,6 +960,168 @@ TEST_F(AlgorithmsTest, BatchGrowthIsMonotoneAndCapped) {
     previous = g;
   }
   EXPECT_EQ(previous, 32);
+}
+
+// Eager outer updates (arXiv 2502.12996). With one worker the others' part is empty: DiLoCo step for
+// step, whatever the overlap.
+TEST_F(AlgorithmsTest, EagerWithOneWorkerIsDilocoStepForStep) {
+  const auto sc = Make("workers: {count: 1}\ncompare: [diloco-h4, eager-diloco-h4]\n");
+  const EntryResult diloco = Run(sc, 0), eager = Run(sc, 1);
+  const auto a = Lines(Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl"));
+  const auto b = Lines(Slurp(dir_ / "out" / "eager-diloco-h4" / "metrics.jsonl"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].at("train_loss").get<double>(), b[i].at("train_loss").get<double>()) << "line " << i;
+    EXPECT_EQ(a[i].value("val_loss", -1.0), b[i].value("val_loss", -1.0)) << "line " << i;
+  }
+  EXPECT_EQ(eager.final_val_loss, diloco.final_val_loss);
+  EXPECT_EQ(eager.outer_syncs, diloco.outer_syncs);
+}
+
+// The paper's update by hand, for the first of two workers: its fresh pseudo-gradient and the
+// other's of the previous round, over two; in the first round the other's part is zero.
+TEST(EagerOuterGradientTest, MatchesTheHandComputationForTwoWorkers) {
+  const torch::Tensor own = torch::tensor({1.0f, 2.0f, -4.0f});
+  const torch::Tensor own_before = torch::tensor({1.0f, 1.0f, 0.5f}), other_before = torch::tensor({2.0f, 4.0f, -1.5f});
+  const torch::Tensor delta = EagerOuterGradient(own, own_before + other_before, own_before, 2);
+  EXPECT_TRUE(torch::allclose(delta, torch::tensor({1.5f, 3.0f, -2.75f}))) << delta;
+  const torch::Tensor zeros = torch::zeros({3});
+  EXPECT_TRUE(torch::equal(EagerOuterGradient(own, zeros, zeros, 2), own / 2));
+  EXPECT_TRUE(torch::equal(EagerOuterGradient(own, own_before, own_before, 1), own));  // one worker: its own, exactly
+}
+
+// With two workers eager moves DiLoCo's bytes, hides the all-reduce behind a whole round (the last
+// one excepted) and trains; its numbers are its own. With fragments every fragment is stepped once
+// every H steps.
+TEST_F(AlgorithmsTest, EagerOverlapsAWholeRoundAndTrains) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [diloco-h4, eager-diloco-h4,\n"
+                       "  {name: ef, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, eager: true}]\n",
+                       "network: {profile: internet-1g}\n", {"train.steps=24"});  // nano's first rounds are rough
+  const EntryResult diloco = Run(sc, 0), eager = Run(sc, 1), fragments = Run(sc, 2);
+  EXPECT_EQ(eager.bytes_sent_per_worker, diloco.bytes_sent_per_worker);
+  EXPECT_LT(eager.virtual_time_s, diloco.virtual_time_s);
+  EXPECT_GT(eager.compute_utilization, diloco.compute_utilization);
+  EXPECT_NE(eager.final_val_loss, diloco.final_val_loss);
+  EXPECT_LT(eager.final_val_loss, std::log(256.0));
+  EXPECT_LT(fragments.final_val_loss, std::log(256.0));
+  std::map<int64_t, std::vector<int64_t>> steps_of;
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "ef" / "events.jsonl"))) {
+    if (e.at("type") == "outer_sync") steps_of[e.at("fragment").get<int64_t>()].push_back(e.at("step").get<int64_t>());
+  }
+  EXPECT_EQ(steps_of[1], (std::vector<int64_t>{2, 6, 10, 14, 18, 22}));
+  EXPECT_EQ(steps_of[0], (std::vector<int64_t>{4, 8, 12, 16, 20, 24}));
+}
+
+TEST_F(AlgorithmsTest, EagerRefusesAnOverlapOfItsOwn) {
+  auto sc = core::ParseScenario("compare: [{algorithm: streaming-diloco, eager: true, overlap_steps: 1}]\n", "e.yaml");
+  ASSERT_FALSE(sc.ok());
+  EXPECT_NE(sc.status().message().find("overlap_steps: eager outer updates overlap"), std::string::npos)
+      << sc.status().message();
+}
+
+// NoLoCo's matching: every rank paired with one other, symmetric; an odd world leaves one out; the
+// same draw for the same (seed, step), another for another step.
+TEST(GossipTest, PartnersAreARandomPerfectMatchingPerRound) {
+  for (int world : {2, 3, 7, 8}) {
+    std::set<std::vector<int>> seen;
+    for (int64_t step = 4; step <= 80; step += 4) {
+      const auto p = GossipPartners(world, 1, step);
+      ASSERT_EQ(static_cast<int>(p.size()), world);
+      int alone = 0;
+      for (int r = 0; r < world; ++r) {
+        const int q = p[static_cast<size_t>(r)];
+        if (q < 0) {
+          ++alone;
+          continue;
+        }
+        EXPECT_NE(q, r);
+        EXPECT_EQ(p[static_cast<size_t>(q)], r) << "world " << world << ", step " << step;
+      }
+      EXPECT_EQ(alone, world % 2);
+      EXPECT_EQ(p, GossipPartners(world, 1, step));
+      seen.insert(p);
+    }
+    if (world > 3) EXPECT_GT(seen.size(), 5u) << "world " << world;  // 7!! = 105, 8 has 105 matchings
+  }
+}
+
+// Gossip alone contracts the replicas: with no inner progress (local = anchor) and no momentum,
+// pairwise steps shrink the consensus distance round after round, though no step involves more than
+// two of the eight workers.
+TEST(GossipTest, ConsensusDistanceShrinksWithoutAnyGlobalStep) {
+  const int m = 8;
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> anchors, velocities;
+  for (int i = 0; i < m; ++i) {
+    anchors.push_back(torch::randn({64}));
+    velocities.push_back(torch::zeros({64}));
+  }
+  auto consensus = [&] {
+    const torch::Tensor mean = torch::stack(anchors).mean(0);
+    double d = 0;
+    for (const auto& a : anchors) d += (a - mean).pow(2).sum().item<double>();
+    return d / m;
+  };
+  const double first = consensus();
+  double last = first;
+  const GossipStep o{0.5, 0.0, 0.5};
+  for (int64_t round = 1; round <= 12; ++round) {
+    const auto partners = GossipPartners(m, 0, round * 4);
+    std::vector<torch::Tensor> before;
+    for (const auto& a : anchors) before.push_back(a.clone());
+    for (int i = 0; i < m; ++i) {
+      const int q = partners[static_cast<size_t>(i)];
+      const torch::Tensor mean = (before[static_cast<size_t>(i)] + before[static_cast<size_t>(q)]) / 2;
+      GossipOuterStep(o, anchors[static_cast<size_t>(i)], velocities[static_cast<size_t>(i)], mean, mean);
+    }
+    const double now = consensus();
+    EXPECT_LT(now, last * (1 - 1e-6)) << "round " << round;
+    last = now;
+  }
+  EXPECT_LT(last, first / 20);
+}
+
+// With two workers the only pair is everyone: with outer lr 1 and no momentum each worker continues
+// from the mean of the two replicas, which is local SGD's step (to rounding: a + (m - a) for m).
+TEST_F(AlgorithmsTest, GossipWithTwoWorkersIsPairwiseAveraging) {
+  const auto sc = Make("workers: {count: 2}\ncompare: [local-sgd-h4,\n"
+                       "  {name: g, algorithm: noloco, inner_steps: 4, outer_lr: 1.0, outer_momentum: 0.0}]\n");
+  const EntryResult local = Run(sc, 0), gossip = Run(sc, 1);
+  const auto a = Lines(Slurp(dir_ / "out" / "local-sgd-h4" / "metrics.jsonl"));
+  const auto b = Lines(Slurp(dir_ / "out" / "g" / "metrics.jsonl"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i].at("train_loss").get<double>(), b[i].at("train_loss").get<double>(), 1e-5) << "line " << i;
+  }
+  EXPECT_NEAR(gossip.final_val_loss, local.final_val_loss, 1e-5);
+  EXPECT_EQ(gossip.bytes_sent_per_worker, 3.0 * 4 * Params(sc));  // 3 rounds of the local parameters to one peer
+}
+
+// Five workers: each round two pairs exchange and one sits out; worker 4 leaves at step 3 and its
+// partners step alone; the anchors travel too when consensus_lr differs from outer_lr.
+TEST_F(AlgorithmsTest, GossipSendsToOnePeerARoundAndSurvivesALeave) {
+  const auto sc = Make("workers: {count: 5}\nfaults: [{type: leave, worker: 4, at_step: 3}]\n"
+                       "compare: [noloco-h4, {name: both, algorithm: noloco, inner_steps: 4, consensus_lr: 0.5}]\n");
+  const EntryResult plain = Run(sc, 0), both = Run(sc, 1);
+  const double n = static_cast<double>(Params(sc));
+  int64_t pairs = 0;
+  for (int64_t end : {4, 8, 12}) {
+    const auto p = GossipPartners(5, sc.seed, end);
+    for (int r = 0; r < 4; ++r) pairs += (p[static_cast<size_t>(r)] >= 0 && p[static_cast<size_t>(r)] != 4) ? 1 : 0;
+  }
+  EXPECT_DOUBLE_EQ(plain.bytes_sent_per_worker * 5, 4.0 * n * static_cast<double>(pairs));
+  EXPECT_DOUBLE_EQ(both.bytes_sent_per_worker, 2 * plain.bytes_sent_per_worker);
+  EXPECT_LT(plain.final_val_loss, std::log(256.0));
+  EXPECT_NE(plain.final_val_loss, both.final_val_loss);
+  int gossip_events = 0;
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "noloco-h4" / "events.jsonl"))) {
+    if (e.at("type") == "gossip") {
+      ++gossip_events;
+      EXPECT_GT(e.at("distance").get<double>(), 0.0);
+      EXPECT_NE(e.at("pair")[1].get<int>(), 4);
+    }
+  }
+  EXPECT_EQ(gossip_events * 2, pairs);
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST_F(PluginsTest, EveryBuiltInAlgorithmAndTheToyAreRegistered) {
     EXPECT_FALSE(p->summary.empty()) << p->parser.name;
     EXPECT_NE(core::FindAlgorithmParser(p->parser.name), nullptr) << p->parser.name;
   }
-  const std::vector<std::string> expected = {"async-diloco", "ddp", "diloco", "dipaco", "streaming-diloco",
+  const std::vector<std::string> expected = {"async-diloco", "ddp", "diloco", "dipaco", "noloco", "streaming-diloco",
                                              "toy-average"};
   EXPECT_EQ(names, expected);
   // Every built-in predicts; the toy does not.

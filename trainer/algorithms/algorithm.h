@@ -78,10 +78,27 @@ class RoundAlgorithm : public Algorithm {
 
   // Live checkpoints (deploy.checkpoint_every): whether this algorithm writes them, and the state
   // beyond Shared() and the replica that a resumed worker needs (as text).
+  // Before a checkpoint the driver calls Finish, so that nothing is in flight; an algorithm whose
+  // numbers that would change (an overlapped merge still to come) does not checkpoint.
   virtual bool Checkpoints() const { return false; }
   virtual std::string SaveExtra() const { return ""; }
   virtual core::Status RestoreExtra(const std::string& /*text*/) { return core::Status::Ok(); }
+  // This worker's own state that joiners do not receive but a resumed worker needs (error-feedback
+  // residuals, eager's last pseudo-gradients): named flat float tensors, of any size, given back in
+  // the same order.
+  using OwnState = std::vector<std::pair<std::string, torch::Tensor>>;
+  virtual OwnState SaveOwn() const { return {}; }
+  virtual core::Status RestoreOwn(const OwnState& state) {
+    return state.empty() ? core::Status::Ok()
+                         : core::Status::InvalidArgument("checkpoint: state " + state.front().first + " of another algorithm");
+  }
 };
+
+// Error-feedback residuals (core::EncodingResiduals) in a checkpoint: `prefix`.sent and .owned.
+void SaveResiduals(const std::string& prefix, const core::EncodingResiduals& r, RoundAlgorithm::OwnState* out);
+// Reads them back from state[*at], state[*at + 1] (advancing *at); InvalidArgument if they are not there.
+core::Status RestoreResiduals(const std::string& prefix, const RoundAlgorithm::OwnState& state, size_t* at,
+                              core::EncodingResiduals* r);
 
 // The algorithm named by the entry (x.algo.algorithm, a registered plug-in), for worker `w`.
 std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w);

@@ -152,16 +152,31 @@ class Diloco final : public RoundAlgorithm {
     return loss;
   }
 
+  // A checkpoint keeps the dropped-gradient generator, DyLU's inner steps for the next round and
+  // the error-feedback residuals.
   bool Checkpoints() const override { return true; }
   std::string SaveExtra() const override {
     std::ostringstream out;
-    out << drop_rng_;
+    out << drop_rng_ << "\n" << my_inner_steps_;
     return out.str();
   }
   core::Status RestoreExtra(const std::string& text) override {
     std::istringstream in(text);
     in >> drop_rng_;
-    return in ? core::Status::Ok() : core::Status::InvalidArgument("checkpoint: unreadable drop_rng state");
+    if (!in) return core::Status::InvalidArgument("checkpoint: unreadable drop_rng state");
+    int64_t steps = 0;
+    if (in >> steps) my_inner_steps_ = steps;  // absent from older checkpoints: H
+    return core::Status::Ok();
+  }
+  OwnState SaveOwn() const override {
+    OwnState out;
+    SaveResiduals("outer_gradient_residuals", residuals_, &out);
+    return out;
+  }
+  core::Status RestoreOwn(const OwnState& state) override {
+    if (state.empty()) return core::Status::Ok();  // an older checkpoint: no residuals yet
+    size_t at = 0;
+    return RestoreResiduals("outer_gradient_residuals", state, &at, &residuals_);
   }
 
  private:

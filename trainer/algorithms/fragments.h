@@ -1,5 +1,6 @@
 // Streaming DiLoCo's fragments (arXiv 2501.18512 §2.2): the model's parameters split by transformer
-// block into P sets, each a list of ranges of the flat parameter buffer. Internal to trainer/.
+// block into P sets, each a list of ranges of the flat parameter buffer; and the eager outer
+// gradient. Internal to trainer/.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +25,12 @@ struct Fragment {
 // one fragment. REQUIRES: 1 <= fragments <= n_layers.
 std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, int64_t n_layers, int64_t fragments,
                                          FragmentPattern pattern);
+
+// Eager outer updates (arXiv 2502.12996): the outer gradient a worker steps on at once, from its
+// fresh pseudo-gradient `own` and the members' of the previous synchronisation (`previous_sum`, its
+// own `previous_own` among them): (own + previous_sum - previous_own) / members. With one member it
+// is `own`, exactly.
+torch::Tensor EagerOuterGradient(const torch::Tensor& own, const torch::Tensor& previous_sum,
+                                 const torch::Tensor& previous_own, int64_t members);
 
 }  // namespace narrows::trainer

@@ -43,6 +43,7 @@ core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const Sha
   c.drop_rng = a.SaveExtra();
   c.part = w.records.Export().dump();
   for (const auto& [name, t] : WorkerTensors(w, shared)) c.tensors.emplace_back(name, *t);
+  for (auto& own : a.SaveOwn()) c.tensors.push_back(std::move(own));
   char folder[32];
   std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(step));
   const std::string dir = w.entry.opt.checkpoint_dir + folder;
@@ -64,7 +65,15 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
     return core::Status::InvalidArgument("checkpoint of worker " + std::to_string(c.rank) + " does not fit worker " +
                                          std::to_string(w.rank));
   }
-  NARROWS_RETURN_IF_ERROR(CopyByName(c.tensors, WorkerTensors(w, shared), "checkpoint of worker " + std::to_string(c.rank)));
+  const auto into = WorkerTensors(w, shared);
+  const std::string what = "checkpoint of worker " + std::to_string(c.rank);
+  if (c.tensors.size() < into.size()) {
+    return core::Status::InvalidArgument(what + ": " + std::to_string(c.tensors.size()) + " tensors, this run " +
+                                         std::to_string(into.size()) + " at least (another algorithm, optimiser or model?)");
+  }
+  const auto split = c.tensors.begin() + static_cast<std::ptrdiff_t>(into.size());
+  NARROWS_RETURN_IF_ERROR(CopyByName(RoundAlgorithm::OwnState(c.tensors.begin(), split), into, what));
+  NARROWS_RETURN_IF_ERROR(a.RestoreOwn(RoundAlgorithm::OwnState(split, c.tensors.end())));
   *shared.counter = c.outer_steps;
   w.replica.optimizer().set_steps_taken(c.inner_steps);
   w.roster->set_failures(c.failures);
@@ -85,6 +94,28 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
 }
 
 }  // namespace
+
+void SaveResiduals(const std::string& prefix, const core::EncodingResiduals& r, RoundAlgorithm::OwnState* out) {
+  auto tensor = [](const std::vector<float>& v) {
+    return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kFloat32).clone();
+  };
+  out->emplace_back(prefix + ".sent", tensor(r.sent));
+  out->emplace_back(prefix + ".owned", tensor(r.owned));
+}
+
+core::Status RestoreResiduals(const std::string& prefix, const RoundAlgorithm::OwnState& state, size_t* at,
+                              core::EncodingResiduals* r) {
+  for (auto [suffix, into] : {std::pair{".sent", &r->sent}, std::pair{".owned", &r->owned}}) {
+    if (*at >= state.size() || state[*at].first != prefix + suffix) {
+      return core::Status::InvalidArgument("checkpoint: expected " + prefix + suffix + ", found " +
+                                           (*at < state.size() ? state[*at].first : std::string("nothing")));
+    }
+    const torch::Tensor t = state[*at].second.to(torch::kCPU).contiguous();
+    into->assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    ++*at;
+  }
+  return core::Status::Ok();
+}
 
 core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
   const EntryContext& x = w.entry;
@@ -143,6 +174,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       const int64_t every = x.sc.deploy.checkpoint_every;
       if (roster.live() && a.Checkpoints() && every > 0 && !x.opt.checkpoint_dir.empty() &&
           ((re - 1) / H + 1) % every == 0 && re < S) {
+        NARROWS_RETURN_IF_ERROR(a.Finish());
         NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, a, a.Shared(), re, round.members));
       }
     }

@@ -9,6 +9,13 @@
 //
 // With P = 1, alpha = 1 and tau = 0 this is DiLoCo step for step (tested): the same buffer layout
 // (pseudo-gradient, contributor count, join votes), the same all-reduce, the same outer step.
+//
+// Eager outer updates (arXiv 2502.12996, `eager: true`; `eager-diloco` is P = 1): the fragment's
+// outer step is taken at once, on this worker's fresh pseudo-gradient and the others' of the
+// fragment's previous synchronisation (EagerOuterGradient), and its all-reduce runs beside the whole
+// next round (tau = H / P); what it brings is used at the fragment's next synchronisation. After the
+// last round every fragment's outstanding part (the others' last pseudo-gradients) is applied once,
+// as a plain step of the outer learning rate, so that the final model holds every contribution.
 #include "trainer/algorithms/fragments.h"
 
 #include <algorithm>
@@ -45,6 +52,14 @@ std::vector<Fragment> SplitIntoFragments(const std::vector<ParamSlice>& slices, 
   return out;
 }
 
+torch::Tensor EagerOuterGradient(const torch::Tensor& own, const torch::Tensor& previous_sum,
+                                 const torch::Tensor& previous_own, int64_t members) {
+  // own + (sum - own_prev): with one worker the bracket is exactly zero, and this is DiLoCo's own.
+  torch::Tensor delta = own + (previous_sum - previous_own);
+  if (members != 1) delta.div_(static_cast<double>(members));
+  return delta;
+}
+
 namespace {
 
 struct StreamingOptions : OuterOptions {
@@ -52,6 +67,7 @@ struct StreamingOptions : OuterOptions {
   FragmentPattern fragment_pattern = FragmentPattern::kStrided;
   int64_t overlap_steps = 1;  // tau: inner steps a fragment's all-reduce runs beside
   double merge_alpha = 0.5;   // the local fragment becomes (1 - alpha) * local + alpha * global
+  bool eager = false;         // eager outer updates (tau = H / P)
 };
 
 class StreamingDiloco final : public RoundAlgorithm {
@@ -67,8 +83,12 @@ class StreamingDiloco final : public RoundAlgorithm {
     torch::Tensor flat = w.replica.model().flat_params().detach();
     int64_t largest = 0;
     for (auto& f : fragments_) {
-      state_.push_back({Gather(flat, f), OuterOptimizerState{}, core::EncodingResiduals{}});
+      state_.push_back({Gather(flat, f), OuterOptimizerState{}, core::EncodingResiduals{}, {}, {}});
       state_.back().outer = OuterOptimizerState::Like(state_.back().global);
+      if (o_.eager) {
+        state_.back().eager_sum = torch::zeros_like(state_.back().global);
+        state_.back().eager_own = torch::zeros_like(state_.back().global);
+      }
       largest = std::max(largest, f.numel);
     }
     outer_steps_ = torch::zeros({o_.fragments}, flat.options());
@@ -86,6 +106,7 @@ class StreamingDiloco final : public RoundAlgorithm {
       s.tensors.emplace_back(p + "outer_momentum", &state_[f].outer.momentum);
       s.tensors.emplace_back(p + "outer_adam_m", &state_[f].outer.adam_m);
       s.tensors.emplace_back(p + "outer_adam_v", &state_[f].outer.adam_v);
+      if (o_.eager) s.tensors.emplace_back(p + "eager_sum", &state_[f].eager_sum);
     }
     // Outer step counts (per fragment: Adam's bias correction) travel as floats, exact below 2^24.
     torch::Tensor steps = torch::empty({o_.fragments}, torch::kFloat32);
@@ -104,6 +125,10 @@ class StreamingDiloco final : public RoundAlgorithm {
     torch::NoGradGuard no_grad;
     for (size_t f = 0; f < state_.size(); ++f) Scatter(state_[f].global, fragments_[f]);
     if (inner == InnerState::kLost) w_.replica.optimizer().Reset();
+    // A joiner's own last pseudo-gradient is not in the members' sums.
+    for (auto& st : state_) {
+      if (o_.eager) st.eager_own.zero_();
+    }
     rewarm_from_ = step;
   }
 
@@ -123,10 +148,13 @@ class StreamingDiloco final : public RoundAlgorithm {
     FragmentState& st = state_[pending_fragment_];
     auto& buffer = w_.buffer;
     count_ = frag.numel + 1 + x_.num_workers;
+    torch::Tensor own;
     {
       torch::NoGradGuard no_grad;
-      ToHost(st.global - Gather(w_.replica.model().flat_params(), frag), buffer.data());  // pseudo-gradient
+      own = st.global - Gather(w_.replica.model().flat_params(), frag);  // pseudo-gradient
+      ToHost(own, buffer.data());
     }
+    if (o_.eager) EagerStep(*round, own);
     buffer[static_cast<size_t>(frag.numel)] = 1.0f;
     std::fill(buffer.begin() + frag.numel + 1, buffer.begin() + count_, 0.0f);
     w_.roster->Vote(round->members, buffer.data() + frag.numel + 1);
@@ -138,10 +166,48 @@ class StreamingDiloco final : public RoundAlgorithm {
     pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, {&codec_, 1 + x_.num_workers, &st.residuals});
     if (o_.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
     *round = pending_round_;  // survivors, if members died
+    if (o_.eager && re == x_.sc.train.steps) CatchUp();
+    if (o_.eager && w_.rank == round->members.front() && records_.EvalDue(round->start, re)) {
+      records_.MaybeEvaluate(round->start, re, w_.Now(), GlobalParams());
+    }
     return core::Status::Ok();
   }
 
   bool OverlapsRounds() const override { return o_.overlap_steps > 0; }
+
+  // Eager's all-reduce only brings what the next round uses, so completing it before a checkpoint
+  // changes no number; an overlapped merge (tau > 0) would land early: no checkpoints then.
+  bool Checkpoints() const override { return o_.eager || o_.overlap_steps == 0; }
+  OwnState SaveOwn() const override {
+    OwnState out;
+    for (size_t f = 0; f < state_.size(); ++f) {
+      const std::string p = "fragment" + std::to_string(f) + ".";
+      SaveResiduals(p + "residuals", state_[f].residuals, &out);
+      if (o_.eager) out.emplace_back(p + "eager_own", state_[f].eager_own.clone());
+    }
+    return out;
+  }
+  core::Status RestoreOwn(const OwnState& state) override {
+    const torch::Tensor steps = outer_steps_.to(torch::kCPU);  // restored with Shared(): the per-fragment counts
+    for (size_t f = 0; f < state_.size(); ++f) {
+      state_[f].outer.steps = static_cast<int64_t>(steps[static_cast<int64_t>(f)].item<float>());
+    }
+    size_t at = 0;
+    for (size_t f = 0; f < state_.size(); ++f) {
+      const std::string p = "fragment" + std::to_string(f) + ".";
+      NARROWS_RETURN_IF_ERROR(RestoreResiduals(p + "residuals", state, &at, &state_[f].residuals));
+      if (o_.eager) {
+        if (at >= state.size() || state[at].first != p + "eager_own" ||
+            state[at].second.numel() != state_[f].eager_own.numel()) {
+          return core::Status::InvalidArgument("checkpoint: expected " + p + "eager_own of " +
+                                               std::to_string(state_[f].eager_own.numel()) + " values");
+        }
+        state_[f].eager_own.copy_(state[at++].second);
+      }
+    }
+    return at == state.size() ? core::Status::Ok()
+                              : core::Status::InvalidArgument("checkpoint: unexpected state " + state[at].first);
+  }
 
   core::Status Finish() override {
     if (pending_.work) NARROWS_RETURN_IF_ERROR(Complete());
@@ -153,6 +219,9 @@ class StreamingDiloco final : public RoundAlgorithm {
     torch::Tensor global;  // the fragment's global parameters, packed
     OuterOptimizerState outer;
     core::EncodingResiduals residuals;  // error feedback of the fragment's outer gradient
+    // Eager: the members' pseudo-gradients of the fragment's last synchronisation (their sum, as the
+    // all-reduce brought it) and this worker's own among them.
+    torch::Tensor eager_sum, eager_own;
   };
 
   // The fragment's elements of `flat`, packed in order.
@@ -192,17 +261,15 @@ class StreamingDiloco final : public RoundAlgorithm {
     if (OverlapsRounds()) w_.CountSyncBytes(w_.Stats().bytes_sent - sent_before_);  // this fragment's bytes
     w_.roster->CountVotes(pending_round_.members, buffer.data() + frag.numel + 1);
     const float contributors = buffer[static_cast<size_t>(frag.numel)];
+    if (o_.eager) {  // kept for the fragment's next synchronisation (EagerStep)
+      FromHost(buffer.data(), st.eager_sum);
+      return core::Status::Ok();
+    }
     for (int64_t i = 0; i < frag.numel; ++i) buffer[static_cast<size_t>(i)] /= contributors;
     torch::Tensor delta = torch::empty_like(st.global);
     FromHost(buffer.data(), delta);
     OuterStep(o_, st.global, delta, st.outer);
-    const double alpha = o_.merge_alpha;
-    if (alpha == 1.0) {
-      Scatter(st.global, frag);
-    } else {
-      torch::NoGradGuard no_grad;
-      Scatter(Gather(w_.replica.model().flat_params(), frag).mul_(1.0 - alpha).add_(st.global, alpha), frag);
-    }
+    Merge(st, frag);
     const Round& r = pending_round_;
     if (w_.rank == r.members.front()) {
       records_.OuterSync(r.end, w_.Now(),
@@ -211,6 +278,47 @@ class StreamingDiloco final : public RoundAlgorithm {
       if (records_.EvalDue(r.start, r.end)) records_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
     }
     return core::Status::Ok();
+  }
+
+  // Eager: the fragment's outer step now, on this worker's fresh pseudo-gradient `own` and the
+  // others' of the fragment's previous synchronisation; the local fragment is merged at once.
+  void EagerStep(const Round& round, const torch::Tensor& own) {
+    const Fragment& frag = fragments_[pending_fragment_];
+    FragmentState& st = state_[pending_fragment_];
+    torch::NoGradGuard no_grad;
+    const torch::Tensor delta =
+        EagerOuterGradient(own, st.eager_sum, st.eager_own, static_cast<int64_t>(round.members.size()));
+    OuterStep(o_, st.global, delta, st.outer);
+    st.eager_own.copy_(own);
+    Merge(st, frag);
+    if (w_.rank == round.members.front()) {
+      records_.OuterSync(round.end, w_.Now(),
+                         {{"participants", round.members}, {"fragment", pending_fragment_}, {"eager", true}});
+    }
+  }
+
+  // Eager, after the last round: each fragment's outstanding part, the others' last pseudo-gradients
+  // (their sum less this worker's own, over the members), as a plain step of the outer learning
+  // rate; nothing with one worker.
+  void CatchUp() {
+    torch::NoGradGuard no_grad;
+    const double members = static_cast<double>(pending_round_.members.size());
+    for (size_t f = 0; f < state_.size(); ++f) {
+      FragmentState& st = state_[f];
+      st.global.sub_((st.eager_sum - st.eager_own).div_(members), o_.outer_lr);
+      Merge(st, fragments_[f]);
+    }
+  }
+
+  // The local fragment becomes (1 - alpha) * local + alpha * global.
+  void Merge(const FragmentState& st, const Fragment& frag) {
+    const double alpha = o_.merge_alpha;
+    if (alpha == 1.0) {
+      Scatter(st.global, frag);
+    } else {
+      torch::NoGradGuard no_grad;
+      Scatter(Gather(w_.replica.model().flat_params(), frag).mul_(1.0 - alpha).add_(st.global, alpha), frag);
+    }
   }
 
   // The global model: every fragment's global parameters in place.
@@ -254,14 +362,19 @@ core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& 
   o->fragment_pattern = r.Enum<FragmentPattern>(
       "fragment_pattern", FragmentPattern::kStrided,
       {{"strided", FragmentPattern::kStrided}, {"sequential", FragmentPattern::kSequential}});
-  o->overlap_steps = r.Int("overlap_steps", 1, 0, 1 << 20);
-  o->merge_alpha = r.Double("merge_alpha", 0.5, 0.0, 1.0);
+  o->eager = r.Bool("eager", false);
   const int64_t spacing = o->inner_steps / o->fragments;
+  if (o->eager && r.Has("overlap_steps")) {
+    r.ErrorAt("overlap_steps", "eager outer updates overlap a fragment's all-reduce with the whole next round "
+                               "(inner_steps / fragments steps): leave overlap_steps out");
+  }
+  o->overlap_steps = o->eager ? spacing : r.Int("overlap_steps", 1, 0, 1 << 20);
+  o->merge_alpha = r.Double("merge_alpha", o->eager ? 1.0 : 0.5, 0.0, 1.0);
   if (o->inner_steps % o->fragments != 0) {
     r.ErrorAt("fragments", "inner_steps (" + std::to_string(o->inner_steps) + ") must be a multiple of fragments (" +
                                std::to_string(o->fragments) +
                                "): fragment p is synchronised at offset p * inner_steps / fragments");
-  } else if (o->overlap_steps >= spacing) {
+  } else if (!o->eager && o->overlap_steps >= spacing) {
     r.ErrorAt("overlap_steps", "must be below inner_steps / fragments = " + std::to_string(spacing) +
                                    " (one fragment's all-reduce in flight at a time)");
   }
@@ -270,7 +383,16 @@ core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& 
     r.ErrorAt("fragments", "expected at most the model's n_layers = " + std::to_string(n_layers) +
                                " fragments (a fragment is a set of transformer blocks)");
   }
-  return {o, RoundsName("streaming-diloco", *o)};
+  return {o, RoundsName(o->eager && o->fragments == 1 ? "eager-diloco" : "streaming-diloco", *o)};
+}
+
+// streaming-diloco, streaming-diloco-hN; eager-diloco, eager-diloco-hN: eager outer updates of the
+// whole model (one fragment).
+std::optional<core::ShorthandKeys> StreamingShorthand(const std::string& text) {
+  if (auto keys = InnerStepsShorthand("streaming-diloco", text)) return keys;
+  auto keys = InnerStepsShorthand("eager-diloco", text);
+  if (keys) keys->insert(keys->end(), {{"fragments", "1"}, {"eager", "true"}});
+  return keys;
 }
 
 // P synchronisations per H steps, each of a fragment's outer gradient behind tau inner steps.
@@ -283,10 +405,11 @@ std::vector<PlanRow> PlanStreaming(const PlanInputs& in, const core::AlgorithmSp
 AlgorithmPlugin StreamingPlugin() {
   AlgorithmPlugin p;
   p.parser.name = "streaming-diloco";
-  p.parser.shorthands = "streaming-diloco, streaming-diloco-hN";
-  p.parser.shorthand = [](const std::string& text) { return InnerStepsShorthand("streaming-diloco", text); };
+  p.parser.shorthands = "streaming-diloco, streaming-diloco-hN, eager-diloco, eager-diloco-hN";
+  p.parser.shorthand = StreamingShorthand;
   p.parser.parse = ParseStreaming;
-  p.summary = "Streaming DiLoCo: fragments synchronised in turn, each overlapped with tau inner steps";
+  p.summary = "Streaming DiLoCo: fragments synchronised in turn, each overlapped with tau inner steps "
+              "(eager: true, or eager-diloco: eager outer updates, each all-reduce beside a whole round)";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<StreamingDiloco>(w); };
   p.plan = PlanStreaming;
   return p;
