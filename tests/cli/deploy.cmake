@@ -276,6 +276,23 @@ run_ok(checkpointed ${NARROWS} launch --local 3 ck.yaml -q)
 file(COPY_FILE ${WORK}/out/ck/dl/metrics.jsonl ${WORK}/uninterrupted.jsonl)
 run_ok(resumed ${NARROWS} launch --local 3 ck.yaml -q --resume out/ck/dl/checkpoints/step-000016)
 expect_same_metrics(resume ${WORK}/uninterrupted.jsonl ${WORK}/out/ck/dl/metrics.jsonl 0)
+# DDP (a checkpoint every 8 steps) and DiPaCo resume the same way.
+file(WRITE ${WORK}/ck2.yaml "name: ck2\n${common}workers: {count: 4}\noutput: {dir: out, log_every: 1}\n"
+     "deploy: {security: plain, checkpoint_every: 8}\n"
+     "compare: [ddp, {name: dp, algorithm: dipaco, inner_steps: 8, document_tokens: 256}]\n")
+run_ok(checkpointed_ddp ${NARROWS} launch --local 4 ck2.yaml -q --set "compare=[ddp]")
+run_ok(checkpointed_dipaco ${NARROWS} launch --local 4 ck2.yaml -q --set deploy.checkpoint_every=1
+       --set "compare=[{name: dp, algorithm: dipaco, inner_steps: 8, document_tokens: 256}]")
+foreach(entry ddp dp)
+  file(COPY_FILE ${WORK}/out/ck2/${entry}/metrics.jsonl ${WORK}/uninterrupted-ck2-${entry}.jsonl)
+endforeach()
+run_ok(resumed_ddp ${NARROWS} launch --local 4 ck2.yaml -q --set "compare=[ddp]" --resume out/ck2/ddp/checkpoints/step-000016)
+run_ok(resumed_dipaco ${NARROWS} launch --local 4 ck2.yaml -q --set deploy.checkpoint_every=1
+       --set "compare=[{name: dp, algorithm: dipaco, inner_steps: 8, document_tokens: 256}]"
+       --resume out/ck2/dp/checkpoints/step-000016)
+foreach(entry ddp dp)
+  expect_same_metrics(resume_${entry} ${WORK}/uninterrupted-ck2-${entry}.jsonl ${WORK}/out/ck2/${entry}/metrics.jsonl 0)
+endforeach()
 file(READ ${WORK}/out/ck/dl/checkpoints/step-000008/rank-1.ckpt ckpt HEX LIMIT 4)
 if(NOT ckpt STREQUAL "4e525743")
   message(FATAL_ERROR "checkpoint magic: ${ckpt}")

@@ -178,6 +178,10 @@ class Ddp final : public RoundAlgorithm {
   }
   void OnJoin(int64_t, InnerState) override { w_.replica.optimizer().set_steps_taken(inner_steps_); }
 
+  // Live checkpoints hold the replica and its optimiser (a round is one step). Not with adaptive
+  // batch sizes: a resumed worker finds its place in the data by counting base batches.
+  bool Checkpoints() const override { return !updates_.adaptive(); }
+
   core::Status Step(Round* round, int64_t step) override {
     return updates_.adaptive() ? AdaptiveStep(round, step) : ConstantStep(round, step);
   }

@@ -104,6 +104,8 @@ class Dipaco final : public RoundAlgorithm {
             &outer_.steps};
   }
   void OnJoin(int64_t, InnerState) override {}  // no joins: faults are refused at load
+  // Live checkpoints: the path's global parameters and outer state (the routing is made again).
+  bool Checkpoints() const override { return true; }
 
   core::Status Step(Round* round, int64_t step) override {
     const StepStats stats = w_.InnerStep(step, -1);
