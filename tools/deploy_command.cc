@@ -1,5 +1,6 @@
 #include "tools/deploy_command.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <thread>
@@ -18,6 +20,9 @@
 #include "core/run_writer.h"
 #include "core/tags.h"
 #include "deploy/zmq_transport.h"
+#include "tools/format.h"
+#include "tools/linkemu_command.h"
+#include "tools/plan_command.h"
 #include "tools/run_command.h"
 #include "trainer/experiment.h"
 #include "trainer/warm_start.h"
@@ -334,16 +339,20 @@ void SignalAll(const std::vector<pid_t>& pids, int signal) {
   }
 }
 
-// `narrows worker` for each rank on loopback; on a failure to start one, the started are stopped.
-core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std::string& key) {
+// `narrows worker` for each rank on loopback, or each in its namespace of `net`; on a failure to
+// start one, the started are stopped.
+core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std::string& key, const EmulatedNetwork* net) {
   auto self = ThisProgram();
   if (!self.ok()) return self.status();
   const int n = lo.local;
-  const std::string master = "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
+  // In fresh namespaces every port is free.
+  const std::string master = net ? deploy::Ipv4Text(EmulatedNetwork::Address(0)) + ":29500"
+                                 : "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);
   for (int r = 0; r < n; ++r) {
+    const std::string bind = net ? deploy::Ipv4Text(EmulatedNetwork::Address(r)) : "127.0.0.1";
     std::vector<std::string> args = {*self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",
-                                      std::to_string(n), "--master", master, "--bind", "127.0.0.1"};
+                                      std::to_string(n), "--master", master, "--bind", bind};
     for (const auto& s : lo.sets) args.insert(args.end(), {"--set", s});
     if (!key.empty()) args.insert(args.end(), {"--key", key});
     if (!lo.entry.empty()) args.insert(args.end(), {"--entry", lo.entry});
@@ -353,7 +362,20 @@ core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = -1;
-    if (const int err = ::posix_spawn(&pid, self->c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
+    if (net) {
+      // Into the worker's namespace, then this program: only system calls between fork and exec.
+      const int ns = net->namespaces[static_cast<size_t>(r)].fd();
+      pid = ::fork();
+      if (pid == 0) {
+        if (::setns(ns, CLONE_NEWNET) != 0) ::_exit(127);
+        ::execve(self->c_str(), argv.data(), environ);
+        ::_exit(127);
+      }
+      if (pid < 0) {
+        SignalAll(pids, SIGTERM);
+        return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(errno));
+      }
+    } else if (const int err = ::posix_spawn(&pid, self->c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
       SignalAll(pids, SIGTERM);
       return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(err));
     }
@@ -407,6 +429,31 @@ Status Reap(std::vector<pid_t> pids) {
   return rank0_status == 2 ? Status::InvalidArgument(why) : Status::Internal(why);
 }
 
+// Each entry's measured wall-clock time through the emulated network beside the planner's
+// prediction for the same network in virtual time (compute as the scenario models it).
+void PrintBesidePrediction(const core::Scenario& sc, const std::string& run_dir) {
+  auto plan = MakePlan(sc, {});
+  std::ifstream in(run_dir + "/summary.json");
+  nlohmann::json summary;
+  try {
+    in >> summary;
+  } catch (const std::exception&) {
+    return;
+  }
+  if (!plan.ok() || !summary.contains("results")) return;
+  std::printf("%-20s %14s %16s\n", "entry", "measured (s)", "predicted (s)");
+  for (const auto& r : summary["results"]) {
+    const std::string name = r.value("name", "");
+    double predicted = -1;
+    for (const auto& row : plan->rows) {
+      if (row.name == name) predicted = row.time_s;
+    }
+    std::printf("%-20s %14.2f %16s\n", name.c_str(), r.value("time_s", 0.0),
+                predicted < 0 ? "-" : Printf("%.2f", predicted).c_str());
+  }
+  std::printf("(predicted: narrows plan, the emulator's network model with compute as the scenario models it)\n");
+}
+
 }  // namespace
 
 Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
@@ -425,9 +472,25 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
     key = run_dir + "/cluster.key";
     if (!std::filesystem::exists(key)) NARROWS_RETURN_IF_ERROR(deploy::WriteNewKeyFile(key));
   }
-  auto pids = SpawnWorkers(lo, key);
+  if (!lo.emulated_network) {
+    auto pids = SpawnWorkers(lo, key, nullptr);
+    if (!pids.ok()) return pids.status();
+    return Reap(std::move(*pids));
+  }
+  auto net = StartEmulatedNetwork(sc);
+  if (!net.ok()) return net.status();
+  auto pids = SpawnWorkers(lo, key, net->get());
   if (!pids.ok()) return pids.status();
-  return Reap(std::move(*pids));
+  const Status reaped = Reap(std::move(*pids));
+  (*net)->emulator->Stop();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
+                         (*net)->started_s;
+  const auto stats = (*net)->emulator->Stats();
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/links.json", LinkStatsJson(stats, seconds).dump(1) + "\n"));
+  if (!lo.quiet) std::printf("the emulated links over %.1f s (%s/links.json):\n%s", seconds, run_dir.c_str(), LinkTable(stats, seconds).c_str());
+  NARROWS_RETURN_IF_ERROR(reaped);
+  PrintBesidePrediction(sc, run_dir);
+  return Status::Ok();
 }
 
 }  // namespace narrows::tools

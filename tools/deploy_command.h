@@ -53,6 +53,9 @@ struct LaunchOptions {
   std::vector<std::string> sets;       // --set overrides, passed on
   std::string entry, resume;           // passed on
   bool quiet = false;
+  // Through the link emulator (tools/linkemu_command.h): each worker in a network namespace of
+  // its own, the scenario's network: between them. Needs root.
+  bool emulated_network = false;
 };
 // Starts the workers (this program, `worker`), waits for them and reports how each ended.
 core::Status LaunchLocal(const core::Scenario& scenario, const LaunchOptions& options);

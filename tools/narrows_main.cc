@@ -18,6 +18,7 @@
 #include "tools/plan_command.h"
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
+#include "tools/linkemu_command.h"
 #include "tools/tune_command.h"
 #include "tools/run_command.h"
 #include "trainer/algorithms/plugin.h"
@@ -157,11 +158,34 @@ Command AddLaunch(CLI::App& app) {
   cmd->add_option("--local", o->local, "workers to start on this machine")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--entry", o->entry, "run only this entry of compare:");
   cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
-  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
-            o->scenario_file = a.file;
-            o->sets = a.sets;
-            o->quiet = a.quiet;
-            return Done(narrows::tools::LaunchLocal(scenario, *o));
+  auto network = std::make_shared<std::string>();
+  cmd->add_option("--network", *network,
+                  "through the link emulator, each worker in a network namespace: PROFILE (sets network.profile), "
+                  "or 'scenario' for the scenario's network: section (needs root)");
+  return {cmd, [args, o, network] {
+            if (!network->empty() && *network != "scenario") args->sets.push_back("network.profile=" + *network);
+            auto scenario = args->Load();
+            if (!scenario.ok()) return Fail(scenario.status());
+            o->scenario_file = args->file;
+            o->sets = args->sets;
+            o->quiet = args->quiet;
+            o->emulated_network = !network->empty();
+            return Done(narrows::tools::LaunchLocal(*scenario, *o));
+          }};
+}
+
+Command AddLinkEmu(CLI::App& app) {
+  auto args = std::make_shared<ScenarioArgs>();
+  auto o = std::make_shared<narrows::tools::LinkEmuOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "linkemu", "the scenario's network between network namespaces, packet by packet (bandwidth, latency, loss, "
+                 "outages); run commands inside with ip netns exec (needs root)");
+  args->AddTo(cmd);
+  cmd->add_option("--seconds", o->seconds, "stop after this long (default: at Ctrl-C)")->check(CLI::PositiveNumber);
+  cmd->add_option("--stats", o->stats_file, "also write the links' statistics as JSON to this file");
+  cmd->add_option("--prefix", o->prefix, "the namespaces are PREFIX-0, PREFIX-1, ... (default: narrows)");
+  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs&) {
+            return Done(narrows::tools::LinkEmuCommand(scenario, *o));
           })};
 }
 
@@ -324,7 +348,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "narrows 0.1.0");
   const std::vector<Command> commands = {AddTrain(app),  AddRun(app),    AddWorker(app),     AddLaunch(app),
                                          AddPlan(app),   AddSweep(app),  AddTune(app),       AddReport(app),     AddFit(app),
-                                         AddAlgorithms(app), AddKeygen(app), AddValidate(app)};
+                                         AddAlgorithms(app), AddKeygen(app), AddValidate(app), AddLinkEmu(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,214 @@
+#include "deploy/link_emulator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstring>
+#include <queue>
+#include <random>
+#include <thread>
+
+namespace narrows::deploy {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+struct LinkEmulator::Impl {
+  struct Packet {
+    std::vector<uint8_t> bytes;
+    int dst = 0;
+    const std::vector<int>* route = nullptr;
+    size_t hop = 0;
+  };
+  struct Event {
+    double at;
+    uint64_t order;  // ties in arrival order
+    std::shared_ptr<Packet> packet;
+    bool operator>(const Event& o) const { return at != o.at ? at > o.at : order > o.order; }
+  };
+  struct LinkState {
+    EmulatedLink link;
+    double free_at = 0.0;  // when the link finishes sending what it has
+    size_t next_change = 0;
+    double bandwidth = 0.0;
+  };
+
+  LinkEmulatorOptions o;
+  std::vector<TunDevice> tuns;
+  asio::io_context io;
+  std::vector<std::unique_ptr<asio::posix::stream_descriptor>> devices;
+  std::vector<std::vector<uint8_t>> read_buffers;
+  asio::steady_timer timer{io};
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  uint64_t order = 0;
+  std::vector<LinkState> links;
+  std::mt19937_64 rng;
+  std::uniform_real_distribution<double> uniform{0.0, 1.0};
+  Clock::time_point start = Clock::now();
+  std::thread thread;
+  mutable std::mutex mu;  // guards stats and unroutable
+  std::vector<LinkStats> stats;
+  int64_t unroutable = 0;
+
+  double Now() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+  void Read(int w) {
+    devices[static_cast<size_t>(w)]->async_read_some(
+        asio::buffer(read_buffers[static_cast<size_t>(w)]), [this, w](const boost::system::error_code& ec, size_t n) {
+          if (ec) return;  // closed: the loop is stopping
+          OnPacket(w, n);
+          Read(w);
+        });
+  }
+
+  void OnPacket(int src, size_t n) {
+    const uint8_t* p = read_buffers[static_cast<size_t>(src)].data();
+    int dst = -1;
+    if (n >= 20 && (p[0] >> 4) == 4) {
+      uint32_t address = 0;
+      std::memcpy(&address, p + 16, 4);
+      const int64_t host = static_cast<int64_t>(ntohl(address)) - static_cast<int64_t>(o.subnet) - 1;
+      if (host >= 0 && host < o.workers && host != src) dst = static_cast<int>(host);
+    }
+    if (dst < 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++unroutable;
+      return;
+    }
+    auto packet = std::make_shared<Packet>();
+    packet->bytes.assign(p, p + n);
+    packet->dst = dst;
+    packet->route = &o.routes[static_cast<size_t>(src * o.workers + dst)];
+    Forward(std::move(packet), Now());
+  }
+
+  // The packet reaches the queue of its route's next link at `t` (or its destination).
+  void Forward(std::shared_ptr<Packet> packet, double t) {
+    if (packet->hop == packet->route->size()) {
+      const auto& bytes = packet->bytes;
+      // A TUN write takes the whole packet or fails (a full queue in the namespace: dropped there).
+      [[maybe_unused]] ssize_t w = ::write(tuns[static_cast<size_t>(packet->dst)].fd, bytes.data(), bytes.size());
+      return;
+    }
+    const int index = (*packet->route)[packet->hop];
+    LinkState& l = links[static_cast<size_t>(index)];
+    while (l.next_change < l.link.schedule.size() && l.link.schedule[l.next_change].at_s <= t) {
+      l.bandwidth = l.link.schedule[l.next_change++].bandwidth_bps;
+    }
+    const double size = static_cast<double>(packet->bytes.size());
+    std::lock_guard<std::mutex> lock(mu);
+    LinkStats& st = stats[static_cast<size_t>(index)];
+    if (l.bandwidth <= 0.0) {
+      ++st.dropped_down;
+      return;
+    }
+    if (l.link.loss > 0.0 && uniform(rng) < l.link.loss) {
+      ++st.dropped_loss;
+      return;
+    }
+    const double backlog = std::max(0.0, l.free_at - t) * l.bandwidth / 8.0;
+    if (backlog + size > static_cast<double>(l.link.queue_bytes)) {
+      ++st.dropped_queue;
+      return;
+    }
+    const double begin = std::max(t, l.free_at);
+    l.free_at = begin + size * 8.0 / l.bandwidth;
+    ++st.packets;
+    st.bytes += static_cast<int64_t>(size);
+    st.queue_delay_sum_s += begin - t;
+    st.queue_delay_max_s = std::max(st.queue_delay_max_s, begin - t);
+    if (st.first_s < 0) st.first_s = l.free_at;
+    st.last_s = l.free_at;
+    ++packet->hop;
+    events.push({l.free_at + l.link.latency_s, order++, std::move(packet)});
+    Arm();
+  }
+
+  void Arm() {
+    if (events.empty()) return;
+    timer.expires_at(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(events.top().at)));
+    timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;  // re-armed or stopping
+      const double now = Now();
+      while (!events.empty() && events.top().at <= now) {
+        Event e = events.top();
+        events.pop();
+        Forward(std::move(e.packet), e.at);
+      }
+      Arm();
+    });
+  }
+};
+
+LinkEmulator::LinkEmulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+core::Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Create(LinkEmulatorOptions options, std::vector<TunDevice> tuns) {
+  const int n = options.workers;
+  if (n < 1 || static_cast<int>(tuns.size()) != n) {
+    return core::Status::InvalidArgument("link emulator: " + std::to_string(tuns.size()) + " TUN devices for " +
+                                         std::to_string(n) + " workers");
+  }
+  if (options.routes.size() != static_cast<size_t>(n) * static_cast<size_t>(n)) {
+    return core::Status::InvalidArgument("link emulator: routes must be workers x workers");
+  }
+  for (const auto& route : options.routes) {
+    for (int l : route) {
+      if (l < 0 || l >= static_cast<int>(options.links.size())) {
+        return core::Status::InvalidArgument("link emulator: a route names link " + std::to_string(l));
+      }
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->rng.seed(options.seed * 0x9E3779B97F4A7C15ULL + 1);
+  for (auto& link : options.links) {
+    if (link.queue_bytes <= 0) {
+      link.queue_bytes = std::max<int64_t>(64 << 10, static_cast<int64_t>(link.bandwidth_bps * 0.1 / 8.0));
+    }
+    Impl::LinkState st;
+    st.link = link;
+    st.bandwidth = link.bandwidth_bps;
+    impl->links.push_back(st);
+    LinkStats s;
+    s.name = link.name;
+    impl->stats.push_back(s);
+  }
+  impl->o = std::move(options);
+  impl->tuns = std::move(tuns);
+  for (const auto& tun : impl->tuns) {
+    impl->devices.push_back(std::make_unique<asio::posix::stream_descriptor>(impl->io, ::dup(tun.fd)));
+    impl->read_buffers.emplace_back(65536);
+  }
+  return std::unique_ptr<LinkEmulator>(new LinkEmulator(std::move(impl)));
+}
+
+LinkEmulator::~LinkEmulator() {
+  Stop();
+  for (auto& tun : impl_->tuns) ::close(tun.fd);
+}
+
+void LinkEmulator::Start() {
+  Impl& x = *impl_;
+  x.start = Clock::now();
+  for (int w = 0; w < x.o.workers; ++w) x.Read(w);
+  x.thread = std::thread([&x] { x.io.run(); });
+}
+
+void LinkEmulator::Stop() {
+  if (!impl_->thread.joinable()) return;
+  impl_->io.stop();
+  impl_->thread.join();
+}
+
+std::vector<LinkStats> LinkEmulator::Stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+int64_t LinkEmulator::unroutable() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->unroutable;
+}
+
+}  // namespace narrows::deploy

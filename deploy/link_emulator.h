@@ -1,0 +1,73 @@
+// The link emulator: real IP packets between worker namespaces (deploy/netns.h), each worker's TUN
+// device joined to one Boost.Asio event loop that forwards every packet across the links of its
+// route (a worker's access links, islands' WAN links: the topology the virtual-time emulator uses)
+// with each link's bandwidth (a drop-tail byte queue of configurable depth), propagation latency,
+// random loss and bandwidth schedule (0: the link is down, its packets are dropped). The kernels'
+// own TCP runs end to end through it, so latency and loss act on real connections, which this
+// kernel's missing netem cannot give. A link serialises its packets in order: a packet starts when
+// the link is free, takes size / bandwidth, and arrives latency later at the next link's queue or
+// at its destination. Worker w's address is `subnet` + w + 1. One thread runs the loop; Stats may
+// be read from another.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "deploy/netns.h"
+
+namespace narrows::deploy {
+
+struct EmulatedLink {
+  std::string name;
+  double bandwidth_bps = 1e9;
+  double latency_s = 0.0;  // one-way propagation delay
+  double loss = 0.0;       // probability that a packet is dropped, independently
+  int64_t queue_bytes = 0; // drop-tail depth; 0: the bandwidth-delay product at 100 ms, at least 64 KiB
+  struct Change {
+    double at_s;  // from the emulator's start
+    double bandwidth_bps;
+  };
+  std::vector<Change> schedule;  // sorted by time
+};
+
+struct LinkEmulatorOptions {
+  int workers = 0;
+  std::vector<EmulatedLink> links;
+  std::vector<std::vector<int>> routes;  // [src * workers + dst]: the links a packet crosses
+  uint32_t subnet = 0;                   // worker w is subnet + w + 1
+  uint64_t seed = 0;                     // of the loss draws
+};
+
+// What a link did, in the form of the emulator's per-link statistics.
+struct LinkStats {
+  std::string name;
+  int64_t packets = 0, bytes = 0;          // forwarded
+  int64_t dropped_loss = 0, dropped_queue = 0, dropped_down = 0;
+  double queue_delay_sum_s = 0.0, queue_delay_max_s = 0.0;  // waiting for the link, per forwarded packet
+  double first_s = -1.0, last_s = -1.0;    // when its first and last forwarded packet finished sending
+};
+
+class LinkEmulator {
+ public:
+  // Forwards between `tuns` (tuns[w] is worker w's device; the emulator owns their descriptors).
+  static core::Result<std::unique_ptr<LinkEmulator>> Create(LinkEmulatorOptions options, std::vector<TunDevice> tuns);
+  ~LinkEmulator();
+  // Runs the loop on a thread of its own until Stop (or destruction).
+  void Start();
+  void Stop();
+  std::vector<LinkStats> Stats() const;
+  // Packets read that no route takes (not IPv4, or to an address outside the workers).
+  int64_t unroutable() const;
+
+ private:
+  struct Impl;
+  explicit LinkEmulator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace narrows::deploy

@@ -1,0 +1,219 @@
+// The link emulator (deploy/link_emulator.h) between two network namespaces: a round trip takes
+// twice the path's latency, a TCP transfer runs at the link's bandwidth, random loss drops its
+// share, an outage drops everything while it lasts. Needs root and /dev/net/tun: skipped otherwise,
+// with the reason.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "deploy/link_emulator.h"
+#include "deploy/netns.h"
+
+namespace narrows::deploy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const uint32_t kSubnet = Ipv4(10, 77, 0, 0);
+
+double Seconds(Clock::time_point from) { return std::chrono::duration<double>(Clock::now() - from).count(); }
+
+sockaddr_in Address(uint32_t ip, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(ip);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+class LinkEmulatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const core::Status ok = CheckNetworkPrivileges();
+    if (!ok.ok()) GTEST_SKIP() << ok.message();
+  }
+
+  // Two workers behind access links up:w / down:w, each direction of a path crossing up:src then
+  // down:dst (links 2w and 2w + 1).
+  void Make(double bandwidth_bps, double link_latency_s, double loss = 0.0,
+            std::vector<EmulatedLink::Change> up0_schedule = {}) {
+    std::vector<TunDevice> tuns;
+    for (int w = 0; w < 2; ++w) {
+      auto ns = NetNamespace::Create();
+      ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+      auto tun = CreateTun(*ns, "tun0", kSubnet + static_cast<uint32_t>(w) + 1, 24, 1500);
+      ASSERT_TRUE(tun.ok()) << tun.status().ToString();
+      tuns.push_back(*tun);
+      namespaces_.push_back(std::move(*ns));
+    }
+    LinkEmulatorOptions o;
+    o.workers = 2;
+    o.subnet = kSubnet;
+    for (int w = 0; w < 2; ++w) {
+      for (const char* dir : {"up:", "down:"}) {
+        EmulatedLink l;
+        l.name = dir + std::to_string(w);
+        l.bandwidth_bps = bandwidth_bps;
+        l.latency_s = link_latency_s;
+        o.links.push_back(l);
+      }
+    }
+    o.links[0].loss = loss;
+    o.links[0].schedule = std::move(up0_schedule);
+    o.routes = {{}, {0, 3}, {2, 1}, {}};
+    auto emu = LinkEmulator::Create(o, tuns);
+    ASSERT_TRUE(emu.ok()) << emu.status().ToString();
+    emu_ = std::move(*emu);
+    emu_->Start();
+  }
+
+  // A socket of `type` opened inside worker w's namespace.
+  int Socket(int w, int type) {
+    int fd = -1;
+    EXPECT_TRUE(namespaces_[static_cast<size_t>(w)].Run([&]() -> core::Status {
+      fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+      return fd >= 0 ? core::Status::Ok() : core::Status::Internal("socket");
+    }).ok());
+    return fd;
+  }
+
+  std::vector<NetNamespace> namespaces_;
+  std::unique_ptr<LinkEmulator> emu_;
+};
+
+TEST_F(LinkEmulatorTest, ARoundTripTakesTwiceThePathLatency) {
+  Make(1e9, 0.005);  // 10 ms each way
+  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+  const sockaddr_in at = Address(kSubnet + 2, 7000);
+  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  std::thread echo([&] {
+    char buf[64];
+    for (int i = 0; i < 21; ++i) {
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      const ssize_t n = ::recvfrom(server, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+      if (n > 0) ::sendto(server, buf, static_cast<size_t>(n), 0, reinterpret_cast<sockaddr*>(&from), len);
+    }
+  });
+  timeval tv{2, 0};
+  ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::vector<double> rtts;
+  for (int i = 0; i < 21; ++i) {
+    const auto t0 = Clock::now();
+    ASSERT_EQ(::sendto(client, "ping", 4, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 4);
+    char buf[64];
+    ASSERT_EQ(::recv(client, buf, sizeof buf, 0), 4) << "ping " << i << " lost";
+    rtts.push_back(Seconds(t0));
+  }
+  echo.join();
+  std::nth_element(rtts.begin(), rtts.begin() + 10, rtts.end());
+  EXPECT_NEAR(rtts[10], 0.020, 0.001);
+  ::close(server);
+  ::close(client);
+}
+
+TEST_F(LinkEmulatorTest, ATcpTransferRunsAtTheLinksBandwidth) {
+  const double bandwidth = 20e6;
+  Make(bandwidth, 0.005);
+  const int listener = Socket(1, SOCK_STREAM), client = Socket(0, SOCK_STREAM);
+  const sockaddr_in at = Address(kSubnet + 2, 7001);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  const int64_t total = 4 << 20;
+  int64_t received = 0;
+  double first = -1, last = 0;
+  std::thread sink([&] {
+    const int c = ::accept(listener, nullptr, nullptr);
+    std::vector<char> buf(1 << 16);
+    const auto t0 = Clock::now();
+    for (ssize_t n; (n = ::recv(c, buf.data(), buf.size(), 0)) > 0;) {
+      if (first < 0) first = Seconds(t0);
+      received += n;
+      last = Seconds(t0);
+    }
+    ::close(c);
+  });
+  ASSERT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  std::vector<char> data(1 << 16, 'x');
+  for (int64_t sent = 0; sent < total;) {
+    const ssize_t n = ::send(client, data.data(), static_cast<size_t>(std::min<int64_t>(total - sent, 1 << 16)), 0);
+    ASSERT_GT(n, 0);
+    sent += n;
+  }
+  ::close(client);
+  sink.join();
+  ASSERT_EQ(received, total);
+  // The payload's share of what crossed up:0 (IP and TCP headers, the handshake): the goodput the
+  // link's bandwidth allows.
+  const LinkStats up = emu_->Stats()[0];
+  const double expected = bandwidth / 8.0 * static_cast<double>(total) / static_cast<double>(up.bytes);
+  const double goodput = static_cast<double>(received) / (last - first);
+  EXPECT_NEAR(goodput / expected, 1.0, 0.03) << goodput * 8 / 1e6 << " Mbit/s of payload";
+  EXPECT_EQ(up.dropped_queue, 0);
+  ::close(listener);
+}
+
+TEST_F(LinkEmulatorTest, RandomLossDropsItsShare) {
+  Make(1e9, 0.001, 0.2);
+  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+  const sockaddr_in at = Address(kSubnet + 2, 7002);
+  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  timeval tv{0, 300000};
+  ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int received = 0;
+  std::thread sink([&] {  // read as they come: a full socket buffer would drop them too
+    char buf[8];
+    while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
+  });
+  const int sent = 3000;
+  for (int i = 0; i < sent; ++i) {
+    ASSERT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
+    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  sink.join();
+  const LinkStats up = emu_->Stats()[0];
+  EXPECT_EQ(up.dropped_loss + received, sent);  // nothing else lost them
+  EXPECT_NEAR(static_cast<double>(up.dropped_loss) / sent, 0.2, 0.03);  // 4 standard deviations
+  ::close(server);
+  ::close(client);
+}
+
+TEST_F(LinkEmulatorTest, AnOutageDropsWhatIsSentWhileItLasts) {
+  Make(1e9, 0.001, 0.0, {{0.3, 0.0}, {0.6, 1e9}});
+  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+  const sockaddr_in at = Address(kSubnet + 2, 7003);
+  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  const auto t0 = Clock::now();  // the emulator started just before
+  int during = 0, outside = 0;
+  for (int i = 0; i < 90; ++i) {
+    const double t = Seconds(t0);
+    // Within 20 ms of an edge a packet may fall either side of it.
+    if (t > 0.32 && t < 0.58) ++during;
+    if (t < 0.28 || t > 0.62) ++outside;
+    ASSERT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  timeval tv{0, 200000};
+  ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int received = 0;
+  char buf[8];
+  while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
+  const LinkStats up = emu_->Stats()[0];
+  EXPECT_GE(up.dropped_down, during);
+  EXPECT_LE(up.dropped_down, 90 - outside);
+  EXPECT_EQ(up.dropped_down + received, 90);
+  ::close(server);
+  ::close(client);
+}
+
+}  // namespace
+}  // namespace narrows::deploy

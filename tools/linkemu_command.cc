@@ -1,0 +1,156 @@
+#include "tools/linkemu_command.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "emu/network_from_scenario.h"
+
+namespace narrows::tools {
+namespace {
+
+template <typename... Args>
+std::string Line(const char* fmt, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+uint32_t EmulatedNetwork::Address(int worker) { return deploy::Ipv4(10, 77, 0, 0) + static_cast<uint32_t>(worker) + 1; }
+
+EmulatedNetwork::~EmulatedNetwork() {
+  emulator.reset();
+  for (const auto& name : published) deploy::NetNamespace::Unpublish(name);
+}
+
+core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& sc,
+                                                                    const std::string& publish_prefix) {
+  if (core::Status s = deploy::CheckNetworkPrivileges(); !s.ok()) {
+    return core::Status::InvalidArgument("the link emulator needs network namespaces and TUN devices: " + s.message());
+  }
+  const int n = sc.workers.count;
+  if (n > 250) return core::Status::InvalidArgument("the link emulator addresses at most 250 workers (10.77.0.1-250)");
+  auto net = std::make_unique<EmulatedNetwork>();
+  std::vector<deploy::TunDevice> tuns;
+  for (int w = 0; w < n; ++w) {
+    auto ns = deploy::NetNamespace::Create();
+    if (!ns.ok()) return ns.status();
+    auto tun = deploy::CreateTun(*ns, "narrows0", EmulatedNetwork::Address(w), 24, sc.network.mtu);
+    if (!tun.ok()) return tun.status();
+    tuns.push_back(*tun);
+    if (!publish_prefix.empty()) {
+      const std::string name = publish_prefix + "-" + std::to_string(w);
+      NARROWS_RETURN_IF_ERROR(ns->Publish(name));
+      net->published.push_back(name);
+    }
+    net->namespaces.push_back(std::move(*ns));
+  }
+  const sim::Topology topology = emu::TopologyFromScenario(sc);
+  deploy::LinkEmulatorOptions o;
+  o.workers = n;
+  o.subnet = deploy::Ipv4(10, 77, 0, 0);
+  o.seed = static_cast<uint64_t>(sc.seed);
+  for (const sim::Link& l : topology.links()) {
+    deploy::EmulatedLink e;
+    e.name = l.name;
+    e.bandwidth_bps = l.bandwidth_bps;
+    e.latency_s = l.latency_s;
+    e.loss = l.loss;
+    for (const auto& c : l.schedule) e.schedule.push_back({c.at_s, c.bandwidth_bps});
+    o.links.push_back(e);
+  }
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) o.routes.push_back(s == d ? std::vector<int>{} : topology.Route(s, d));
+  }
+  auto emulator = deploy::LinkEmulator::Create(std::move(o), std::move(tuns));
+  if (!emulator.ok()) return emulator.status();
+  net->emulator = std::move(*emulator);
+  net->started_s = SteadySeconds();
+  net->emulator->Start();
+  return net;
+}
+
+nlohmann::json LinkStatsJson(const std::vector<deploy::LinkStats>& stats, double seconds) {
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& s : stats) {
+    links.push_back({{"link", s.name},
+                     {"packets", s.packets},
+                     {"bytes", s.bytes},
+                     {"mean_bps", seconds > 0 ? 8.0 * static_cast<double>(s.bytes) / seconds : 0.0},
+                     {"dropped_loss", s.dropped_loss},
+                     {"dropped_queue", s.dropped_queue},
+                     {"dropped_down", s.dropped_down},
+                     {"queue_delay_mean_s", s.packets > 0 ? s.queue_delay_sum_s / static_cast<double>(s.packets) : 0.0},
+                     {"queue_delay_max_s", s.queue_delay_max_s}});
+  }
+  return {{"seconds", seconds}, {"links", links}};
+}
+
+std::string LinkTable(const std::vector<deploy::LinkStats>& stats, double seconds) {
+  std::vector<deploy::LinkStats> sorted = stats;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  std::string out = Line("%-12s %12s %10s %10s %9s %9s %9s %12s %12s\n", "link", "bytes", "packets", "mean",
+                           "lost", "queue-full", "down", "queue mean", "queue max");
+  for (const auto& s : sorted) {
+    out += Line("%-12s %12lld %10lld %7.1f Mb %9lld %9lld %9lld %9.2f ms %9.2f ms\n", s.name.c_str(),
+                  static_cast<long long>(s.bytes), static_cast<long long>(s.packets),
+                  seconds > 0 ? 8.0 * static_cast<double>(s.bytes) / seconds / 1e6 : 0.0,
+                  static_cast<long long>(s.dropped_loss), static_cast<long long>(s.dropped_queue),
+                  static_cast<long long>(s.dropped_down),
+                  s.packets > 0 ? 1e3 * s.queue_delay_sum_s / static_cast<double>(s.packets) : 0.0,
+                  1e3 * s.queue_delay_max_s);
+  }
+  return out;
+}
+
+core::Status LinkEmuCommand(const core::Scenario& sc, const LinkEmuOptions& options) {
+  // Blocked before any thread starts, so that only sigwait below takes them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  auto net = StartEmulatedNetwork(sc, options.prefix);
+  if (!net.ok()) return net.status();
+  std::printf("link emulator: %d workers, network %s\n", sc.workers.count, sc.network.profile.c_str());
+  for (int w = 0; w < sc.workers.count; ++w) {
+    std::printf("  worker %d: %s in namespace %s-%d (ip netns exec %s-%d COMMAND)\n", w,
+                deploy::Ipv4Text(EmulatedNetwork::Address(w)).c_str(), options.prefix.c_str(), w,
+                options.prefix.c_str(), w);
+  }
+  if (options.seconds > 0) {
+    std::printf("running for %.0f s\n", options.seconds);
+  } else {
+    std::printf("running until interrupted (Ctrl-C)\n");
+  }
+  std::fflush(stdout);
+  if (options.seconds > 0) {
+    timespec limit{static_cast<time_t>(options.seconds),
+                   static_cast<long>((options.seconds - static_cast<double>(static_cast<time_t>(options.seconds))) * 1e9)};
+    sigtimedwait(&stop, nullptr, &limit);
+  } else {
+    int signal = 0;
+    sigwait(&stop, &signal);
+  }
+  const double seconds = SteadySeconds() - (*net)->started_s;
+  (*net)->emulator->Stop();
+  const auto stats = (*net)->emulator->Stats();
+  std::printf("%s", LinkTable(stats, seconds).c_str());
+  if (!options.stats_file.empty()) {
+    std::ofstream out(options.stats_file);
+    out << LinkStatsJson(stats, seconds).dump(1) << "\n";
+    if (!out) return core::Status::IoError(options.stats_file + ": cannot write the links' statistics");
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace narrows::tools

@@ -1,0 +1,47 @@
+// The link emulator for a scenario's workers (deploy/link_emulator.h wired to the scenario's
+// network: section through the virtual-time emulator's topology), for `narrows linkemu` and
+// `narrows launch --network`.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/scenario.h"
+#include "deploy/link_emulator.h"
+#include "deploy/netns.h"
+
+namespace narrows::tools {
+
+// One namespace and TUN device per worker (worker w at 10.77.0.(w + 1)), forwarded by a running
+// link emulator with the scenario's topology, bandwidths, latencies, loss and outages.
+struct EmulatedNetwork {
+  std::vector<deploy::NetNamespace> namespaces;
+  std::unique_ptr<deploy::LinkEmulator> emulator;
+  std::vector<std::string> published;  // names under /run/netns, removed on destruction
+  double started_s = 0.0;              // steady clock, for the statistics' span
+  static uint32_t Address(int worker);
+  ~EmulatedNetwork();
+};
+
+// Makes and starts it; with `publish_prefix`, each namespace is also PREFIX-W for `ip netns exec`.
+// A clear error without the privileges.
+core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& scenario,
+                                                                    const std::string& publish_prefix = "");
+
+// Per-link statistics as printed (the busiest first) and as JSON (links.json), over `seconds`.
+std::string LinkTable(const std::vector<deploy::LinkStats>& stats, double seconds);
+nlohmann::json LinkStatsJson(const std::vector<deploy::LinkStats>& stats, double seconds);
+
+struct LinkEmuOptions {
+  double seconds = 0.0;    // 0: until SIGINT or SIGTERM
+  std::string stats_file;  // where to write the links' statistics as JSON ("": nowhere)
+  std::string prefix = "narrows";
+};
+// `narrows linkemu`: the scenario's network between namespaces PREFIX-0 ... until stopped, then
+// the links' statistics.
+core::Status LinkEmuCommand(const core::Scenario& scenario, const LinkEmuOptions& options);
+
+}  // namespace narrows::tools
