@@ -24,20 +24,32 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Status::IoError(tmp + ": " + std::strerror(errno));
+  // On any failure (a full disk, a file-size limit) the partial temporary goes and `path` keeps
+  // what it held.
+  auto fail = [&](const std::string& what) {
+    const Status s = Status::IoError(path + ": " + what + " (" + std::strerror(errno) + "); the previous file is kept");
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
   size_t written = 0;
   while (written < content.size()) {
     const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const Status s = Status::IoError(tmp + ": " + std::strerror(errno));
-      ::close(fd);
-      return s;
+      return fail("cannot write " + std::to_string(content.size()) + " bytes");
     }
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::IoError(tmp + ": " + std::strerror(errno));
+  if (::fsync(fd) != 0) return fail("cannot flush");
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::IoError(path + ": cannot close the new file (" + std::strerror(errno) + "); the previous file is kept");
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::IoError(path + ": rename failed: " + std::strerror(errno));
+    const Status s = Status::IoError(path + ": rename failed: " + std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return s;
   }
   return Status::Ok();
 }
