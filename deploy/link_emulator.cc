@@ -1,5 +1,6 @@
 #include "deploy/link_emulator.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@ struct LinkEmulator::Impl {
   mutable std::mutex mu;  // guards stats and unroutable
   std::vector<LinkStats> stats;
   int64_t unroutable = 0;
+  double cpu_s = 0.0;  // the loop thread's CPU time, once it stopped
 
   double Now() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -192,7 +194,12 @@ void LinkEmulator::Start() {
   Impl& x = *impl_;
   x.start = Clock::now();
   for (int w = 0; w < x.o.workers; ++w) x.Read(w);
-  x.thread = std::thread([&x] { x.io.run(); });
+  x.thread = std::thread([&x] {
+    x.io.run();
+    timespec cpu{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    x.cpu_s = static_cast<double>(cpu.tv_sec) + 1e-9 * static_cast<double>(cpu.tv_nsec);
+  });
 }
 
 void LinkEmulator::Stop() {
@@ -205,6 +212,8 @@ std::vector<LinkStats> LinkEmulator::Stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
 }
+
+double LinkEmulator::cpu_s() const { return impl_->thread.joinable() ? 0.0 : impl_->cpu_s; }
 
 int64_t LinkEmulator::unroutable() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

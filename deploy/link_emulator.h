@@ -63,6 +63,9 @@ class LinkEmulator {
   std::vector<LinkStats> Stats() const;
   // Packets read that no route takes (not IPv4, or to an address outside the workers).
   int64_t unroutable() const;
+  // CPU seconds the forwarding loop used, after Stop (the share of the machine it took from the
+  // processes it connects).
+  double cpu_s() const;
 
  private:
   struct Impl;

@@ -488,6 +488,8 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   const auto stats = (*net)->emulator->Stats();
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/links.json", LinkStatsJson(stats, seconds).dump(1) + "\n"));
   if (!lo.quiet) std::printf("the emulated links over %.1f s (%s/links.json):\n%s", seconds, run_dir.c_str(), LinkTable(stats, seconds).c_str());
+  std::printf("the link emulator's forwarding took %.2f s of CPU over %.1f s (%.1f%% of one core)\n",
+              (*net)->emulator->cpu_s(), seconds, 100.0 * (*net)->emulator->cpu_s() / seconds);
   NARROWS_RETURN_IF_ERROR(reaped);
   PrintBesidePrediction(sc, run_dir);
   return Status::Ok();

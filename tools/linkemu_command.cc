@@ -145,6 +145,8 @@ core::Status LinkEmuCommand(const core::Scenario& sc, const LinkEmuOptions& opti
   (*net)->emulator->Stop();
   const auto stats = (*net)->emulator->Stats();
   std::printf("%s", LinkTable(stats, seconds).c_str());
+  std::printf("forwarding took %.2f s of CPU (%.1f%% of one core)\n", (*net)->emulator->cpu_s(),
+              100.0 * (*net)->emulator->cpu_s() / seconds);
   if (!options.stats_file.empty()) {
     std::ofstream out(options.stats_file);
     out << LinkStatsJson(stats, seconds).dump(1) << "\n";
