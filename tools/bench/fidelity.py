@@ -24,7 +24,16 @@ def result(name, entry):
     return summary["results"][0]["time_s"], per_worker, last["step"]
 
 
+# Through the link emulator (narrows launch --network): each network as (label, --set overrides).
+# (The scenario file's own bandwidth and latency keys would override a profile: the profiles'
+# values are given explicitly.)
+LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"]),
+           ("internet-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=50"]),
+           ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"])]
+
+
 def main():
+    linkemu = "--linkemu" in sys.argv[1:]
     OUT.mkdir(parents=True, exist_ok=True)
     common = ["--set", f"output.dir={OUT}"]
     # FLOPs of each entry's compute per worker: modelled at 1 TFLOP/s, read back.
@@ -36,11 +45,17 @@ def main():
         _, compute, steps = result(name, entry)
         flops[entry] = sum(compute) / len(compute) * 1e12
     rows = []
-    for rate in RATES:
+    networks = [(label, [x for o in overrides for x in ("--set", o)]) for label, overrides in LINKEMU] if linkemu else \
+        [(rate, ["--set", f"network.bandwidth_bps={rate}e6"]) for rate in RATES]
+    for rate, network in networks:
         for entry, spec in ENTRIES.items():
-            sets = [*common, "--set", f"compare=[{spec}]", "--set", f"network.bandwidth_bps={rate}e6"]
+            sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
-            run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
+            if linkemu:
+                run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", *sets,
+                     "--set", f"name={real_name}"])
+            else:
+                run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
             real_t, per_worker, steps = result(real_name, entry)
             # The real workers' compute, mean and spread (four processes share two cores, unevenly):
             # the emulated workers compute as long, each at its own speed.
@@ -54,23 +69,23 @@ def main():
                      "--set", f"workers.speed=[{speeds}]"])
                 row[model] = result(name, entry)[0] / steps
             rows.append(row)
-            print(f"measured {rate} Mbit/s {entry}: {row['real']:.3f} s/step", file=sys.stderr)
-    print(f"{'Mbit/s':>7} {'entry':<10} {'real s/step':>11} {'analytic':>9} {'error':>7} {'ns-3':>9} {'error':>7}")
+            print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
+    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} {'analytic':>9} {'error':>7} {'ns-3':>9} {'error':>7}")
     errors = {"analytic": [], "ns3": []}
     for r in rows:
         e = {m: (r[m] - r["real"]) / r["real"] for m in errors}
         for m in errors:
             errors[m].append(abs(e[m]))
-        print(f"{r['rate']:>7} {r['entry']:<10} {r['real']:>11.3f} {r['analytic']:>9.3f} {100 * e['analytic']:>+6.1f}% "
+        print(f"{r['rate']:>11} {r['entry']:<10} {r['real']:>11.3f} {r['analytic']:>9.3f} {100 * e['analytic']:>+6.1f}% "
               f"{r['ns3']:>9.3f} {100 * e['ns3']:>+6.1f}%")
     for m, errs in errors.items():
         print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
               f"(target: mean <= 5%, max <= 10%)")
-    for rate in RATES:
+    for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
         for m in ["analytic", "ns3"]:
             same = (by["ddp"]["real"] < by["diloco-h8"]["real"]) == (by["ddp"][m] < by["diloco-h8"][m])
-            print(f"{rate} Mbit/s, {m}: DDP-versus-DiLoCo ranking {'preserved' if same else 'NOT preserved'}")
+            print(f"{rate}, {m}: DDP-versus-DiLoCo ranking {'preserved' if same else 'NOT preserved'}")
 
 
 if __name__ == "__main__":
