@@ -76,7 +76,10 @@ TEST_F(WriteFileAtomicTest, ASigkillMidWriteLeavesAWholeVersion) {
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      for (int i = 0;; ++i) WriteFileAtomic(path, std::string(size, i % 2 == 0 ? 'b' : 'a'));
+      for (int i = 0;; ++i) {
+        const Status written = WriteFileAtomic(path, std::string(size, i % 2 == 0 ? 'b' : 'a'));
+        if (!written.ok()) ::_exit(1);
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + 7 * round));
     ::kill(child, SIGKILL);

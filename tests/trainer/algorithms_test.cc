@@ -1041,7 +1041,9 @@ TEST(GossipTest, PartnersAreARandomPerfectMatchingPerRound) {
       EXPECT_EQ(p, GossipPartners(world, 1, step));
       seen.insert(p);
     }
-    if (world > 3) EXPECT_GT(seen.size(), 5u) << "world " << world;  // 7!! = 105, 8 has 105 matchings
+    if (world > 3) {
+      EXPECT_GT(seen.size(), 5u) << "world " << world;  // 7 and 8 workers have 105 matchings each
+    }
   }
 }
 
@@ -1142,7 +1144,9 @@ TEST_F(AlgorithmsTest, NewMethodsRunOnBothNetworkModelsAndArePredicted) {
     // ns-3's TCP pays slow start on every fresh connection, which the analytic model does not: most
     // of NoLoCo's pairs are new each round (at nano's 140 kB on 50 ms links, about twice the time).
     EXPECT_GE(ns3.virtual_time_s / analytic.virtual_time_s, 0.95) << name;
-    if (name != "noloco-h4") EXPECT_LE(ns3.virtual_time_s / analytic.virtual_time_s, 1.25) << name;
+    if (name != "noloco-h4") {
+      EXPECT_LE(ns3.virtual_time_s / analytic.virtual_time_s, 1.25) << name;
+    }
     const auto& p = plan->rows[entry];
     EXPECT_EQ(p.name, name);
     EXPECT_NEAR(p.time_s / analytic.virtual_time_s, 1.0, 0.01) << name;
