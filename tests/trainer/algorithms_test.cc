@@ -1154,5 +1154,17 @@ TEST_F(AlgorithmsTest, NewMethodsRunOnBothNetworkModelsAndArePredicted) {
   }
 }
 
+// A whole `narrows run` on the ns-3 model with modelled compute writes its summary (the host line's
+// planner runs on the analytic model: ns-3's simulator is one per process).
+TEST_F(AlgorithmsTest, RunOnNs3WithModelledComputeWritesItsSummary) {
+  auto sc = Make("workers: {count: 2}\ncompare: [ddp]\n", "network: {profile: internet-1g, model: ns3}\n");
+  sc.output.dir = (dir_ / "ns3run").string();
+  tools::RunOptions options;
+  options.progress = nullptr;
+  ASSERT_TRUE(tools::RunScenario(sc, options).ok());
+  const auto summary = nlohmann::json::parse(Slurp(dir_ / "ns3run" / "d" / "summary.json"));
+  EXPECT_TRUE(summary.at("host").contains("planned_speedup"));
+}
+
 }  // namespace
 }  // namespace narrows::trainer
