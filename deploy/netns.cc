@@ -132,6 +132,20 @@ void NetNamespace::Unpublish(const std::string& name) {
   ::unlink(path.c_str());
 }
 
+core::Status SetSysctl(const NetNamespace& ns, const std::string& key, const std::string& value) {
+  return ns.Run([&]() -> core::Status {
+    const std::string path = "/proc/sys/" + key;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Errno(path);
+    const ssize_t n = ::write(fd, value.data(), value.size());
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    if (n != static_cast<ssize_t>(value.size())) return Errno(path + " = " + value);
+    return core::Status::Ok();
+  });
+}
+
 uint32_t Ipv4(int a, int b, int c, int d) {
   return (static_cast<uint32_t>(a) << 24) | (static_cast<uint32_t>(b) << 16) | (static_cast<uint32_t>(c) << 8) |
          static_cast<uint32_t>(d);

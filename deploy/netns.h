@@ -44,6 +44,10 @@ class NetNamespace {
   int fd_ = -1;
 };
 
+// Writes `value` to /proc/sys/`key` (key with slashes, e.g. net/ipv4/tcp_congestion_control) inside
+// `ns`: the namespace's own setting.
+core::Status SetSysctl(const NetNamespace& ns, const std::string& key, const std::string& value);
+
 // An IPv4 address in host order, and its dotted form.
 uint32_t Ipv4(int a, int b, int c, int d);
 std::string Ipv4Text(uint32_t address);

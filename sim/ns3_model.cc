@@ -86,6 +86,7 @@ Graph NodesOf(const Topology& t) {
 std::string TcpTypeName(const std::string& tcp) {
   if (tcp == "cubic") return "ns3::TcpCubic";
   if (tcp == "newreno") return "ns3::TcpNewReno";
+  if (tcp == "bbr") return "ns3::TcpBbr";
   NARROWS_CHECK(false) << "unknown TCP variant '" << tcp << "'";
   return "";
 }
@@ -437,7 +438,7 @@ NetworkModelPlugin Ns3Plugin() {
   p.parser.name = "ns3";
   p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
     auto o = std::make_shared<Ns3ScenarioOptions>();
-    o->tcp = r.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}});
+    o->tcp = r.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}});
     o->queue_packets = r.Int("queue_packets", 0, 0, 1'000'000);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };

@@ -25,7 +25,7 @@ class NodeContainer;
 namespace narrows::sim {
 
 struct Ns3Options {
-  std::string tcp = "cubic";     // cubic or newreno
+  std::string tcp = "cubic";     // cubic, newreno or bbr (ns-3 3.37 has TcpBbr)
   int mtu = 1500;                // bytes per IP packet; 9000 = jumbo frames
   int64_t queue_packets = 0;     // switch ports (drop-tail); 0 = one bandwidth-delay product, at least 100
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
@@ -36,7 +36,7 @@ struct Ns3Options {
 // What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
 // scenario's): the TCP variant and the switch ports' queue length.
 struct Ns3ScenarioOptions : core::PluginOptions {
-  std::string tcp = "cubic";  // cubic or newreno
+  std::string tcp = "cubic";  // cubic, newreno or bbr (ns-3 3.37 has TcpBbr)
   int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
 };
 

@@ -477,7 +477,7 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
     if (!pids.ok()) return pids.status();
     return Reap(std::move(*pids));
   }
-  auto net = StartEmulatedNetwork(sc);
+  auto net = StartEmulatedNetwork(sc, "", lo.tcp);
   if (!net.ok()) return net.status();
   auto pids = SpawnWorkers(lo, key, net->get());
   if (!pids.ok()) return pids.status();

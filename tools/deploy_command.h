@@ -56,6 +56,7 @@ struct LaunchOptions {
   // Through the link emulator (tools/linkemu_command.h): each worker in a network namespace of
   // its own, the scenario's network: between them. Needs root.
   bool emulated_network = false;
+  std::string tcp;  // with it: the namespaces' TCP congestion control ("": the host's)
 };
 // Starts the workers (this program, `worker`), waits for them and reports how each ended.
 core::Status LaunchLocal(const core::Scenario& scenario, const LaunchOptions& options);

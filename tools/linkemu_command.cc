@@ -33,7 +33,8 @@ EmulatedNetwork::~EmulatedNetwork() {
 }
 
 core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& sc,
-                                                                    const std::string& publish_prefix) {
+                                                                    const std::string& publish_prefix,
+                                                                    const std::string& tcp) {
   if (core::Status s = deploy::CheckNetworkPrivileges(); !s.ok()) {
     return core::Status::InvalidArgument("the link emulator needs network namespaces and TUN devices: " + s.message());
   }
@@ -47,6 +48,12 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
     auto tun = deploy::CreateTun(*ns, "narrows0", EmulatedNetwork::Address(w), 24, sc.network.mtu);
     if (!tun.ok()) return tun.status();
     tuns.push_back(*tun);
+    if (!tcp.empty()) {
+      if (core::Status s = deploy::SetSysctl(*ns, "net/ipv4/tcp_congestion_control", tcp); !s.ok()) {
+        return core::Status::InvalidArgument("TCP congestion control '" + tcp + "' (see " +
+                                             "/proc/sys/net/ipv4/tcp_allowed_congestion_control, which a namespace may use): " + s.message());
+      }
+    }
     if (!publish_prefix.empty()) {
       const std::string name = publish_prefix + "-" + std::to_string(w);
       NARROWS_RETURN_IF_ERROR(ns->Publish(name));
@@ -119,7 +126,7 @@ core::Status LinkEmuCommand(const core::Scenario& sc, const LinkEmuOptions& opti
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  auto net = StartEmulatedNetwork(sc, options.prefix);
+  auto net = StartEmulatedNetwork(sc, options.prefix, options.tcp);
   if (!net.ok()) return net.status();
   std::printf("link emulator: %d workers, network %s\n", sc.workers.count, sc.network.profile.c_str());
   for (int w = 0; w < sc.workers.count; ++w) {

@@ -26,10 +26,12 @@ struct EmulatedNetwork {
   ~EmulatedNetwork();
 };
 
-// Makes and starts it; with `publish_prefix`, each namespace is also PREFIX-W for `ip netns exec`.
-// A clear error without the privileges.
+// Makes and starts it; with `publish_prefix`, each namespace is also PREFIX-W for `ip netns exec`;
+// with `tcp` (cubic, reno, bbr), the namespaces' TCP congestion control (else the host's default,
+// which new namespaces inherit). A clear error without the privileges.
 core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& scenario,
-                                                                    const std::string& publish_prefix = "");
+                                                                    const std::string& publish_prefix = "",
+                                                                    const std::string& tcp = "");
 
 // Per-link statistics as printed (the busiest first) and as JSON (links.json), over `seconds`.
 std::string LinkTable(const std::vector<deploy::LinkStats>& stats, double seconds);
@@ -39,6 +41,7 @@ struct LinkEmuOptions {
   double seconds = 0.0;    // 0: until SIGINT or SIGTERM
   std::string stats_file;  // where to write the links' statistics as JSON ("": nowhere)
   std::string prefix = "narrows";
+  std::string tcp;  // the namespaces' congestion control ("": the host's)
 };
 // `narrows linkemu`: the scenario's network between namespaces PREFIX-0 ... until stopped, then
 // the links' statistics.

@@ -162,6 +162,8 @@ Command AddLaunch(CLI::App& app) {
   cmd->add_option("--network", *network,
                   "through the link emulator, each worker in a network namespace: PROFILE (sets network.profile), "
                   "or 'scenario' for the scenario's network: section (needs root)");
+  cmd->add_option("--tcp", o->tcp, "with --network: the workers' TCP congestion control (cubic, reno, bbr; "
+                                   "default: the host's)");
   return {cmd, [args, o, network] {
             if (!network->empty() && *network != "scenario") args->sets.push_back("network.profile=" + *network);
             auto scenario = args->Load();
@@ -184,6 +186,7 @@ Command AddLinkEmu(CLI::App& app) {
   cmd->add_option("--seconds", o->seconds, "stop after this long (default: at Ctrl-C)")->check(CLI::PositiveNumber);
   cmd->add_option("--stats", o->stats_file, "also write the links' statistics as JSON to this file");
   cmd->add_option("--prefix", o->prefix, "the namespaces are PREFIX-0, PREFIX-1, ... (default: narrows)");
+  cmd->add_option("--tcp", o->tcp, "the namespaces' TCP congestion control (cubic, reno, bbr; default: the host's)");
   return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs&) {
             return Done(narrows::tools::LinkEmuCommand(scenario, *o));
           })};

@@ -108,6 +108,18 @@ TEST(Ns3ModelTest, LossSlowsTcpDown) {
   EXPECT_GT(lossy.ns3[0], 1.5 * clean.ns3[0]) << lossy.ns3[0] << " vs " << clean.ns3[0];
 }
 
+// BBR paces by its bandwidth and RTT estimates, not by loss: random loss that halves CUBIC's
+// throughput barely touches it (this machine's kernel defaults to BBR: docs/fidelity.md).
+TEST(Ns3ModelTest, BbrShrugsOffRandomLossThatSlowsCubic) {
+  const std::vector<Message> messages = {{0, 1, 20'000'000, 0.0}};
+  const Topology lossy = Topology::Star(UniformLinks(2, 100e6, 0.025, 0.005));
+  Ns3Options bbr;
+  bbr.tcp = "bbr";
+  const Both cubic = Simulate(lossy, messages), paced = Simulate(lossy, messages, bbr);
+  EXPECT_LT(paced.ns3[0], 0.5 * cubic.ns3[0]) << "bbr " << paced.ns3[0] << " s, cubic " << cubic.ns3[0] << " s";
+  EXPECT_LT(paced.ns3[0], 2.0 * 20e6 * 8 / 100e6) << "bbr should keep most of the 100 Mbit/s";
+}
+
 TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
   std::vector<Link> links = UniformLinks(2, 100e6, 0.010);
   links[0].schedule = {{1.0, 0.0}, {3.0, 100e6}};

@@ -34,6 +34,8 @@ LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"
 
 def main():
     linkemu = "--linkemu" in sys.argv[1:]
+    # The real side's TCP congestion control and the ns-3 model's, the same (linkemu only).
+    tcp = sys.argv[sys.argv.index("--tcp") + 1] if "--tcp" in sys.argv else "cubic"
     OUT.mkdir(parents=True, exist_ok=True)
     common = ["--set", f"output.dir={OUT}"]
     # FLOPs of each entry's compute per worker: modelled at 1 TFLOP/s, read back.
@@ -52,7 +54,7 @@ def main():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
             if linkemu:
-                run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", *sets,
+                run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
                      "--set", f"name={real_name}"])
             else:
                 run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
@@ -64,7 +66,8 @@ def main():
             row = {"rate": rate, "entry": entry, "steps": steps, "real": real_t / steps}
             for model in ["analytic", "ns3"]:
                 name = f"pred-{model}-{rate}-{entry}"
-                run([NARROWS, "run", SCENARIO, "-q", *sets, "--set", f"name={name}", "--set", f"network.model={model}",
+                variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] if linkemu and model == "ns3" else []
+                run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", "--set", f"network.model={model}",
                      "--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops[entry] / real_compute:.6g}",
                      "--set", f"workers.speed=[{speeds}]"])
                 row[model] = result(name, entry)[0] / steps
