@@ -68,6 +68,9 @@ core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int s
     return core::Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) +
                                  " s of virtual time");
   }
+  if (wake == Wake::kDeadlock && !engine_->deadlock_reason_.empty()) {
+    return core::Status::PeerUnavailable(who + " will never send" + engine_->deadlock_reason_);
+  }
   return core::Status::PeerUnavailable(who + " will never send (it finished, left or waits too)");
 }
 

@@ -3,6 +3,7 @@
 #include "emu/emulated_endpoint.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace narrows::emu {
 
@@ -32,7 +33,7 @@ class Engine::EmulatedWork : public core::Work {
         return core::Status::Timeout("operation not finished within " + std::to_string(timeout_s) +
                                      " s of virtual time");
       }
-      if (wake == Wake::kDeadlock) return core::Status::PeerUnavailable("operation can never finish");
+      if (wake == Wake::kDeadlock) return core::Status::PeerUnavailable("operation can never finish" + engine_->deadlock_reason_);
     }
     waited_ = true;
     return child.result;
@@ -217,6 +218,21 @@ void Engine::Dispatch(int self) {
     }
     // Nothing can happen: every remaining actor waits for something that will never come.
     NARROWS_CHECK(blocked > 0);
+    if (deadlock_reason_.empty()) {
+      // Nothing will ever happen again: the links the schedule leaves down for good.
+      const auto down = sim::LinksDownAt(network_->topology(), sim::kNever);
+      if (!down.empty()) {
+        deadlock_reason_ = "; the network cannot deliver it: link";
+        if (down.size() > 1) deadlock_reason_ += "s";
+        for (size_t k = 0; k < down.size() && k < 8; ++k) {
+          char since[32];
+          std::snprintf(since, sizeof since, "%g", down[k].since_s);
+          deadlock_reason_ += (k == 0 ? " " : ", ") + down[k].name + " (down from " + since + " s)";
+        }
+        if (down.size() > 8) deadlock_reason_ += " and " + std::to_string(down.size() - 8) + " more";
+        deadlock_reason_ += down.size() > 1 ? ", and the schedule never brings them back" : ", and the schedule never brings it back";
+      }
+    }
     for (int i : live_) {
       Actor& a = *actors_[static_cast<size_t>(i)];
       if (a.state == State::kBlocked) {

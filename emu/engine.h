@@ -69,6 +69,9 @@ class Engine {
 
   // Called by an actor: give up the baton until every earlier event has happened.
   void Yield(int actor, std::unique_lock<std::mutex>& lock);
+  // Why nothing more can happen (set when every remaining actor is found waiting forever): the
+  // links the network's schedule has down then, if any.
+  std::string deadlock_reason_;
   // Called by an actor: block until woken (a message, a finished operation, a deadline, deadlock).
   Wake Block(int actor, double deadline, std::unique_lock<std::mutex>& lock);
   // Gives the baton to whoever runs next, processing the network's events and deadlines due before

@@ -95,3 +95,21 @@ void NetworkModel::AdvanceUntilDelivery(double limit, std::vector<Delivery>* del
 }
 
 }  // namespace narrows::sim
+
+namespace narrows::sim {
+
+std::vector<DownLink> LinksDownAt(const Topology& topology, double t) {
+  std::vector<DownLink> out;
+  for (const Link& l : topology.links()) {
+    double bandwidth = l.bandwidth_bps, since = 0.0;
+    for (const auto& c : l.schedule) {
+      if (c.at_s > t) break;
+      if ((c.bandwidth_bps <= 0.0) != (bandwidth <= 0.0)) since = c.at_s;
+      bandwidth = c.bandwidth_bps;
+    }
+    if (bandwidth <= 0.0) out.push_back({l.name, since});
+  }
+  return out;
+}
+
+}  // namespace narrows::sim

@@ -83,6 +83,14 @@ class NetworkModel {
   virtual const Topology& topology() const = 0;
 };
 
+// The links whose bandwidth schedule has them down (0) at time `t`, and since when: for an error
+// that names why messages cannot arrive.
+struct DownLink {
+  std::string name;
+  double since_s;
+};
+std::vector<DownLink> LinksDownAt(const Topology& topology, double t);
+
 // One message of a batch given to SimulateMessages.
 struct Message {
   int src = 0, dst = 0;

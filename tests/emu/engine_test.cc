@@ -161,5 +161,28 @@ TEST(EngineTest, SameInputsSameTimeline) {
   EXPECT_EQ(run(), run());
 }
 
+// A link the schedule takes down for good: the run ends (nothing hangs) with an error that names
+// the link and when it went down.
+TEST(EngineTest, ALinkDownForGoodEndsTheWaitNamingTheLink) {
+  std::vector<sim::Link> links = sim::UniformLinks(2, 100e6, 0.010);
+  links[0].schedule = {{0.5, 0.0}};  // worker 0's access link: up:0 and down:0
+  Engine engine(2, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(links)));
+  core::Status got;
+  engine.Run([&](int r) {
+    std::vector<uint8_t> bytes(1 << 20);
+    if (r == 0) {
+      engine.endpoint(0).clock().ChargeCompute(1.0);  // after the outage began
+      ASSERT_TRUE(engine.endpoint(0).Send(1, 7, bytes.data(), bytes.size()).ok());
+    } else {
+      got = engine.endpoint(1).Recv(0, 7, bytes.data(), bytes.size());
+    }
+  });
+  EXPECT_EQ(got.code(), core::StatusCode::kPeerUnavailable);
+  EXPECT_NE(got.message().find("links up:0 (down from 0.5 s), down:0 (down from 0.5 s), and the schedule never "
+                               "brings them back"),
+            std::string::npos)
+      << got.message();
+}
+
 }  // namespace
 }  // namespace narrows::emu
