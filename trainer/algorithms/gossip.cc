@@ -4,12 +4,12 @@
 // emulated or real), each pair exchanges its parameters, and each worker takes the paper's outer
 // step, a Nesterov-style momentum on the pair's mean progress plus a pull of its anchor towards the
 // pair's mean anchor (GossipOuterStep). No step involves all workers: the replicas agree only
-// through the chain of pairings, and a worker whose partner is gone (left, crashed, an odd count)
-// steps alone instead of waiting. What is sent: the pair's local parameters in fp32 (with
-// consensus_lr == outer_lr, the paper's setting), or the anchor and the local parameters.
-// The evaluated model is the first member's (there is no global model). A live deployment does not
-// welcome restarted workers back (no collective carries their votes); scripted joins receive a
-// member's anchor and momentum.
+// through the chain of pairings, and a worker whose partner is gone (left, crashed, an odd count;
+// live: its guard finds the partner dead or silent) steps alone instead of waiting. What is sent:
+// the pair's local parameters in fp32 (with consensus_lr == outer_lr, the paper's setting), or the
+// anchor and the local parameters. The evaluated model is the first member's (there is no global
+// model). A live deployment does not welcome restarted workers back (no collective carries their
+// votes); scripted joins receive a member's anchor and momentum.
 #include "trainer/algorithms/gossip.h"
 
 #include <cmath>
@@ -107,11 +107,15 @@ class Gossip final : public RoundAlgorithm {
       if (both_) ToHost(anchor_, w_.buffer.data() + n_);
       const int tag = w_.roster->Tag(core::tags::kGossip, re);
       const size_t bytes = w_.buffer.size() * sizeof(float);
+      // Live, through a guard over the pair: a partner that dies, or that counts this worker gone
+      // and never sends, ends the wait (deploy.collective_timeout_s at most) instead of hanging it.
+      const auto guard = w_.roster->Guard({std::min(w_.rank, partner), std::max(w_.rank, partner)});
+      core::Transport& via = guard ? *guard : w_.t;
       core::Status s = w_.Timed(WorkerContext::Spent::kCommunicating, [&] {
-        NARROWS_RETURN_IF_ERROR(w_.t.Send(partner, tag, w_.buffer.data(), bytes));
-        return w_.t.Recv(partner, tag, theirs_.data(), bytes);
+        NARROWS_RETURN_IF_ERROR(via.Send(partner, tag, w_.buffer.data(), bytes));
+        return via.Recv(partner, tag, theirs_.data(), bytes);
       });
-      if (s.code() == core::StatusCode::kPeerUnavailable) {
+      if (s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout) {
         records_.Event({{"type", "gossip_alone"}, {"step", re}, {"worker", w_.rank}, {"partner", partner},
                         {"reason", s.message()}});
         partner = -1;
