@@ -68,21 +68,14 @@ struct BinQuantiser {
     }
     const int64_t code_bytes = (k * bits + 7) / 8;
     std::fill(out, out + code_bytes, uint8_t{0});
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t at = j * bits;
-      out[at / 8] = static_cast<uint8_t>(out[at / 8] | (codes[static_cast<size_t>(j)] << (at % 8)));
-    }
+    for (int64_t j = 0; j < k; ++j) PutBits(out, j * bits, static_cast<uint32_t>(codes[static_cast<size_t>(j)]), bits);
   }
   void Decode(const uint8_t* in, int64_t k, std::vector<float>* v) const {
     const float shift = Get<float>(in);
     std::vector<float> means(static_cast<size_t>(Bins()));
     for (auto& m : means) m = Get<float>(in);
     v->resize(static_cast<size_t>(k));
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t at = j * bits;
-      const int code = (in[at / 8] >> (at % 8)) & static_cast<int>(Bins() - 1);
-      (*v)[static_cast<size_t>(j)] = means[static_cast<size_t>(code)] + shift;
-    }
+    for (int64_t j = 0; j < k; ++j) (*v)[static_cast<size_t>(j)] = means[GetBits(in, j * bits, bits)] + shift;
   }
 };
 
@@ -117,12 +110,7 @@ class TopK final : public CodecKernel {
       const std::vector<uint32_t> idx = Largest(in + begin, len, k);
       const int64_t index_bytes = (k * index_bits_ + 7) / 8;
       std::fill(out, out + index_bytes, uint8_t{0});
-      for (int64_t j = 0; j < k; ++j) {
-        for (int bit = 0; bit < index_bits_; ++bit) {
-          const int64_t at = j * index_bits_ + bit;
-          if ((idx[static_cast<size_t>(j)] >> bit) & 1u) out[at / 8] = static_cast<uint8_t>(out[at / 8] | (1u << (at % 8)));
-        }
-      }
+      for (int64_t j = 0; j < k; ++j) PutBits(out, j * index_bits_, idx[static_cast<size_t>(j)], index_bits_);
       out += index_bytes;
       if (Quantised()) {
         std::vector<float> kept;
@@ -153,11 +141,7 @@ class TopK final : public CodecKernel {
       std::vector<float> kept;
       if (Quantised()) quantiser_.Decode(values, k, &kept);
       for (int64_t j = 0; j < k; ++j) {
-        uint32_t i = 0;
-        for (int bit = 0; bit < index_bits_; ++bit) {
-          const int64_t at = j * index_bits_ + bit;
-          i |= static_cast<uint32_t>((indices[at / 8] >> (at % 8)) & 1u) << bit;
-        }
+        const uint32_t i = GetBits(indices, j * index_bits_, index_bits_);
         const float v = Quantised() ? kept[static_cast<size_t>(j)] : Get<float>(values);
         if (i < len) out[begin + i] = v;  // a corrupt index is dropped
       }

@@ -35,6 +35,19 @@ inline void PutNibble(uint8_t* values, int64_t i, uint8_t nib) {
 }
 inline int GetNibble(const uint8_t* values, int64_t i) { return (values[i / 2] >> (4 * (i % 2))) & 0xf; }
 
+// The low `bits` bits of `value` at bit `at` of a bit string, least significant bit first (the
+// string's bytes zeroed beforehand); and read back.
+inline void PutBits(uint8_t* out, int64_t at, uint32_t value, int bits) {
+  for (int b = 0; b < bits; ++b, ++at) {
+    if ((value >> b) & 1u) out[at / 8] = static_cast<uint8_t>(out[at / 8] | (1u << (at % 8)));
+  }
+}
+inline uint32_t GetBits(const uint8_t* in, int64_t at, int bits) {
+  uint32_t value = 0;
+  for (int b = 0; b < bits; ++b, ++at) value |= static_cast<uint32_t>((in[at / 8] >> (at % 8)) & 1u) << b;
+  return value;
+}
+
 template <typename T>
 inline void Put(uint8_t*& out, T v) {
   std::memcpy(out, &v, sizeof(T));
