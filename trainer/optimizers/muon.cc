@@ -22,18 +22,18 @@ Muon::Muon(Gpt& model, const core::TrainSpec& train, MuonOptions options)
   const GroupScales& hidden = model.scales().group(ParamGroupKind::kHidden);
   lr_scale_ = hidden.lr;
   weight_decay_ = train.weight_decay * hidden.weight_decay;
-  for (size_t i = 0; i < model.slices().size(); ++i) {
-    const ParamSlice& s = model.slices()[i];
-    const torch::Tensor& p = model.parameters()[i];
-    if (s.group == ParamGroupKind::kHidden && p.dim() == 2) matrices_.push_back({s.offset, p.size(0), p.size(1)});
-  }
-  // AdamW over the rest: every group but the hidden one, and any hidden slice that is not a matrix.
+  // Muon on the hidden matrices; AdamW over the rest: every group but the hidden one, and any
+  // hidden slice that is not a matrix.
   std::vector<AdamWGroup> rest;
   for (size_t i = 0; i < model.slices().size(); ++i) {
     const ParamSlice& s = model.slices()[i];
-    if (s.group == ParamGroupKind::kHidden && model.parameters()[i].dim() == 2) continue;
-    const GroupScales& g = model.scales().group(s.group);
-    rest.push_back({s.offset, s.numel, g.lr, train.weight_decay * g.weight_decay, train.eps * g.eps});
+    const torch::Tensor& p = model.parameters()[i];
+    if (s.group == ParamGroupKind::kHidden && p.dim() == 2) {
+      matrices_.push_back({s.offset, p.size(0), p.size(1)});
+    } else {
+      const GroupScales& g = model.scales().group(s.group);
+      rest.push_back({s.offset, s.numel, g.lr, train.weight_decay * g.weight_decay, train.eps * g.eps});
+    }
   }
   adamw_ = std::make_unique<FlatAdamW>(params_, grads_, std::move(rest), train.beta1, train.beta2);
 }
