@@ -22,7 +22,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
   // one machine caching a warm start) each rename a complete file into place.
   static std::atomic<uint64_t> serial{0};
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Status::IoError(tmp + ": " + std::strerror(errno));
   // On any failure (a full disk, a file-size limit) the partial temporary goes and `path` keeps
   // what it held.
@@ -42,15 +42,10 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
     written += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0) return fail("cannot flush");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IoError(path + ": cannot close the new file (" + std::strerror(errno) + "); the previous file is kept");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const Status s = Status::IoError(path + ": rename failed: " + std::strerror(errno));
-    ::unlink(tmp.c_str());
-    return s;
-  }
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) return fail("cannot close the new file");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename the new file into place");
   return Status::Ok();
 }
 
