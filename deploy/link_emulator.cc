@@ -49,9 +49,8 @@ struct LinkEmulator::Impl {
   std::uniform_real_distribution<double> uniform{0.0, 1.0};
   Clock::time_point start = Clock::now();
   std::thread thread;
-  mutable std::mutex mu;  // guards stats and unroutable
+  mutable std::mutex mu;  // guards stats
   std::vector<LinkStats> stats;
-  int64_t unroutable = 0;
   double cpu_s = 0.0;  // the loop thread's CPU time, once it stopped
 
   double Now() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -74,11 +73,7 @@ struct LinkEmulator::Impl {
       const int64_t host = static_cast<int64_t>(ntohl(address)) - static_cast<int64_t>(o.subnet) - 1;
       if (host >= 0 && host < o.workers && host != src) dst = static_cast<int>(host);
     }
-    if (dst < 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      ++unroutable;
-      return;
-    }
+    if (dst < 0) return;  // not IPv4, or not to another worker (IPv6 neighbour discovery, ...)
     auto packet = std::make_shared<Packet>();
     packet->bytes.assign(p, p + n);
     packet->dst = dst;
@@ -121,8 +116,6 @@ struct LinkEmulator::Impl {
     st.bytes += static_cast<int64_t>(size);
     st.queue_delay_sum_s += begin - t;
     st.queue_delay_max_s = std::max(st.queue_delay_max_s, begin - t);
-    if (st.first_s < 0) st.first_s = l.free_at;
-    st.last_s = l.free_at;
     ++packet->hop;
     events.push({l.free_at + l.link.latency_s, order++, std::move(packet)});
     Arm();
@@ -215,9 +208,5 @@ std::vector<LinkStats> LinkEmulator::Stats() const {
 
 double LinkEmulator::cpu_s() const { return impl_->thread.joinable() ? 0.0 : impl_->cpu_s; }
 
-int64_t LinkEmulator::unroutable() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->unroutable;
-}
 
 }  // namespace narrows::deploy

@@ -49,7 +49,10 @@ struct LinkStats {
   int64_t packets = 0, bytes = 0;          // forwarded
   int64_t dropped_loss = 0, dropped_queue = 0, dropped_down = 0;
   double queue_delay_sum_s = 0.0, queue_delay_max_s = 0.0;  // waiting for the link, per forwarded packet
-  double first_s = -1.0, last_s = -1.0;    // when its first and last forwarded packet finished sending
+
+  // Bits per second forwarded over `seconds`, and the mean wait for the link.
+  double MeanBps(double seconds) const { return seconds > 0 ? 8.0 * static_cast<double>(bytes) / seconds : 0.0; }
+  double MeanQueueDelayS() const { return packets > 0 ? queue_delay_sum_s / static_cast<double>(packets) : 0.0; }
 };
 
 class LinkEmulator {
@@ -61,8 +64,6 @@ class LinkEmulator {
   void Start();
   void Stop();
   std::vector<LinkStats> Stats() const;
-  // Packets read that no route takes (not IPv4, or to an address outside the workers).
-  int64_t unroutable() const;
   // CPU seconds the forwarding loop used, after Stop (the share of the machine it took from the
   // processes it connects).
   double cpu_s() const;

@@ -432,7 +432,9 @@ Status Reap(std::vector<pid_t> pids) {
 // Each entry's measured wall-clock time through the emulated network beside the planner's
 // prediction for the same network in virtual time (compute as the scenario models it).
 void PrintBesidePrediction(const core::Scenario& sc, const std::string& run_dir) {
-  auto plan = MakePlan(sc, {});
+  PlanOptions o;
+  o.bandwidths = false;  // the times alone
+  auto plan = MakePlan(sc, o);
   std::ifstream in(run_dir + "/summary.json");
   nlohmann::json summary;
   try {
@@ -482,14 +484,9 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   auto pids = SpawnWorkers(lo, key, net->get());
   if (!pids.ok()) return pids.status();
   const Status reaped = Reap(std::move(*pids));
-  (*net)->emulator->Stop();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
-                         (*net)->started_s;
-  const auto stats = (*net)->emulator->Stats();
-  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/links.json", LinkStatsJson(stats, seconds).dump(1) + "\n"));
-  if (!lo.quiet) std::printf("the emulated links over %.1f s (%s/links.json):\n%s", seconds, run_dir.c_str(), LinkTable(stats, seconds).c_str());
-  std::printf("the link emulator's forwarding took %.2f s of CPU over %.1f s (%.1f%% of one core)\n",
-              (*net)->emulator->cpu_s(), seconds, 100.0 * (*net)->emulator->cpu_s() / seconds);
+  const EmulatedNetwork::Report report = (*net)->Stop();
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/links.json", report.Json().dump(1) + "\n"));
+  if (!lo.quiet) std::printf("the emulated links (%s/links.json):\n%s", run_dir.c_str(), report.Table().c_str());
   NARROWS_RETURN_IF_ERROR(reaped);
   PrintBesidePrediction(sc, run_dir);
   return Status::Ok();

@@ -86,36 +86,40 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
   return net;
 }
 
-nlohmann::json LinkStatsJson(const std::vector<deploy::LinkStats>& stats, double seconds) {
-  nlohmann::json links = nlohmann::json::array();
-  for (const auto& s : stats) {
-    links.push_back({{"link", s.name},
-                     {"packets", s.packets},
-                     {"bytes", s.bytes},
-                     {"mean_bps", seconds > 0 ? 8.0 * static_cast<double>(s.bytes) / seconds : 0.0},
-                     {"dropped_loss", s.dropped_loss},
-                     {"dropped_queue", s.dropped_queue},
-                     {"dropped_down", s.dropped_down},
-                     {"queue_delay_mean_s", s.packets > 0 ? s.queue_delay_sum_s / static_cast<double>(s.packets) : 0.0},
-                     {"queue_delay_max_s", s.queue_delay_max_s}});
-  }
-  return {{"seconds", seconds}, {"links", links}};
+EmulatedNetwork::Report EmulatedNetwork::Stop() {
+  emulator->Stop();
+  return {emulator->Stats(), SteadySeconds() - started_s, emulator->cpu_s()};
 }
 
-std::string LinkTable(const std::vector<deploy::LinkStats>& stats, double seconds) {
-  std::vector<deploy::LinkStats> sorted = stats;
+nlohmann::json EmulatedNetwork::Report::Json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : links) {
+    out.push_back({{"link", s.name},
+                   {"packets", s.packets},
+                   {"bytes", s.bytes},
+                   {"mean_bps", s.MeanBps(seconds)},
+                   {"dropped_loss", s.dropped_loss},
+                   {"dropped_queue", s.dropped_queue},
+                   {"dropped_down", s.dropped_down},
+                   {"queue_delay_mean_s", s.MeanQueueDelayS()},
+                   {"queue_delay_max_s", s.queue_delay_max_s}});
+  }
+  return {{"seconds", seconds}, {"cpu_s", cpu_s}, {"links", out}};
+}
+
+std::string EmulatedNetwork::Report::Table() const {
+  std::vector<deploy::LinkStats> sorted = links;
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   std::string out = Line("%-12s %12s %10s %10s %9s %9s %9s %12s %12s\n", "link", "bytes", "packets", "mean",
-                           "lost", "queue-full", "down", "queue mean", "queue max");
+                         "lost", "queue-full", "down", "queue mean", "queue max");
   for (const auto& s : sorted) {
     out += Line("%-12s %12lld %10lld %7.1f Mb %9lld %9lld %9lld %9.2f ms %9.2f ms\n", s.name.c_str(),
-                  static_cast<long long>(s.bytes), static_cast<long long>(s.packets),
-                  seconds > 0 ? 8.0 * static_cast<double>(s.bytes) / seconds / 1e6 : 0.0,
-                  static_cast<long long>(s.dropped_loss), static_cast<long long>(s.dropped_queue),
-                  static_cast<long long>(s.dropped_down),
-                  s.packets > 0 ? 1e3 * s.queue_delay_sum_s / static_cast<double>(s.packets) : 0.0,
-                  1e3 * s.queue_delay_max_s);
+                static_cast<long long>(s.bytes), static_cast<long long>(s.packets), s.MeanBps(seconds) / 1e6,
+                static_cast<long long>(s.dropped_loss), static_cast<long long>(s.dropped_queue),
+                static_cast<long long>(s.dropped_down), 1e3 * s.MeanQueueDelayS(), 1e3 * s.queue_delay_max_s);
   }
+  out += Line("forwarding took %.2f s of CPU over %.1f s (%.1f%% of one core)\n", cpu_s, seconds,
+              seconds > 0 ? 100.0 * cpu_s / seconds : 0.0);
   return out;
 }
 
@@ -148,15 +152,11 @@ core::Status LinkEmuCommand(const core::Scenario& sc, const LinkEmuOptions& opti
     int signal = 0;
     sigwait(&stop, &signal);
   }
-  const double seconds = SteadySeconds() - (*net)->started_s;
-  (*net)->emulator->Stop();
-  const auto stats = (*net)->emulator->Stats();
-  std::printf("%s", LinkTable(stats, seconds).c_str());
-  std::printf("forwarding took %.2f s of CPU (%.1f%% of one core)\n", (*net)->emulator->cpu_s(),
-              100.0 * (*net)->emulator->cpu_s() / seconds);
+  const EmulatedNetwork::Report report = (*net)->Stop();
+  std::printf("%s", report.Table().c_str());
   if (!options.stats_file.empty()) {
     std::ofstream out(options.stats_file);
-    out << LinkStatsJson(stats, seconds).dump(1) << "\n";
+    out << report.Json().dump(1) << "\n";
     if (!out) return core::Status::IoError(options.stats_file + ": cannot write the links' statistics");
   }
   return core::Status::Ok();

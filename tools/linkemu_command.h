@@ -24,6 +24,15 @@ struct EmulatedNetwork {
   double started_s = 0.0;              // steady clock, for the statistics' span
   static uint32_t Address(int worker);
   ~EmulatedNetwork();
+
+  // What the links did from the start until Stop, and the forwarding loop's CPU time.
+  struct Report {
+    std::vector<deploy::LinkStats> links;
+    double seconds = 0.0, cpu_s = 0.0;
+    std::string Table() const;   // printable, the busiest link first, then the CPU line
+    nlohmann::json Json() const;  // links.json
+  };
+  Report Stop();
 };
 
 // Makes and starts it; with `publish_prefix`, each namespace is also PREFIX-W for `ip netns exec`;
@@ -32,10 +41,6 @@ struct EmulatedNetwork {
 core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& scenario,
                                                                     const std::string& publish_prefix = "",
                                                                     const std::string& tcp = "");
-
-// Per-link statistics as printed (the busiest first) and as JSON (links.json), over `seconds`.
-std::string LinkTable(const std::vector<deploy::LinkStats>& stats, double seconds);
-nlohmann::json LinkStatsJson(const std::vector<deploy::LinkStats>& stats, double seconds);
 
 struct LinkEmuOptions {
   double seconds = 0.0;    // 0: until SIGINT or SIGTERM
