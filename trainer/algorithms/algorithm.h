@@ -99,6 +99,10 @@ void SaveResiduals(const std::string& prefix, const core::EncodingResiduals& r, 
 // Reads them back from state[*at], state[*at + 1] (advancing *at); InvalidArgument if they are not there.
 core::Status RestoreResiduals(const std::string& prefix, const RoundAlgorithm::OwnState& state, size_t* at,
                               core::EncodingResiduals* r);
+// Copies state[*at], which must be named `name` and hold into->numel() values, into `*into`
+// (advancing *at).
+core::Status RestoreOwnTensor(const std::string& name, const RoundAlgorithm::OwnState& state, size_t* at,
+                              torch::Tensor* into);
 
 // The algorithm named by the entry (x.algo.algorithm, a registered plug-in), for worker `w`.
 std::unique_ptr<Algorithm> MakeAlgorithm(WorkerContext& w);

@@ -103,17 +103,42 @@ void SaveResiduals(const std::string& prefix, const core::EncodingResiduals& r, 
   out->emplace_back(prefix + ".owned", tensor(r.owned));
 }
 
+namespace {
+
+// state[*at] if it is named `name`; InvalidArgument naming what was found otherwise.
+core::Result<const torch::Tensor*> OwnTensorAt(const std::string& name, const RoundAlgorithm::OwnState& state, size_t at) {
+  if (at >= state.size() || state[at].first != name) {
+    return core::Status::InvalidArgument("checkpoint: expected " + name + ", found " +
+                                         (at < state.size() ? state[at].first : std::string("nothing")));
+  }
+  return &state[at].second;
+}
+
+}  // namespace
+
 core::Status RestoreResiduals(const std::string& prefix, const RoundAlgorithm::OwnState& state, size_t* at,
                               core::EncodingResiduals* r) {
   for (auto [suffix, into] : {std::pair{".sent", &r->sent}, std::pair{".owned", &r->owned}}) {
-    if (*at >= state.size() || state[*at].first != prefix + suffix) {
-      return core::Status::InvalidArgument("checkpoint: expected " + prefix + suffix + ", found " +
-                                           (*at < state.size() ? state[*at].first : std::string("nothing")));
-    }
-    const torch::Tensor t = state[*at].second.to(torch::kCPU).contiguous();
+    auto found = OwnTensorAt(prefix + suffix, state, *at);
+    if (!found.ok()) return found.status();
+    const torch::Tensor t = (*found)->to(torch::kCPU).contiguous();
     into->assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
     ++*at;
   }
+  return core::Status::Ok();
+}
+
+core::Status RestoreOwnTensor(const std::string& name, const RoundAlgorithm::OwnState& state, size_t* at,
+                              torch::Tensor* into) {
+  auto found = OwnTensorAt(name, state, *at);
+  if (!found.ok()) return found.status();
+  if ((*found)->numel() != into->numel()) {
+    return core::Status::InvalidArgument("checkpoint: " + name + " has " + std::to_string((*found)->numel()) +
+                                         " values, this run's " + std::to_string(into->numel()));
+  }
+  torch::NoGradGuard no_grad;
+  into->copy_((*found)->to(into->device()));
+  ++*at;
   return core::Status::Ok();
 }
 

@@ -196,14 +196,7 @@ class StreamingDiloco final : public RoundAlgorithm {
     for (size_t f = 0; f < state_.size(); ++f) {
       const std::string p = "fragment" + std::to_string(f) + ".";
       NARROWS_RETURN_IF_ERROR(RestoreResiduals(p + "residuals", state, &at, &state_[f].residuals));
-      if (o_.eager) {
-        if (at >= state.size() || state[at].first != p + "eager_own" ||
-            state[at].second.numel() != state_[f].eager_own.numel()) {
-          return core::Status::InvalidArgument("checkpoint: expected " + p + "eager_own of " +
-                                               std::to_string(state_[f].eager_own.numel()) + " values");
-        }
-        state_[f].eager_own.copy_(state[at++].second);
-      }
+      if (o_.eager) NARROWS_RETURN_IF_ERROR(RestoreOwnTensor(p + "eager_own", state, &at, &state_[f].eager_own));
     }
     return at == state.size() ? core::Status::Ok()
                               : core::Status::InvalidArgument("checkpoint: unexpected state " + state[at].first);
