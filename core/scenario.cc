@@ -48,6 +48,7 @@ using internal::Section;
 // file; a glob must match at least one file; anything else must exist.
 std::string MissingDataPath(const std::string& path, DataFormat format) {
   if (format == DataFormat::kAusten || (format == DataFormat::kAuto && path == "austen")) return "";
+  if (format == DataFormat::kMulti || (format == DataFormat::kAuto && path == "multi")) return "";
   if (path.empty()) return "expected a file, a folder or a glob, got an empty path";
   if (path.find_first_of("*?[") != std::string::npos) {
     glob_t g{};
@@ -227,6 +228,7 @@ void ReadData(Section d, Scenario& sc) {
   data.format = d.Enum<DataFormat>("format", DataFormat::kAuto,
                                    {{"auto", DataFormat::kAuto},
                                     {"austen", DataFormat::kAusten},
+                                    {"multi", DataFormat::kMulti},
                                     {"text", DataFormat::kText},
                                     {"shards", DataFormat::kShards}});
   data.val_path = d.String("val_path", "");
@@ -236,7 +238,11 @@ void ReadData(Section d, Scenario& sc) {
   data.vocab_size = d.Int("vocab_size", shards ? 50257 : 256, 2, 65536);
   data.val_fraction = d.Double("val_fraction", 0.05, 0.0, 0.5, Bound::kExclusive);
   data.sampling = d.Enum<Sampling>("sampling", Sampling::kIid,
-                                   {{"iid", Sampling::kIid}, {"non-iid", Sampling::kNonIid}});
+                                   {{"iid", Sampling::kIid},
+                                    {"non-iid", Sampling::kNonIid},
+                                    {"by-domain", Sampling::kByDomain}});
+  data.domain_tokens = d.Int("domain_tokens", 0, 0);
+  data.domain_mix = d.Double("domain_mix", 0.1, 0.0, 1.0);
   // Refused here rather than minutes later when the run loads the data (paths are relative to
   // the working directory, as the loader reads them).
   if (const std::string why = MissingDataPath(data.path, data.format); !why.empty()) d.ErrorAt("path", why);

@@ -21,8 +21,8 @@ namespace narrows::core {
 
 enum class Positions { kLearned, kRope };
 enum class Parameterization { kStandard, kCompleteP };
-enum class DataFormat { kAuto, kAusten, kText, kShards };
-enum class Sampling { kIid, kNonIid };
+enum class DataFormat { kAuto, kAusten, kMulti, kText, kShards };
+enum class Sampling { kIid, kNonIid, kByDomain };
 enum class LrSchedule { kCosine, kConstant };
 
 struct ModelSpec {
@@ -43,12 +43,19 @@ struct ModelSpec {
 };
 
 struct DataSpec {
-  std::string path = "austen";  // "austen", a text file, a folder, a .bin shard, or a glob of shards
+  // "austen", "multi" (the multi-domain corpus tools/setup builds), a text file, a folder (a folder
+  // of folders: a domain per folder), a .bin shard, or a glob of shards
+  std::string path = "austen";
   DataFormat format = DataFormat::kAuto;
   std::string val_path;          // optional separate validation shards/text
   int64_t vocab_size = 256;      // for shards; text is always bytes (256)
   double val_fraction = 0.05;    // when no val_path: every 1/val_fraction-th block is held out
   Sampling sampling = Sampling::kIid;
+  // At most this many tokens of each domain, its first (0: all of them): an equal-sized mixture.
+  int64_t domain_tokens = 0;
+  // by-domain sampling: the share of a worker's sequences drawn from the whole corpus rather than
+  // from its own domain.
+  double domain_mix = 0.1;
 };
 
 struct TrainSpec {

@@ -179,6 +179,57 @@ json SummaryTable(const Run& run) {
                rows);
 }
 
+// Each entry's final validation loss per domain of a multi-domain corpus (null where there is none).
+json DomainTable(const Run& run) {
+  std::vector<std::string> domains;
+  for (const auto& e : run.entries) {
+    const json by = e.summary.value("final_val_loss_by_domain", json::object());
+    for (const auto& [name, loss] : by.items()) {
+      if (std::find(domains.begin(), domains.end(), name) == domains.end()) domains.push_back(name);
+    }
+  }
+  if (domains.empty()) return nullptr;
+  json rows = json::array();
+  for (const auto& e : run.entries) {
+    const json by = e.summary.value("final_val_loss_by_domain", json::object());
+    json row = json::array({e.summary.value("name", ""), Printf("%.4f", Num(e.summary, "final_val_loss"))});
+    for (const auto& d : domains) row.push_back(by.contains(d) && by[d].is_number() ? Printf("%.4f", by[d].get<double>()) : "-");
+    rows.push_back(row);
+  }
+  std::vector<std::string> columns = {"entry", "overall (mean over domains)"};
+  columns.insert(columns.end(), domains.begin(), domains.end());
+  return Table("Final validation loss per domain (nats per token; every domain scored on an equal share of the "
+               "validation windows)",
+               columns, rows);
+}
+
+// DiPaCo's routing against the corpus's domains: per domain, the share of its training tokens and
+// of its validation windows that went to each path (null without a routing event by domain).
+json RoutingTable(const Entry& e) {
+  for (const auto& ev : e.events) {
+    if (ev.value("type", "") != "routing" || !ev.contains("by_domain")) continue;
+    const json& by = ev["by_domain"];
+    const auto paths = ev.value("paths", 0);
+    json rows = json::array();
+    auto add = [&](const json& names, const json& counts, const std::string& what) {
+      for (size_t d = 0; d < names.size() && d < counts.size(); ++d) {
+        double total = 0.0;
+        for (const auto& c : counts[d]) total += c.get<double>();
+        json row = json::array({names[d], what});
+        for (const auto& c : counts[d]) row.push_back(total > 0 ? Printf("%.0f%%", 100.0 * c.get<double>() / total) : "-");
+        rows.push_back(row);
+      }
+    };
+    add(by.value("domains", json::array()), by.value("train_tokens", json::array()), "training tokens");
+    add(by.value("val_domains", json::array()), by.value("val_windows", json::array()), "validation windows");
+    std::vector<std::string> columns = {"domain", "share of its"};
+    for (int p = 0; p < paths; ++p) columns.push_back("path " + std::to_string(p));
+    return Table("Routing of " + e.summary.value("name", std::string()) + " by domain (each row sums to 100%)", columns,
+                 rows);
+  }
+  return nullptr;
+}
+
 // Per worker, what it did between consecutive metrics lines, from the cumulative compute,
 // communication and absence times: compute, then communication, then absent, then idle (the rest),
 // each interval laid out in that order; merged where a state continues. Events are markers.
@@ -266,6 +317,10 @@ json RunSection(const Run& run, int index) {
   blocks.push_back(Text(run.dir + " — " + (run.clock == "wall" ? "deployment, measured time" : "emulated, virtual time")));
   blocks.push_back(SummaryTable(run));
   if (run.tuning.is_object()) blocks.push_back(TuningTable(run.tuning));
+  if (json t = DomainTable(run); !t.is_null()) blocks.push_back(std::move(t));
+  for (const auto& e : run.entries) {
+    if (json t = RoutingTable(e); !t.is_null()) blocks.push_back(std::move(t));
+  }
   for (size_t i = 0; i < run.entries.size(); ++i) {
     blocks.push_back(Timeline(run, run.entries[i], "timeline-" + std::to_string(index) + "-" + std::to_string(i)));
   }

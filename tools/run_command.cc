@@ -50,6 +50,11 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
                       {"compute_utilization", r.compute_utilization},
                       {"host_time_s", host_s},
                       {"host_compute_s", r.host_compute_s}};
+  if (!r.final_val_loss_by_domain.empty()) {
+    nlohmann::json by_domain = nlohmann::json::object();
+    for (const auto& [name, loss] : r.final_val_loss_by_domain) by_domain[name] = loss;
+    j["final_val_loss_by_domain"] = by_domain;
+  }
   if (r.host_step_s > 0) {
     j["host_step_s"] = {{"median", r.host_step_s}, {"p10", r.host_step_s_p10}, {"p90", r.host_step_s_p90},
                         {"flops", r.step_flops}};
@@ -310,9 +315,25 @@ void PrintComparison(const nlohmann::json& summary) {
   PrintHost(summary);
 }
 
+namespace {
+
+// The corpus's domains and their sizes, on one line.
+void PrintDomains(const trainer::Dataset& data, std::FILE* out) {
+  std::fprintf(out, "data: %.1fM tokens in %zu domains:", static_cast<double>(data.corpus.num_tokens()) / 1e6,
+               data.corpus.domains().size());
+  for (const auto& d : trainer::DomainSizes(data)) {
+    std::fprintf(out, " %s %.2fM (%.2fM validation)", d.name.c_str(), static_cast<double>(d.tokens) / 1e6,
+                 static_cast<double>(d.val_tokens) / 1e6);
+  }
+  std::fprintf(out, "\n");
+}
+
+}  // namespace
+
 core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptions& options) {
   auto data = trainer::LoadDataset(sc, options.data_root);
   if (!data.ok()) return data.status();
+  if (options.progress != nullptr && (*data)->corpus.domains().size() > 1) PrintDomains(**data, options.progress);
   const std::vector<core::AlgorithmSpec> entries = Entries(sc);
   std::vector<std::unique_ptr<trainer::Experiment>> experiments;
   for (const auto& entry : entries) {

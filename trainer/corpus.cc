@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -172,6 +173,47 @@ Status AddShard(const std::string& path, int64_t vocab_size, Corpus* corpus) {
   return Status::Ok();
 }
 
+// Byte-level tokens of one text file, as a segment of the current domain.
+Status AddTextFile(const std::string& file, Corpus* corpus) {
+  auto text = ReadFile(file);
+  if (!text.ok()) return text.status();
+  std::vector<uint16_t> tokens(text->size());
+  for (size_t i = 0; i < text->size(); ++i) tokens[i] = static_cast<unsigned char>((*text)[i]);
+  if (!tokens.empty()) corpus->AddSegment(std::move(tokens), file);
+  return Status::Ok();
+}
+
+// Every text file under `dir`, in path order. Where some lie in sub-folders, each sub-folder is a
+// domain (named after it) and the files directly in `dir` are one more, named after `dir`.
+Status AddTextFolder(const std::string& dir, Corpus* corpus) {
+  const std::vector<std::string> files = FilesUnder(dir);
+  const bool by_folder = std::any_of(files.begin(), files.end(), [&](const std::string& f) {
+    return fs::path(f).lexically_relative(dir).has_parent_path();
+  });
+  for (const auto& f : files) {
+    if (by_folder) {
+      const fs::path rel = fs::path(f).lexically_relative(dir);
+      corpus->BeginDomain(rel.has_parent_path() ? rel.begin()->string() : fs::path(dir).filename().string());
+    }
+    NARROWS_RETURN_IF_ERROR(AddTextFile(f, corpus));
+  }
+  return Status::Ok();
+}
+
+Result<Corpus> LoadAusten(const std::string& data_root) {
+  const std::string rdb_path = data_root + "/" + kAustenRdb;
+  auto bytes = ReadFile(rdb_path);
+  if (!bytes.ok()) return Status::NotFound(rdb_path + ": the Austen corpus is missing; run tools/setup");
+  auto text = DecodeRdataText(*bytes, rdb_path);
+  if (!text.ok()) return text.status();
+  Corpus corpus;
+  corpus.BeginDomain("austen");
+  std::vector<uint16_t> tokens(text->size());
+  for (size_t i = 0; i < text->size(); ++i) tokens[i] = static_cast<unsigned char>((*text)[i]);
+  corpus.AddSegment(std::move(tokens), "austen");
+  return corpus;
+}
+
 }  // namespace
 
 Corpus Corpus::FromText(std::string text, std::string source) {
@@ -184,13 +226,44 @@ Corpus Corpus::FromText(std::string text, std::string source) {
 
 void Corpus::AddSegment(std::vector<uint16_t> tokens, std::string source) {
   auto owned = std::make_shared<std::vector<uint16_t>>(std::move(tokens));
-  segments_.push_back({owned->data(), static_cast<int64_t>(owned->size()), std::move(source)});
+  segments_.push_back({owned->data(), static_cast<int64_t>(owned->size()), std::move(source), current_domain_});
   storage_.push_back(owned);
+}
+
+void Corpus::BeginDomain(const std::string& name) {
+  if (!named_domain_ && segments_.empty()) {
+    domains_[0] = name;
+    named_domain_ = true;
+    return;
+  }
+  named_domain_ = true;
+  const auto it = std::find(domains_.begin(), domains_.end(), name);
+  current_domain_ = static_cast<int>(it - domains_.begin());
+  if (it == domains_.end()) domains_.push_back(name);
+}
+
+int64_t Corpus::DomainTokens(int domain) const {
+  int64_t n = 0;
+  for (const auto& s : segments_) n += s.domain == domain ? s.size : 0;
+  return n;
+}
+
+void Corpus::CapDomains(int64_t max_tokens) {
+  if (max_tokens <= 0) return;
+  std::vector<int64_t> kept(domains_.size(), 0);
+  std::vector<TokenSegment> out;
+  for (auto& s : segments_) {
+    int64_t& k = kept[static_cast<size_t>(s.domain)];
+    s.size = std::min(s.size, max_tokens - k);
+    k += s.size;
+    if (s.size > 0) out.push_back(std::move(s));
+  }
+  segments_ = std::move(out);
 }
 
 void Corpus::AddMapped(std::shared_ptr<void> mapping, const uint16_t* data, int64_t size,
                        std::string source) {
-  segments_.push_back({data, size, std::move(source)});
+  segments_.push_back({data, size, std::move(source), current_domain_});
   storage_.push_back(std::move(mapping));
 }
 
@@ -222,6 +295,7 @@ CorpusSplit SplitCorpus(const Corpus& corpus, double val_fraction, int64_t min_s
   int64_t block_index = 0;
   const auto& segments = corpus.segments();
   for (int s = 0; s < static_cast<int>(segments.size()); ++s) {
+    if (s > 0 && segments[s].domain != segments[s - 1].domain) block_index = 0;  // each domain its own share
     const int64_t size = segments[s].size;
     for (int64_t start = 0; start < size; start += split.block_tokens, ++block_index) {
       const int64_t length = std::min(split.block_tokens, size - start);
@@ -235,12 +309,20 @@ CorpusSplit SplitCorpus(const Corpus& corpus, double val_fraction, int64_t min_s
       }
     }
   }
-  // A corpus shorter than k blocks gets its last block as validation.
-  if (split.val.empty() && !split.train.empty() && split.train.back().length > min_span) {
-    TokenSpan& last = split.train.back();
-    const int64_t take = std::max(min_span, last.length / k);
-    split.val.push_back({last.segment, last.start + last.length - take, take});
-    last.length -= take;
+  // A domain shorter than k blocks gets the end of its last training span as validation.
+  for (int d = 0; d < static_cast<int>(corpus.domains().size()); ++d) {
+    auto in_domain = [&](const TokenSpan& span) { return segments[static_cast<size_t>(span.segment)].domain == d; };
+    if (std::any_of(split.val.begin(), split.val.end(), in_domain)) continue;
+    const auto last = std::find_if(split.train.rbegin(), split.train.rend(), in_domain);
+    if (last == split.train.rend() || last->length <= min_span) continue;
+    const int64_t take = std::max(min_span, last->length / k);
+    const TokenSpan held{last->segment, last->start + last->length - take, take};
+    last->length -= take;
+    split.val.insert(std::upper_bound(split.val.begin(), split.val.end(), held,
+                                      [](const TokenSpan& a, const TokenSpan& b) {
+                                        return std::tie(a.segment, a.start) < std::tie(b.segment, b.start);
+                                      }),
+                     held);
   }
   auto too_short = [&](const TokenSpan& span) { return span.length < min_span; };
   split.train.erase(std::remove_if(split.train.begin(), split.train.end(), too_short), split.train.end());
@@ -306,6 +388,8 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
   if (format == core::DataFormat::kAuto) {
     if (path == "austen") {
       format = core::DataFormat::kAusten;
+    } else if (path == "multi") {
+      format = core::DataFormat::kMulti;
     } else if (is_glob || EndsWith(path, ".bin")) {
       format = core::DataFormat::kShards;
     } else if (fs::is_directory(path)) {
@@ -320,28 +404,32 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
 
   switch (format) {
     case core::DataFormat::kAusten: {
-      const std::string rdb_path = data_root + "/" + kAustenRdb;
-      auto bytes = ReadFile(rdb_path);
-      if (!bytes.ok()) {
-        return Status::NotFound(rdb_path + ": the Austen corpus is missing; run tools/setup");
+      auto corpus = LoadAusten(data_root);
+      if (corpus.ok()) corpus->CapDomains(data.domain_tokens);
+      return corpus;
+    }
+    case core::DataFormat::kMulti: {
+      const std::string dir = data_root + "/multi";
+      if (!fs::exists(dir + "/.complete")) {
+        return Status::NotFound(dir + ": the multi-domain corpus is missing; run tools/setup");
       }
-      auto text = DecodeRdataText(*bytes, rdb_path);
-      if (!text.ok()) return text.status();
-      return Corpus::FromText(std::move(text).value(), "austen");
+      auto austen = LoadAusten(data_root);
+      if (!austen.ok()) return austen.status();
+      Corpus corpus = std::move(austen).value();
+      NARROWS_RETURN_IF_ERROR(AddTextFolder(dir, &corpus));
+      corpus.CapDomains(data.domain_tokens);
+      return corpus;
     }
     case core::DataFormat::kText: {
       if (!fs::exists(path)) return Status::NotFound("data.path: '" + path + "' does not exist");
       Corpus corpus;
-      const std::vector<std::string> files =
-          fs::is_directory(path) ? FilesUnder(path) : std::vector<std::string>{path};
-      for (const auto& f : files) {
-        auto text = ReadFile(f);
-        if (!text.ok()) return text.status();
-        std::vector<uint16_t> tokens(text->size());
-        for (size_t i = 0; i < text->size(); ++i) tokens[i] = static_cast<unsigned char>((*text)[i]);
-        if (!tokens.empty()) corpus.AddSegment(std::move(tokens), f);
+      if (fs::is_directory(path)) {
+        NARROWS_RETURN_IF_ERROR(AddTextFolder(path, &corpus));
+      } else {
+        NARROWS_RETURN_IF_ERROR(AddTextFile(path, &corpus));
       }
       if (corpus.num_tokens() == 0) return Status::InvalidArgument("data.path: '" + path + "' holds no text");
+      corpus.CapDomains(data.domain_tokens);
       return corpus;
     }
     case core::DataFormat::kShards: {
@@ -364,6 +452,7 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
       corpus.set_byte_level(false);
       corpus.set_vocab_size(data.vocab_size);
       for (const auto& f : shard_files) NARROWS_RETURN_IF_ERROR(AddShard(f, data.vocab_size, &corpus));
+      corpus.CapDomains(data.domain_tokens);
       return corpus;
     }
     case core::DataFormat::kAuto: break;

@@ -1,7 +1,9 @@
 // Corpus: the token stream a run trains on, and its deterministic train/validation split.
 //
 // Sources: the Jane Austen novels from Debian's r-cran-janeaustenr (an R lazy-load database we
-// decode ourselves), any text file or folder of text files (byte-level tokens, vocab 256), and
+// decode ourselves), the multi-domain corpus tools/setup builds (Austen and a folder per domain),
+// any text file or folder of text files (byte-level tokens, vocab 256; a folder of folders is a
+// corpus with a domain per folder), and
 // pre-tokenised uint16 shards in the llm.c format (256 int32 header, magic 20240520) or the plain
 // nanoGPT format (headerless uint16). Shards are memory-mapped, so corpora larger than memory work.
 // A Corpus is immutable after loading and safe to read from many threads. Torch-free.
@@ -22,6 +24,7 @@ struct TokenSegment {
   const uint16_t* data = nullptr;
   int64_t size = 0;
   std::string source;  // file it came from
+  int domain = 0;      // index into Corpus::domains()
 };
 
 // A [start, start+length) range of one segment.
@@ -43,6 +46,14 @@ class Corpus {
   void AddSegment(std::vector<uint16_t> tokens, std::string source);
   // Adds a memory-mapped region as a segment; `mapping` keeps it alive.
   void AddMapped(std::shared_ptr<void> mapping, const uint16_t* data, int64_t size, std::string source);
+  // Segments added from now on belong to the domain `name` (made on first use). A corpus that
+  // never names one is a single domain, "all".
+  void BeginDomain(const std::string& name);
+  // The domains' names, at least one; a segment's `domain` indexes them.
+  const std::vector<std::string>& domains() const { return domains_; }
+  int64_t DomainTokens(int domain) const;
+  // Keeps the first `max_tokens` tokens of every domain (its segments in order); 0 keeps all.
+  void CapDomains(int64_t max_tokens);
 
   const std::vector<TokenSegment>& segments() const { return segments_; }
   int64_t num_tokens() const;
@@ -57,12 +68,15 @@ class Corpus {
  private:
   std::vector<TokenSegment> segments_;
   std::vector<std::shared_ptr<void>> storage_;
+  std::vector<std::string> domains_{"all"};
+  int current_domain_ = 0;
+  bool named_domain_ = false;
   int64_t vocab_size_ = 256;
   bool byte_level_ = true;
 };
 
 // Train and validation spans. Every segment is cut into blocks; every k-th block (k =
-// round(1 / val_fraction)) is validation, the rest train. Depends only on the corpus and
+// round(1 / val_fraction)) of each domain is validation, the rest train. Depends only on the corpus and
 // val_fraction, never on the seed or the model, so validation losses are comparable across runs.
 struct CorpusSplit {
   std::vector<TokenSpan> train;

@@ -1,5 +1,7 @@
 #include "trainer/dataset.h"
 
+#include <cmath>
+
 namespace narrows::trainer {
 
 core::Result<std::shared_ptr<const Dataset>> LoadDataset(const core::Scenario& sc, const std::string& root) {
@@ -37,7 +39,38 @@ core::Result<std::shared_ptr<const Dataset>> LoadDataset(const core::Scenario& s
       ValidationBatches(val_source, out->split.val, sc.model.seq_len, sc.eval.batches, sc.eval.batch_size,
                         &out->val_windows);
   out->unigram_entropy = out->corpus.UnigramEntropyNats();
+  out->domains = val_source.domains();
+  for (const TokenSpan& w : out->val_windows) {
+    out->val_row_domain.push_back(val_source.segments()[static_cast<size_t>(w.segment)].domain);
+  }
   return std::shared_ptr<const Dataset>(std::move(out));
+}
+
+std::vector<double> Dataset::ByDomain(const std::vector<double>& row_values) const {
+  std::vector<double> sum(domains.size(), 0.0), rows(domains.size(), 0.0);
+  for (size_t i = 0; i < row_values.size() && i < val_row_domain.size(); ++i) {
+    sum[static_cast<size_t>(val_row_domain[i])] += row_values[i];
+    rows[static_cast<size_t>(val_row_domain[i])] += 1.0;
+  }
+  for (size_t d = 0; d < sum.size(); ++d) sum[d] = rows[d] > 0 ? sum[d] / rows[d] : std::nan("");
+  return sum;
+}
+
+std::vector<DomainSize> DomainSizes(const Dataset& data) {
+  std::vector<DomainSize> out;
+  for (const auto& name : data.corpus.domains()) out.push_back({name});
+  auto add = [&](const Corpus& corpus, const std::vector<TokenSpan>& spans, int64_t DomainSize::*field) {
+    for (const auto& s : spans) {
+      const std::string& name = corpus.domains()[static_cast<size_t>(corpus.segments()[static_cast<size_t>(s.segment)].domain)];
+      for (auto& d : out) {
+        if (d.name == name) d.*field += s.length;
+      }
+    }
+  };
+  for (size_t d = 0; d < out.size(); ++d) out[d].tokens = data.corpus.DomainTokens(static_cast<int>(d));
+  add(data.corpus, data.split.train, &DomainSize::train_tokens);
+  add(data.val_corpus ? *data.val_corpus : data.corpus, data.split.val, &DomainSize::val_tokens);
+  return out;
 }
 
 }  // namespace narrows::trainer

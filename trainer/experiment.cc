@@ -137,6 +137,12 @@ EntryResult Summarise(Experiment::Impl& x) {
     r.final_val_loss = x.evals.rbegin()->second.second;
     const auto se = x.eval_se.find(x.evals.rbegin()->first);
     if (se != x.eval_se.end()) r.final_val_loss_se = se->second;
+    const auto by_domain = x.eval_domains.find(x.evals.rbegin()->first);
+    if (by_domain != x.eval_domains.end()) {
+      for (size_t d = 0; d < by_domain->second.size() && d < x.data->domains.size(); ++d) {
+        r.final_val_loss_by_domain.emplace_back(x.data->domains[d], by_domain->second[d]);
+      }
+    }
   }
   return r;
 }
@@ -195,6 +201,11 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
     if (eval != x.evals.end()) {
       line["val_loss"] = eval->second.second;
       if (const auto se = x.eval_se.find(eval->first); se != x.eval_se.end()) line["val_loss_se"] = se->second;
+      if (const auto d = x.eval_domains.find(eval->first); d != x.eval_domains.end()) {
+        Json by_domain = Json::object();
+        for (size_t i = 0; i < d->second.size() && i < x.data->domains.size(); ++i) by_domain[x.data->domains[i]] = d->second[i];
+        line["val_loss_by_domain"] = by_domain;
+      }
       if (x.data->byte_level) line["val_bpb"] = eval->second.second / std::log(2.0);
     }
     NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));

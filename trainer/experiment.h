@@ -27,6 +27,9 @@ struct EntryResult {
   // The final evaluation's own standard error (over its sequences; NaN where it was scored in
   // parts, as DiPaCo's paths are).
   double final_val_loss_se = 0.0;
+  // The final evaluation per domain of a multi-domain corpus, as Dataset::domains (empty for one
+  // domain, and where the evaluation was made in parts).
+  std::vector<std::pair<std::string, double>> final_val_loss_by_domain;
   double virtual_time_s = 0.0;       // the slowest worker's clock at the end
   double bytes_sent_per_worker = 0.0;
   // Peak bandwidth: the most bytes any worker sent within one round of the algorithm (one step of

@@ -95,7 +95,7 @@ Replica::Evaluation Replica::EvaluateWithError(const std::vector<TokenBatch>& ba
                                   .contiguous();
     per_row.insert(per_row.end(), row.data_ptr<double>(), row.data_ptr<double>() + b.batch);
   }
-  Evaluation out{sum / rows, std::nan("")};
+  Evaluation out{sum / rows, std::nan(""), {}};
   if (per_row.size() > 1) {
     double mean = 0.0, squares = 0.0;
     for (double v : per_row) mean += v;
@@ -103,6 +103,7 @@ Replica::Evaluation Replica::EvaluateWithError(const std::vector<TokenBatch>& ba
     for (double v : per_row) squares += (v - mean) * (v - mean);
     out.standard_error = std::sqrt(squares / static_cast<double>(per_row.size() - 1) / static_cast<double>(per_row.size()));
   }
+  out.rows = std::move(per_row);
   return out;
 }
 

@@ -48,6 +48,7 @@ class Replica {
   // the sequences' own mean losses over the square root of their number (NaN for one sequence).
   struct Evaluation {
     double loss = 0.0, standard_error = 0.0;
+    std::vector<double> rows;  // each row's mean loss, batch by batch
   };
   Evaluation EvaluateWithError(const std::vector<TokenBatch>& batches);
 

@@ -184,4 +184,21 @@ core::Result<PathRouting> RouteDocuments(const Corpus& corpus, const std::vector
   return r;
 }
 
+DomainRouting RoutingByDomain(const Corpus& corpus, const PathRouting& routing, const std::vector<int>& val_row_domain,
+                              int val_domains) {
+  const size_t paths = routing.train.size();
+  DomainRouting out;
+  out.train_tokens.assign(corpus.domains().size(), std::vector<int64_t>(paths, 0));
+  out.val_windows.assign(static_cast<size_t>(val_domains), std::vector<int64_t>(paths, 0));
+  for (size_t p = 0; p < paths; ++p) {
+    for (const TokenSpan& doc : routing.train[p]) {
+      out.train_tokens[static_cast<size_t>(corpus.segments()[static_cast<size_t>(doc.segment)].domain)][p] += doc.length;
+    }
+    for (size_t row : routing.val[p]) {
+      if (row < val_row_domain.size()) ++out.val_windows[static_cast<size_t>(val_row_domain[row])][p];
+    }
+  }
+  return out;
+}
+
 }  // namespace narrows::trainer

@@ -57,4 +57,14 @@ core::Result<PathRouting> RouteDocuments(const Corpus& corpus, const std::vector
                                          const Corpus& val_corpus, const std::vector<TokenSpan>& val_windows,
                                          const RoutingOptions& options);
 
+// How a routing lines up with the corpus's domains (its confusion table): per domain of `corpus`,
+// the training tokens routed to each path, and per domain of `val_row_domain` (each validation
+// window's domain, as PathRouting::val indexes them) the windows routed to each path.
+struct DomainRouting {
+  std::vector<std::vector<int64_t>> train_tokens;  // [domain][path]
+  std::vector<std::vector<int64_t>> val_windows;   // [domain][path]
+};
+DomainRouting RoutingByDomain(const Corpus& corpus, const PathRouting& routing, const std::vector<int>& val_row_domain,
+                              int val_domains);
+
 }  // namespace narrows::trainer

@@ -4,6 +4,8 @@
 // With `iid` sampling each of M workers draws windows uniformly from all training spans with its
 // own random stream; with `non-iid` worker w draws only from the w-th contiguous 1/M of the
 // training tokens, so workers see distinct regions of the corpus (DiLoCo's non-i.i.d. regime).
+// With `by-domain`, worker w's home is domain w mod D of the corpus's D domains: each of its
+// sequences comes from the whole corpus with probability `domain_mix`, else from its home domain.
 // Deterministic for (seed, worker, num_workers). Not thread-safe; one per worker.
 #pragma once
 
@@ -25,21 +27,28 @@ struct TokenBatch {
 class BatchSampler {
  public:
   BatchSampler(const Corpus& corpus, const std::vector<TokenSpan>& train_spans, int64_t seq_len,
-               uint64_t seed, int worker, int num_workers, core::Sampling sampling);
+               uint64_t seed, int worker, int num_workers, core::Sampling sampling, double domain_mix = 0.0);
   TokenBatch Next(int64_t batch);
-  // The spans this worker draws from (all of them for iid).
-  const std::vector<TokenSpan>& spans() const { return spans_; }
-  // Draws from `spans` from now on (DiPaCo: the documents routed to this worker's path); the
+  // The spans this worker draws from (all of them for iid; its home domain's for by-domain).
+  const std::vector<TokenSpan>& spans() const { return own_.spans; }
+  // Draws from `spans` alone from now on (DiPaCo: the documents routed to this worker's path); the
   // random stream goes on. REQUIRES: they hold a window of seq_len + 1 tokens.
   void UseSpans(std::vector<TokenSpan> spans, int worker);
 
  private:
-  void Index(int worker);
+  // Spans and the prefix sums of their valid window starts.
+  struct Pool {
+    std::vector<TokenSpan> spans;
+    std::vector<int64_t> cumulative_starts;
+  };
+  static Pool Index(std::vector<TokenSpan> spans, int64_t seq_len, int worker);
+  void Draw(const Pool& pool, int64_t row, TokenBatch* out);
 
   const Corpus& corpus_;
   int64_t seq_len_;
-  std::vector<TokenSpan> spans_;
-  std::vector<int64_t> cumulative_starts_;  // prefix sums of valid window starts per span
+  Pool own_;
+  Pool mixed_;         // by-domain: the whole corpus, drawn with probability mix_
+  double mix_ = 0.0;
   std::mt19937_64 rng_;
 };
 

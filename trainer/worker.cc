@@ -105,6 +105,7 @@ void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double 
   std::lock_guard<std::mutex> lock(mu);
   evals[to_step] = {time, val.loss};
   if (std::isfinite(val.standard_error)) eval_se[to_step] = val.standard_error;
+  if (data->domains.size() > 1) eval_domains[to_step] = data->ByDomain(val.rows);
 }
 
 Json Experiment::Impl::Export() {
@@ -129,7 +130,10 @@ Json Experiment::Impl::Export() {
                      {"peak_round_bytes", peak_round_bytes[static_cast<size_t>(w)]},
                      {"stats", {st.bytes_sent, st.bytes_received, st.messages_sent, st.messages_received}}});
   }
+  Json domains = Json::array();
+  for (const auto& [step, losses] : eval_domains) domains.push_back({step, Json(losses)});
   Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"partial_evals", partial}, {"ranks", ranks},
+              {"eval_domains", domains},
               {"host_compute_s", host_compute_s}, {"host_rates", host_rates}, {"step_flops", step_flops}, {"outer_syncs", outer_syncs}, {"tokens", tokens},
               {"varying_batch", varying_batch}};
   if (!error.ok()) out["error"] = {{"code", static_cast<int>(error.code())}, {"message", error.message()}};
@@ -148,6 +152,9 @@ core::Status Experiment::Impl::Merge(const Json& part) {
     for (const auto& e : part.at("evals")) {
       evals[e.at(0).get<int64_t>()] = {e.at(1).get<double>(), e.at(2).get<double>()};
       if (e.size() > 3 && e.at(3).is_number()) eval_se[e.at(0).get<int64_t>()] = e.at(3).get<double>();
+    }
+    for (const auto& e : part.value("eval_domains", Json::array())) {
+      eval_domains[e.at(0).get<int64_t>()] = e.at(1).get<std::vector<double>>();
     }
     for (const auto& e : part.value("partial_evals", Json::array())) {
       PartialEval& p = partial_evals[e.at(0).get<int64_t>()];
@@ -218,7 +225,7 @@ WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& tra
       t(transport),
       replica(SeededModelSpec(impl), impl.sc.train, impl.device),
       sampler(impl.data->corpus, impl.data->split.train, impl.model.seq_len, impl.sc.seed, r, impl.num_workers,
-              impl.sc.data.sampling),
+              impl.sc.data.sampling, impl.sc.data.domain_mix),
       speed(impl.sc.workers.speed[static_cast<size_t>(r)]),
       start_stats(transport.stats()),
       step_flops(replica.model().TrainFlopsPerToken() * static_cast<double>(impl.sc.train.batch_size * impl.model.seq_len)),

@@ -44,6 +44,7 @@ struct Experiment::Impl final : EntryContext, Recorder {
   std::vector<Json> events;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
   std::map<int64_t, double> eval_se;                    // step -> the evaluation's standard error
+  std::map<int64_t, std::vector<double>> eval_domains;  // step -> its loss per domain (several domains only)
   std::string collective;  // the all-reduce the entry ran (core::CollectiveName; "" if none)
   // Evaluations made of parts: step -> the latest time, and per part its (loss, weight); folded
   // into `evals` by Experiment::Finish, in part order.

@@ -82,6 +82,29 @@ endforeach()
 # 6 comparison charts and a timeline per entry.
 check_in_browser(out/s/report.html 8 0)
 
+# A corpus of two domains (a folder of folders), sampled by domain: the validation loss per domain
+# and DiPaCo's routing by domain are tables of the run's section, and the log names the domains.
+string(REPEAT "0123 4567 89 = 1234 + 5678. " 600 numbers)
+file(WRITE ${WORK}/domains/letters/a.txt "${corpus}")
+file(WRITE ${WORK}/domains/numbers/a.txt "${numbers}")
+file(WRITE ${WORK}/d.yaml "name: d\nmodel: {preset: nano}\ndata: {path: domains, sampling: by-domain}\nworkers: {count: 2}\n"
+     "compute: {mode: modelled, device_flops: 1.0e9}\ntrain: {steps: 4, batch_size: 2}\neval: {every: 2, batches: 2, batch_size: 2}\n"
+     "compare: [ddp, {name: p, algorithm: dipaco, inner_steps: 2, levels: 1, modules: 2, document_tokens: 256, route_tokens: 32}]\n"
+     "output: {dir: out}\n")
+execute_process(COMMAND ${NARROWS} run d.yaml --report RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 0 OR NOT err MATCHES "data: [0-9.]+M tokens in 2 domains: letters [0-9.]+M \\([0-9.]+M validation\\) numbers")
+  message(FATAL_ERROR "a run on two domains: exit ${rc}, no line naming them\n${out}${err}")
+endif()
+file(READ ${WORK}/out/d/report.html html)
+foreach(marker "Final validation loss per domain" "Routing of p by domain" "training tokens" "validation windows")
+  string(FIND "${html}" "${marker}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the two-domain report lacks ${marker}")
+  endif()
+endforeach()
+check_in_browser(out/d/report.html 6 0)
+
 # A sweep over bandwidth and model size: the heat map, the fit and its chart.
 run_narrows(sweep s.yaml -q --report --grid network.profile=home-100m,internet-1g --grid model.d_model=16,32,48)
 file(READ ${WORK}/out/s-sweep/report.html html)

@@ -76,12 +76,24 @@ TEST(ScenarioTest, WrongTypeIsReported) {
             std::string::npos);
 }
 
+TEST(ScenarioTest, MultiDomainDataKeys) {
+  auto sc = ParseScenario("data: {path: multi, sampling: by-domain, domain_tokens: 1000000, domain_mix: 0.25}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->data.path, "multi");
+  EXPECT_EQ(sc->data.sampling, Sampling::kByDomain);
+  EXPECT_EQ(sc->data.domain_tokens, 1000000);
+  EXPECT_DOUBLE_EQ(sc->data.domain_mix, 0.25);
+}
+
 TEST(ScenarioTest, OutOfRangeIsReported) {
   EXPECT_NE(ErrorOf("train: {steps: 0}\n").find("train.steps: expected an integer in [1, inf], got 0"),
             std::string::npos);
   EXPECT_NE(ErrorOf("train: {lr: -1}\n").find("train.lr: expected a number in (0, 10], got -1"),
             std::string::npos);
   EXPECT_NE(ErrorOf("data: {val_fraction: 0.9}\n").find("data.val_fraction"), std::string::npos);
+  EXPECT_NE(ErrorOf("data: {domain_mix: 1.5}\n").find("data.domain_mix: expected a number in [0, 1]"), std::string::npos);
+  EXPECT_NE(ErrorOf("data: {domain_tokens: -1}\n").find("data.domain_tokens"), std::string::npos);
+  EXPECT_NE(ErrorOf("data: {sampling: domains}\n").find("iid, non-iid, by-domain"), std::string::npos);
 }
 
 TEST(ScenarioTest, BadEnumListsChoices) {

@@ -718,6 +718,62 @@ TEST_F(AlgorithmsTest, DipacoPathsShareModulesAlongTheirDigits) {
   EXPECT_EQ(layout.Sharing(all, 1, 0), (std::vector<int>{0, 1, 2, 9}));  // worker 9 trains path 0 too
 }
 
+// On a corpus of two domains with by-domain sampling: the final evaluation is reported per domain
+// (each on half the validation windows, so the overall loss is their mean) in the result and in
+// the evaluation lines of metrics.jsonl; DiPaCo's routing event says where each domain went.
+TEST_F(AlgorithmsTest, MultiDomainRunsReportLossPerDomainAndDipacoRoutingByDomain) {
+  for (const char* d : {"letters", "numbers"}) {
+    fs::create_directories(dir_ / "domains" / d);
+    std::ofstream text(dir_ / "domains" / d / "text.txt");
+    for (int i = 0; i < 3000; ++i) {
+      if (d[0] == 'l') {
+        text << "it is a truth universally acknowledged.\n";
+      } else {
+        text << i * 7919 % 10007 << " + " << i << " = " << i * 7919 % 10007 + i << "\n";
+      }
+    }
+  }
+  const auto sc = Make("workers: {count: 2}\ncompare: [diloco-h4, {name: p, algorithm: dipaco, inner_steps: 4,"
+                       " levels: 1, modules: 2, document_tokens: 256, route_tokens: 64}]\n",
+                       "network: {profile: home-100m}\n",
+                       {"data.path=" + (dir_ / "domains").string(), "data.sampling=by-domain", "data.domain_mix=0"});
+  const EntryResult r = Run(sc, 0);
+  ASSERT_EQ(r.final_val_loss_by_domain.size(), 2u);
+  EXPECT_EQ(r.final_val_loss_by_domain[0].first, "letters");
+  EXPECT_EQ(r.final_val_loss_by_domain[1].first, "numbers");
+  EXPECT_NEAR((r.final_val_loss_by_domain[0].second + r.final_val_loss_by_domain[1].second) / 2, r.final_val_loss,
+              1e-5);  // float32 batch means against float64 row means
+  EXPECT_NE(r.final_val_loss_by_domain[0].second, r.final_val_loss_by_domain[1].second);
+  const auto lines = Lines(Slurp(dir_ / "out" / "diloco-h4" / "metrics.jsonl"));
+  int with_domains = 0;
+  for (const auto& l : lines) {
+    if (!l.contains("val_loss")) continue;
+    ++with_domains;
+    EXPECT_EQ(l.at("val_loss_by_domain").size(), 2u);
+  }
+  EXPECT_EQ(with_domains, 3);  // steps 4, 8, 12
+  Run(sc, 1);
+  int routed = 0;
+  for (const auto& e : Lines(Slurp(dir_ / "out" / "p" / "events.jsonl"))) {
+    if (e.at("type") != "routing") continue;
+    ++routed;
+    const Json& by = e.at("by_domain");
+    EXPECT_EQ(by.at("domains"), Json({"letters", "numbers"}));
+    int64_t tokens = 0, windows = 0;
+    for (const auto& row : by.at("train_tokens")) {
+      for (const auto& t : row) tokens += t.get<int64_t>();
+    }
+    for (const auto& row : by.at("val_windows")) {
+      for (const auto& t : row) windows += t.get<int64_t>();
+    }
+    int64_t routed_tokens = 0;
+    for (const auto& t : e.at("train_tokens")) routed_tokens += t.get<int64_t>();
+    EXPECT_EQ(tokens, routed_tokens);
+    EXPECT_EQ(windows, 2 * 4);  // eval: 2 batches of 4
+  }
+  EXPECT_EQ(routed, 1);
+}
+
 TEST_F(AlgorithmsTest, DipacoSynchronisesEachModuleOnlyAmongTheWorkersWhosePathHoldsIt) {
   // 2 levels x 2 modules, one block each, 4 workers on 4 paths: each module is held by two workers,
   // the embeddings and final norm by all four. Every unit's bytes are those of a ring of its holders.

@@ -1,12 +1,15 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "core/scenario.h"
 #include "trainer/corpus.h"
+#include "trainer/dataset.h"
 #include "trainer/routing.h"
 #include "trainer/sampler.h"
 
@@ -104,6 +107,113 @@ TEST(CorpusTest, TextFolderIsReadInNameOrder) {
   EXPECT_TRUE(corpus->byte_level());
   EXPECT_FALSE(LoadCorpus(spec, (dir / "missing.txt").string(), "").ok());
   fs::remove_all(dir);
+}
+
+// A folder of folders is a corpus with a domain per folder (files directly in it: one more, named
+// after it); domain_tokens keeps the first tokens of each domain; the split holds out validation
+// in every domain, even one shorter than k blocks.
+TEST(CorpusTest, FolderOfFoldersIsACorpusOfDomains) {
+  const fs::path dir = TempDir("domains");
+  fs::create_directories(dir / "code");
+  fs::create_directories(dir / "prose");
+  std::ofstream(dir / "code" / "a.txt") << std::string(30000, 'x');
+  std::ofstream(dir / "code" / "b.txt") << std::string(30000, 'y');
+  std::ofstream(dir / "prose" / "a.txt") << std::string(3000, 'p');
+  std::ofstream(dir / "loose.txt") << std::string(20000, 'l');
+  core::DataSpec spec;
+  auto corpus = LoadCorpus(spec, dir.string(), "");
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString();
+  const std::vector<std::string> names = {"code", dir.filename().string(), "prose"};
+  EXPECT_EQ(corpus->domains(), names);  // in path order: code/, loose.txt, prose/
+  EXPECT_EQ(corpus->DomainTokens(0), 60000);
+  EXPECT_EQ(corpus->DomainTokens(1), 20000);
+  EXPECT_EQ(corpus->DomainTokens(2), 3000);
+  for (const auto& seg : corpus->segments()) {
+    EXPECT_EQ(static_cast<char>(seg.data[0]), seg.domain == 0 ? (seg.source.find("a.txt") != std::string::npos ? 'x' : 'y')
+                                              : seg.domain == 1 ? 'l' : 'p');
+  }
+  const CorpusSplit split = SplitCorpus(*corpus, 0.1, 65);
+  std::set<int> with_val;
+  for (const auto& v : split.val) with_val.insert(corpus->segments()[static_cast<size_t>(v.segment)].domain);
+  EXPECT_EQ(with_val, (std::set<int>{0, 1, 2}));
+
+  spec.domain_tokens = 40000;
+  auto capped = LoadCorpus(spec, dir.string(), "");
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->DomainTokens(0), 40000);  // all of a.txt, the first 10000 of b.txt
+  EXPECT_EQ(capped->DomainTokens(1), 20000);
+  EXPECT_EQ(capped->DomainTokens(2), 3000);
+  EXPECT_EQ(capped->segments()[1].size, 10000);
+  // A folder of files alone stays one domain.
+  auto one = LoadCorpus(core::DataSpec{}, (dir / "code").string(), "");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->domains(), std::vector<std::string>{"all"});
+  fs::remove_all(dir);
+}
+
+// The installed multi-domain corpus: Austen and the Debian domains at least (the two npm ones
+// where the registry could be reached when tools/setup ran).
+TEST(CorpusTest, TheMultiDomainCorpusHoldsItsDomains) {
+  core::DataSpec spec;
+  spec.domain_tokens = 100000;
+  auto corpus = LoadCorpus(spec, "multi", DefaultDataRoot());
+  ASSERT_TRUE(corpus.ok()) << corpus.status().ToString() << " (run tools/setup)";
+  const auto& d = corpus->domains();
+  for (const char* name : {"austen", "bible", "kernel-docs", "python-docs"}) {
+    EXPECT_NE(std::find(d.begin(), d.end(), name), d.end()) << name;
+  }
+  for (int i = 0; i < static_cast<int>(d.size()); ++i) EXPECT_EQ(corpus->DomainTokens(i), 100000) << d[static_cast<size_t>(i)];
+  EXPECT_FALSE(LoadCorpus(spec, "multi", "/nonexistent").ok());
+}
+
+// by-domain: worker w draws from domain w mod D alone without a mixture, and about the mixture's
+// share from elsewhere with one; validation gives every domain an equal share of its rows however
+// unequal their sizes, and Dataset::ByDomain averages per domain.
+TEST(SamplerTest, ByDomainWorkersDrawFromTheirHomeDomain) {
+  Corpus corpus;
+  corpus.BeginDomain("big");
+  corpus.AddSegment(std::vector<uint16_t>(40000, 1), "big");
+  corpus.BeginDomain("small");
+  corpus.AddSegment(std::vector<uint16_t>(8000, 2), "small");
+  const CorpusSplit split = SplitCorpus(corpus, 0.1, 65);
+  for (int w = 0; w < 4; ++w) {
+    BatchSampler sampler(corpus, split.train, 64, 5, w, 4, core::Sampling::kByDomain, 0.0);
+    const TokenBatch b = sampler.Next(64);
+    for (int64_t v : b.inputs) ASSERT_EQ(v, w % 2 == 0 ? 1 : 2) << "worker " << w;
+  }
+  BatchSampler mixed(corpus, split.train, 64, 5, 1, 4, core::Sampling::kByDomain, 0.5);
+  int foreign = 0;
+  const int rows = 2000;
+  const TokenBatch b = mixed.Next(rows);
+  for (int r = 0; r < rows; ++r) foreign += b.inputs[static_cast<size_t>(r * 64)] == 1 ? 1 : 0;
+  // Half the rows come from the whole corpus, where 5/6 of the windows are the big domain's.
+  EXPECT_NEAR(foreign / static_cast<double>(rows), 0.5 * 40000 / 48000, 0.05);
+  // i.i.d. on the same corpus: by token count.
+  BatchSampler iid(corpus, split.train, 64, 5, 1, 4, core::Sampling::kIid);
+  const TokenBatch c = iid.Next(rows);
+  int big = 0;
+  for (int r = 0; r < rows; ++r) big += c.inputs[static_cast<size_t>(r * 64)] == 1 ? 1 : 0;
+  EXPECT_NEAR(big / static_cast<double>(rows), 40000.0 / 48000, 0.05);
+
+  std::vector<TokenSpan> where;
+  const auto val = ValidationBatches(corpus, split.val, 64, 3, 10, &where);
+  ASSERT_EQ(where.size(), 30u);
+  int small_rows = 0;
+  for (size_t i = 0; i < where.size(); ++i) {
+    const int d = corpus.segments()[static_cast<size_t>(where[i].segment)].domain;
+    small_rows += d;
+    EXPECT_EQ(val[i / 10].inputs[(i % 10) * 64], d == 0 ? 1 : 2);
+  }
+  EXPECT_EQ(small_rows, 15);
+  Dataset data;
+  data.domains = corpus.domains();
+  for (const auto& w : where) data.val_row_domain.push_back(corpus.segments()[static_cast<size_t>(w.segment)].domain);
+  std::vector<double> losses(30);
+  for (size_t i = 0; i < 30; ++i) losses[i] = data.val_row_domain[i] == 0 ? 1.0 + static_cast<double>(i % 2) : 5.0;
+  const std::vector<double> by = data.ByDomain(losses);
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_NEAR(by[0], 1.5, 0.04);  // 15 rows alternating 1 and 2
+  EXPECT_DOUBLE_EQ(by[1], 5.0);
 }
 
 TEST(CorpusTest, ReadsLlmcAndNanoGptShards) {
@@ -294,6 +404,44 @@ TEST(RoutingTest, KMeansSeparatesDocumentKindsAndRoutesHeldOutDocumentsAlike) {
   for (int p = 0; p < 2; ++p) EXPECT_EQ(again->train[static_cast<size_t>(p)].size(), r->train[static_cast<size_t>(p)].size());
   o.paths = 31;  // more paths than documents
   EXPECT_FALSE(RouteDocuments(corpus, train, corpus, val, o).ok());
+}
+
+// The confusion table of a routing against domains: two domains of unmistakable kinds land each
+// on its own path, training tokens and validation windows alike.
+TEST(RoutingTest, RoutingByDomainCountsEachDomainsTokensPerPath) {
+  Corpus corpus;
+  for (int kind = 0; kind < 2; ++kind) {
+    corpus.BeginDomain(kind == 0 ? "prose" : "digits");
+    std::string text;
+    while (text.size() < 8000) text += kind == 0 ? "the quiet hours of the evening passed. " : "0123 4567 89 ";
+    text.resize(8000);
+    corpus.AddSegment(std::vector<uint16_t>(text.begin(), text.end()), corpus.domains().back());
+  }
+  std::vector<TokenSpan> train = {{0, 0, 6000}, {1, 0, 6000}}, val;
+  std::vector<int> val_domain;
+  for (int s = 0; s < 2; ++s) {
+    for (int i = 0; i < 5; ++i) {
+      val.push_back({s, 6200 + i * 300, 65});
+      val_domain.push_back(s);
+    }
+  }
+  RoutingOptions o;
+  o.paths = 2;
+  o.doc_tokens = 200;
+  o.feature_tokens = 64;
+  auto r = RouteDocuments(corpus, train, corpus, val, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const DomainRouting by = RoutingByDomain(corpus, *r, val_domain, 2);
+  ASSERT_EQ(by.train_tokens.size(), 2u);
+  for (int d = 0; d < 2; ++d) {
+    const auto& t = by.train_tokens[static_cast<size_t>(d)];
+    const auto& v = by.val_windows[static_cast<size_t>(d)];
+    EXPECT_EQ(t[0] + t[1], 6000);
+    EXPECT_TRUE((t[0] == 0) != (t[1] == 0)) << "domain " << d << ": " << t[0] << " / " << t[1];
+    EXPECT_EQ(v[0] + v[1], 5);
+    EXPECT_EQ(t[0] == 0, v[0] == 0) << "domain " << d;
+  }
+  EXPECT_NE(by.train_tokens[0][0] == 0, by.train_tokens[1][0] == 0);  // different paths
 }
 
 TEST(RoutingTest, DocumentsCoverTheSpansAndFeaturesAreUnitLength) {

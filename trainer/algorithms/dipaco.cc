@@ -90,8 +90,15 @@ class Dipaco final : public RoundAlgorithm {
     for (int64_t t : r.train_tokens) train_total += t;
     shard_weight_ = static_cast<double>(r.train_tokens[p]) / static_cast<double>(train_total) / on_path;
     if (w.rank == 0) {
-      records_.Event({{"type", "routing"}, {"paths", layout_.paths()}, {"train_tokens", r.train_tokens},
-                {"val_tokens", r.val_tokens}});
+      Json event = {{"type", "routing"}, {"paths", layout_.paths()}, {"train_tokens", r.train_tokens},
+                    {"val_tokens", r.val_tokens}};
+      if (x_.data->corpus.domains().size() > 1) {
+        const Dataset& d = *x_.data;
+        const DomainRouting by = RoutingByDomain(d.corpus, r, d.val_row_domain, static_cast<int>(d.domains.size()));
+        event["by_domain"] = {{"domains", d.corpus.domains()}, {"train_tokens", by.train_tokens},
+                              {"val_domains", d.domains}, {"val_windows", by.val_windows}};
+      }
+      records_.Event(std::move(event));
     }
     return core::Status::Ok();
   }
