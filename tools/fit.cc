@@ -1,5 +1,6 @@
 #include "tools/fit.h"
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_multifit.h>
 
 #include <cmath>
@@ -26,6 +27,20 @@ double PowerLawFit::Predict(double params, double workers) const {
   return l;
 }
 
+PowerLawFit::Interval PowerLawFit::PredictionInterval(double params, double workers, double level) const {
+  std::vector<double> x = {1.0};
+  if (uses_params) x.push_back(std::log(params));
+  if (uses_workers) x.push_back(std::log(workers));
+  double var = residual_var;
+  const size_t k = x.size();
+  for (size_t i = 0; i < k && cov.size() == k * k; ++i) {
+    for (size_t j = 0; j < k; ++j) var += x[i] * cov[i * k + j] * x[j];
+  }
+  const double t = dof > 0 ? gsl_cdf_tdist_Pinv(0.5 + level / 2, dof) : NAN;
+  const double mid = std::log(Predict(params, workers)), half = t * std::sqrt(std::max(0.0, var));
+  return {std::exp(mid - half), std::exp(mid + half)};
+}
+
 core::Result<PowerLawFit> FitPowerLaw(const std::vector<ScalingPoint>& points) {
   std::set<double> ns, ms;
   for (const auto& p : points) {
@@ -36,6 +51,12 @@ core::Result<PowerLawFit> FitPowerLaw(const std::vector<ScalingPoint>& points) {
     ms.insert(p.workers);
   }
   PowerLawFit fit;
+  if (!ns.empty()) {
+    fit.params_min = *ns.begin();
+    fit.params_max = *ns.rbegin();
+    fit.workers_min = *ms.begin();
+    fit.workers_max = *ms.rbegin();
+  }
   fit.points = static_cast<int>(points.size());
   fit.uses_params = ns.size() > 1;
   fit.uses_workers = ms.size() > 1;
@@ -81,6 +102,11 @@ core::Result<PowerLawFit> FitPowerLaw(const std::vector<ScalingPoint>& points) {
   for (size_t i = 0; i < n; ++i) {
     total += std::pow(gsl_vector_get(y.get(), i) - mean, 2);
     rel += std::pow(fit.Predict(points[i].params, points[i].workers) / points[i].loss - 1.0, 2);
+  }
+  fit.dof = static_cast<int>(n - k);
+  fit.residual_var = chisq / static_cast<double>(n - k);
+  for (size_t i = 0; i < k; ++i) {
+    for (size_t j = 0; j < k; ++j) fit.cov.push_back(gsl_matrix_get(cov.get(), i, j));
   }
   fit.r2 = total > 0 ? 1.0 - chisq / total : 1.0;
   fit.rms_rel_error = std::sqrt(rel / static_cast<double>(n));

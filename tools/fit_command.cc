@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <map>
 
 #include "tools/format.h"
 #include "tools/run_folders.h"
+#include "tools/stats.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -50,6 +52,64 @@ Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir) {
   }
   if (fits.empty()) return Status::InvalidArgument(sweep_dir + ": no finished points to fit");
   return fits;
+}
+
+Result<std::vector<HeldOut>> HoldOutLargest(const std::string& sweep_dir) {
+  auto fits = FitSweep(sweep_dir);
+  if (!fits.ok()) return fits.status();
+  std::vector<HeldOut> out;
+  for (const auto& f : *fits) {
+    double largest = 0;
+    for (const auto& p : f.points) largest = std::max(largest, p.params);
+    std::vector<ScalingPoint> train;
+    std::map<int, std::vector<double>> held;  // M -> the largest size's losses
+    for (const auto& p : f.points) {
+      if (p.params < largest) {
+        train.push_back(p);
+      } else {
+        held[static_cast<int>(p.workers)].push_back(p.loss);
+      }
+    }
+    auto fit = FitPowerLaw(train);
+    if (!fit.ok() || !fit->uses_params) continue;  // fewer than two smaller sizes: nothing to hold out
+    for (const auto& [m, losses] : held) {
+      if (!fit->uses_workers && std::abs(fit->workers_min - m) > 0.5) continue;
+      HeldOut h;
+      h.entry = f.entry;
+      h.params = largest;
+      h.workers = m;
+      h.predicted = fit->Predict(largest, m);
+      const auto iv = fit->PredictionInterval(largest, m);
+      h.predicted_lo = iv.lo;
+      h.predicted_hi = iv.hi;
+      const Interval measured = MeanInterval(losses);
+      h.measured = measured.mean;
+      h.measured_half_width = measured.half_width;
+      h.seeds = measured.n;
+      h.error = h.predicted / h.measured - 1;
+      out.push_back(h);
+    }
+  }
+  if (out.empty()) {
+    return Status::InvalidArgument(sweep_dir + ": no entry has two smaller model sizes to fit and a larger one to predict");
+  }
+  return out;
+}
+
+Status PrintHoldOut(const std::string& sweep_dir) {
+  auto held = HoldOutLargest(sweep_dir);
+  if (!held.ok()) return held.status();
+  std::printf("L(N, M) fitted below the largest model size, predicted at it (95%% prediction interval) against the "
+              "measured mean (95%% t-interval over seeds)\n");
+  std::printf("%-20s %10s %7s %9s %19s %19s %8s\n", "entry", "N", "workers", "predicted", "95% interval", "measured",
+              "error");
+  for (const auto& h : *held) {
+    const std::string measured =
+        Printf("%.4f", h.measured) + (std::isnan(h.measured_half_width) ? "" : " ± " + Printf("%.4f", h.measured_half_width));
+    std::printf("%-20s %10.0f %7d %9.4f %19s %19s %+7.2f%%\n", h.entry.c_str(), h.params, h.workers, h.predicted,
+                (Printf("%.4f-", h.predicted_lo) + Printf("%.4f", h.predicted_hi)).c_str(), measured.c_str(), 100 * h.error);
+  }
+  return Status::Ok();
 }
 
 Status PrintFits(const std::string& sweep_dir) {

@@ -22,4 +22,20 @@ core::Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir);
 // The fits as a table on stdout.
 core::Status PrintFits(const std::string& sweep_dir);
 
+// The held-out test of the laws: per entry, L(N, M) fitted on the points below the largest model
+// size, its prediction at the largest size for each M with the 95% prediction interval, against
+// the measured mean over seeds with its 95% t-interval; the error is prediction / measured − 1.
+struct HeldOut {
+  std::string entry;
+  double params = 0;
+  int workers = 0;
+  double predicted = 0, predicted_lo = 0, predicted_hi = 0;
+  double measured = 0, measured_half_width = 0;  // NaN half-width with one seed
+  int seeds = 0;
+  double error = 0;  // predicted / measured − 1
+};
+core::Result<std::vector<HeldOut>> HoldOutLargest(const std::string& sweep_dir);
+// HoldOutLargest as a table on stdout.
+core::Status PrintHoldOut(const std::string& sweep_dir);
+
 }  // namespace narrows::tools

@@ -205,7 +205,22 @@ Command AddPlan(CLI::App& app) {
   cmd->add_option("--fragments", o->fragments, "add Streaming DiLoCo with this many fragments")->check(CLI::PositiveNumber);
   cmd->add_option("--overlap", o->overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
   cmd->add_option("--bits", o->bits, "Streaming DiLoCo rows: outer gradients in 32 (fp32), 16 (bf16), 8 (int8), 4 (int4) or 1 (sign) bits");
-  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs&) {
+  auto fit = std::make_shared<std::string>();
+  auto workers = std::make_shared<std::vector<int>>();
+  cmd->add_option("--fit", *fit,
+                  "a scaling sweep folder: decide from its fitted laws (loss and time of every entry at each number of "
+                  "workers, the frontier, the break-even bandwidth)");
+  cmd->add_option("--workers", *workers, "with --fit: the numbers of workers to compare (default: the sweep's)")
+      ->delimiter(',');
+  return {cmd, WithScenario(args, [o, fit, workers](const narrows::core::Scenario& scenario, const ScenarioArgs&) {
+            if (!fit->empty()) {
+              narrows::tools::DecideOptions d;
+              d.params = o->params;
+              d.tokens = o->tokens;
+              d.flops = o->flops;
+              d.workers = *workers;
+              return Done(narrows::tools::DecideScenario(scenario, *fit, d));
+            }
             return Done(narrows::tools::PlanScenario(scenario, *o));
           })};
 }
@@ -289,8 +304,14 @@ Command AddFit(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "fit", "fit final loss as a power law in model size and workers over a sweep's points (with uncertainties)");
-  cmd->add_option("sweep", *dir, "a sweep folder (<output.dir>/<name>-sweep)")->required();
-  return {cmd, [dir] { return Done(narrows::tools::PrintFits(*dir)); }};
+  auto hold_out = std::make_shared<bool>(false);
+  cmd->add_option("sweep", *dir, "a sweep folder (<output.dir>/<name>-sweep), or a folder of run or tune folders")
+      ->required();
+  cmd->add_flag("--hold-out", *hold_out,
+                "fit below the largest model size and compare the prediction at it with what was measured");
+  return {cmd, [dir, hold_out] {
+            return Done(*hold_out ? narrows::tools::PrintHoldOut(*dir) : narrows::tools::PrintFits(*dir));
+          }};
 }
 
 Command AddAlgorithms(CLI::App& app) {

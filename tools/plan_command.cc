@@ -7,10 +7,14 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "core/run_writer.h"
 #include "emu/network_from_scenario.h"
 #include "tools/format.h"
+#include "tools/report_blocks.h"
+#include "tools/report_command.h"
+#include "tools/run_folders.h"
 #include "tools/run_command.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
@@ -74,6 +78,16 @@ std::vector<trainer::PlanRow> Predict(const core::Scenario& sc, const core::Algo
   return rows;
 }
 
+// The scenario's network and settings with `m` workers of speed 1 (per-worker links beyond them
+// dropped).
+core::Scenario WithWorkers(core::Scenario sc, int m) {
+  sc.workers.count = m;
+  sc.workers.speed.assign(static_cast<size_t>(m), 1.0);
+  auto& o = sc.network.overrides;
+  o.erase(std::remove_if(o.begin(), o.end(), [m](const core::NetworkSpec::Override& v) { return v.worker >= m; }), o.end());
+  return sc;
+}
+
 // The scenario with every link's bandwidth multiplied by `k`.
 core::Scenario ScaledBandwidth(core::Scenario sc, double k) {
   sc.network.link.bandwidth_bps *= k;
@@ -105,6 +119,19 @@ double BandwidthFor(const core::Scenario& sc, const core::AlgorithmSpec& a, cons
 
 
 
+// --params: a count ("7e9") or a preset (1B, 10B, 405B).
+core::Result<double> ParamCount(const std::string& text) {
+  static const std::map<std::string, double> presets = {{"1B", 1e9}, {"10B", 1e10}, {"405B", 4.05e11}};
+  const auto it = presets.find(text);
+  if (it != presets.end()) return it->second;
+  char* end = nullptr;
+  const double n = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(n >= 1)) {
+    return Status::InvalidArgument("--params: expected a count (7e9) or a preset (1B, 10B, 405B), got '" + text + "'");
+  }
+  return n;
+}
+
 core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions& o) {
   Workload w;
   w.batch_tokens = static_cast<double>(sc.train.batch_size * sc.model.seq_len) * sc.workers.count;
@@ -118,13 +145,9 @@ core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions&
     w.flops_per_token = cost.train_flops_per_token;
     w.label = sc.model.preset;
   } else {
-    static const std::map<std::string, double> presets = {{"1B", 1e9}, {"10B", 1e10}, {"405B", 4.05e11}};
-    const auto it = presets.find(o.params);
-    char* end = nullptr;
-    const double n = it != presets.end() ? it->second : std::strtod(o.params.c_str(), &end);
-    if (it == presets.end() && (end == o.params.c_str() || *end != '\0' || !(n >= 1))) {
-      return Status::InvalidArgument("--params: expected a count (7e9) or a preset (1B, 10B, 405B), got '" + o.params + "'");
-    }
+    auto parsed = ParamCount(o.params);
+    if (!parsed.ok()) return parsed.status();
+    const double n = *parsed;
     w.params = n;
     w.flops_per_token = 6.0 * n;  // Kaplan et al.; App. A of the DiLoCo scaling laws
     w.label = Si(n, "") + " parameters";
@@ -241,6 +264,294 @@ Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
     if (!r.note.empty()) std::printf("plan: %s: %s\n", r.name.c_str(), r.note.c_str());
   }
   for (const auto& name : plan->unpredicted) std::printf("plan: %s: no prediction (its algorithm has no cost model)\n", name.c_str());
+  return Status::Ok();
+}
+
+}  // namespace narrows::tools
+
+namespace narrows::tools {
+namespace {
+
+// The planner's workload for a model of `params` trained on `tokens` by `m` workers, each step of
+// the scenario's per-worker batch; FLOPs as 6N (the presets' rule).
+Workload SizedWorkload(const core::Scenario& sc, double params, double tokens, int m) {
+  Workload w;
+  w.params = params;
+  w.flops_per_token = 6.0 * params;
+  w.tokens = tokens;
+  w.batch_tokens = static_cast<double>(sc.train.batch_size * sc.model.seq_len) * m;
+  w.label = Si(params, "") + " parameters";
+  return w;
+}
+
+// The entry's predicted time on `sc` (NaN where its algorithm predicts nothing).
+trainer::PlanRow TimeOf(const core::Scenario& sc, core::AlgorithmSpec a, const Workload& w, double flops) {
+  if (a.collective == core::CollectiveKind::kAuto) a.collective = core::CollectiveKind::kRing;
+  const std::vector<trainer::PlanRow> rows = Predict(sc, a, w, flops, {});
+  if (rows.empty()) return {a.name, NAN, NAN, NAN, 0, ""};
+  return rows.front();
+}
+
+}  // namespace
+
+core::Result<Decision> Decide(const core::Scenario& sc, const std::vector<EntryFit>& fits,
+                              const std::vector<core::AlgorithmSpec>& entries, double tokens_per_param,
+                              const DecideOptions& o) {
+  if (!sc.network.islands.empty()) {
+    return Status::InvalidArgument("plan --fit: the scenario's network has islands; the decision varies the number of "
+                                   "workers on a star of access links");
+  }
+  if (!(tokens_per_param > 0)) return Status::InvalidArgument("plan --fit: the fits' tokens per parameter are unknown");
+  Decision out;
+  if (o.params.empty()) {
+    core::ModelSpec spec = sc.model;
+    spec.vocab_size = 256;
+    out.params = static_cast<double>(trainer::CostOf(spec).params);
+  } else {
+    auto n = ParamCount(o.params);
+    if (!n.ok()) return n.status();
+    out.params = *n;
+  }
+  out.tokens_per_param = tokens_per_param;
+  out.tokens = o.tokens > 0 ? o.tokens : tokens_per_param * out.params;
+  const double ratio = out.tokens / out.params;
+  if (std::abs(ratio / tokens_per_param - 1) > 0.1) {
+    out.notes.push_back(Printf("the laws were fitted at %.3g tokens per parameter and hold there; at ", tokens_per_param) +
+                        Printf("%.3g their losses are extrapolations in data", ratio));
+  }
+  const double flops = o.flops > 0 ? o.flops : sc.compute.device_flops;
+  std::map<std::string, core::AlgorithmSpec> spec_of;
+  for (const auto& e : entries) spec_of[e.name] = e;
+  const EntryFit* ddp = nullptr;
+  std::set<int> fitted_workers;
+  for (const auto& f : fits) {
+    if (!f.skipped.empty() || !spec_of.count(f.entry)) continue;
+    if (spec_of[f.entry].algorithm == "ddp" && ddp == nullptr) ddp = &f;
+    for (const auto& p : f.points) fitted_workers.insert(static_cast<int>(p.workers));
+  }
+  std::vector<int> workers = o.workers;
+  if (workers.empty()) workers.assign(fitted_workers.begin(), fitted_workers.end());
+  // A law that does not vary with M holds at its one M alone.
+  auto law_at = [](const EntryFit& f, int m) { return f.fit.uses_workers || std::abs(f.fit.workers_min - m) < 0.5; };
+  for (int m : workers) {
+    if (m < 1) return Status::InvalidArgument("plan --fit: --workers: expected counts of at least 1, got " + std::to_string(m));
+    const core::Scenario at_m = WithWorkers(sc, m);
+    for (const auto& f : fits) {
+      if (!f.skipped.empty() || !spec_of.count(f.entry) || !law_at(f, m)) continue;
+      const core::AlgorithmSpec& a = spec_of[f.entry];
+      DecisionRow r;
+      r.entry = f.entry;
+      r.algorithm = a.algorithm;
+      r.workers = m;
+      r.loss = f.fit.Predict(out.params, m);
+      const auto iv = f.fit.PredictionInterval(out.params, m);
+      r.loss_lo = iv.lo;
+      r.loss_hi = iv.hi;
+      r.extrapolated = !f.fit.Covers(out.params, m);
+      const trainer::PlanRow t = TimeOf(at_m, a, SizedWorkload(sc, out.params, out.tokens, m), flops);
+      r.time_s = t.time_s;
+      r.compute_s = t.compute_s;
+      r.bytes_per_worker = t.bytes_per_worker;
+      if (std::isnan(r.time_s)) continue;  // no cost model
+      out.rows.push_back(r);
+    }
+  }
+  for (auto& r : out.rows) {
+    r.frontier = std::none_of(out.rows.begin(), out.rows.end(), [&](const DecisionRow& q) {
+      return q.time_s <= r.time_s && q.loss <= r.loss && (q.time_s < r.time_s || q.loss < r.loss);
+    });
+  }
+  if (ddp == nullptr) {
+    out.notes.push_back("no DDP entry with a fit: no break-even bandwidth");
+    return out;
+  }
+  out.baseline = ddp->entry;
+  for (int m : workers) {
+    if (!law_at(*ddp, m)) continue;
+    const core::Scenario at_m = WithWorkers(sc, m);
+    const double target = ddp->fit.Predict(out.params, m);
+    const Workload ddp_w = SizedWorkload(sc, out.params, out.tokens, m);
+    BreakEven best;
+    best.workers = m;
+    best.bandwidth_bps = -1;
+    for (const auto& f : fits) {
+      if (&f == ddp || !f.skipped.empty() || !spec_of.count(f.entry) || !law_at(f, m)) continue;
+      if (!f.fit.uses_params || !(f.fit.alpha < 0)) continue;  // no size reaches another loss
+      const double scale = f.fit.a * (f.fit.uses_workers ? std::pow(m, f.fit.beta) : 1.0);
+      const double n_equal = std::pow(target / scale, 1.0 / f.fit.alpha);
+      const Workload w = SizedWorkload(sc, n_equal, ratio * n_equal, m);
+      const core::AlgorithmSpec& a = spec_of[f.entry];
+      auto gap = [&](double k) {  // DDP's time minus the entry's at equal loss, bandwidth times k
+        const core::Scenario s = ScaledBandwidth(at_m, k);
+        return std::array<double, 2>{TimeOf(s, spec_of[ddp->entry], ddp_w, flops).time_s, TimeOf(s, a, w, flops).time_s};
+      };
+      BreakEven b;
+      b.workers = m;
+      b.entry = f.entry;
+      b.equal_loss_params = n_equal;
+      const double base = at_m.network.link.bandwidth_bps;
+      // From 1/1000 to 1000 times the scenario's bandwidth, 10 points a decade.
+      double crossing = NAN;
+      bool ahead_low = false, ahead_everywhere = true;
+      double prev_k = 0, prev_gap = 0;
+      for (int i = -30; i <= 30; ++i) {
+        const double k = std::pow(10.0, i / 10.0);
+        const auto t = gap(k);
+        b.curve.push_back({base * k, t[0], t[1]});
+        const double g = t[0] - t[1];
+        if (i == -30) ahead_low = g > 0;
+        ahead_everywhere = ahead_everywhere && g > 0;
+        if (i > -30 && prev_gap > 0 && g <= 0 && std::isnan(crossing)) {
+          double lo = std::log(prev_k), hi = std::log(k);  // bisection between the grid points
+          for (int it = 0; it < 40; ++it) {
+            const double mid = (lo + hi) / 2;
+            const auto tm = gap(std::exp(mid));
+            (tm[0] - tm[1] > 0 ? lo : hi) = mid;
+          }
+          crossing = base * std::exp(hi);
+        }
+        prev_k = k;
+        prev_gap = g;
+      }
+      b.bandwidth_bps = ahead_everywhere ? INFINITY : (ahead_low && !std::isnan(crossing) ? crossing : 0.0);
+      if (b.bandwidth_bps > best.bandwidth_bps) best = b;
+    }
+    if (best.bandwidth_bps >= 0) out.break_even.push_back(best);
+  }
+  return out;
+}
+
+}  // namespace narrows::tools
+
+namespace narrows::tools {
+namespace {
+
+nlohmann::json DecisionJson(const core::Scenario& sc, const Decision& d) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  nlohmann::json rows = nlohmann::json::array(), be = nlohmann::json::array();
+  for (const auto& r : d.rows) {
+    rows.push_back({{"entry", r.entry}, {"algorithm", r.algorithm}, {"workers", r.workers}, {"loss", r.loss},
+                    {"loss_95", {num(r.loss_lo), num(r.loss_hi)}}, {"extrapolated", r.extrapolated},
+                    {"time_s", r.time_s}, {"compute_utilization", r.compute_s / r.time_s},
+                    {"bytes_sent_per_worker", r.bytes_per_worker}, {"frontier", r.frontier}});
+  }
+  for (const auto& b : d.break_even) {
+    be.push_back({{"workers", b.workers}, {"entry", b.entry}, {"equal_loss_params", b.equal_loss_params},
+                  {"bandwidth_bps", std::isinf(b.bandwidth_bps) ? nlohmann::json("any") : nlohmann::json(b.bandwidth_bps)},
+                  {"curve", b.curve}});
+  }
+  return {{"scenario", sc.name}, {"network", sc.network.profile}, {"params", d.params}, {"tokens", d.tokens},
+          {"tokens_per_param", d.tokens_per_param}, {"baseline", d.baseline}, {"rows", rows},
+          {"break_even", be}, {"notes", d.notes}};
+}
+
+// The decision as a report page: the rows, the frontier of loss against time, and the break-even
+// curves (predicted time against bandwidth).
+nlohmann::json DecisionPage(const core::Scenario& sc, const Decision& d) {
+  using nlohmann::json;
+  json rows = json::array();
+  for (const auto& r : d.rows) {
+    rows.push_back({r.entry, std::to_string(r.workers), Printf("%.4f", r.loss),
+                    Printf("%.4f-", r.loss_lo) + Printf("%.4f", r.loss_hi) + (r.extrapolated ? " (extrapolated)" : ""),
+                    Duration(r.time_s), Printf("%.0f%%", 100 * r.compute_s / r.time_s), Si(r.bytes_per_worker, "B"),
+                    r.frontier ? "yes" : ""});
+  }
+  std::map<std::string, json> by_entry;
+  json frontier = json::array();
+  std::vector<const DecisionRow*> on;
+  for (const auto& r : d.rows) {
+    by_entry[r.entry].push_back({r.time_s, r.loss});
+    if (r.frontier) on.push_back(&r);
+  }
+  std::sort(on.begin(), on.end(), [](const DecisionRow* a, const DecisionRow* b) { return a->time_s < b->time_s; });
+  for (const auto* r : on) frontier.push_back({r->time_s, r->loss});
+  json series = json::array();
+  for (auto& [name, points] : by_entry) series.push_back(page::Series(name, points, "points"));
+  series.push_back(page::Series("frontier", frontier, "line"));
+  json blocks = json::array();
+  blocks.push_back(page::Text(Si(d.params, "") + " parameters, " + Si(d.tokens, "") + " tokens (" +
+                              Printf("%.3g per parameter), network ", d.tokens / d.params) + sc.network.profile +
+                              "; losses from the fitted laws with their 95% prediction intervals, times from the planner."));
+  blocks.push_back(page::Table("Predicted loss and wall-clock per entry and number of workers",
+                               {"entry", "workers", "loss", "95% interval", "time", "compute", "sent/worker", "frontier"}, rows));
+  blocks.push_back(page::LineChart("decision-frontier", "Predicted loss against wall-clock time (each point a number of workers)",
+                                   page::Axis("time (s)", true), page::Axis("predicted validation loss"), series));
+  json be_rows = json::array(), curves = json::array();
+  for (const auto& b : d.break_even) {
+    be_rows.push_back({std::to_string(b.workers), b.entry, Si(b.equal_loss_params, ""),
+                       std::isinf(b.bandwidth_bps) ? "any bandwidth" : b.bandwidth_bps > 0 ? Si(b.bandwidth_bps, "bit/s") : "never"});
+    json ddp_points = json::array(), entry_points = json::array();
+    for (const auto& c : b.curve) {
+      ddp_points.push_back({c[0], c[1]});
+      entry_points.push_back({c[0], c[2]});
+    }
+    const std::string m = ", M=" + std::to_string(b.workers);
+    curves.push_back(page::Series(d.baseline + m, ddp_points, "line"));
+    curves.push_back(page::Series(b.entry + " at equal loss" + m, entry_points, "dashed"));
+  }
+  if (!be_rows.empty()) {
+    blocks.push_back(page::Table("Break-even: below this access-link bandwidth the entry reaches " + d.baseline +
+                                     "'s predicted loss sooner (at the model size N' its law needs for it)",
+                                 {"workers", "entry", "N'", "break-even bandwidth"}, be_rows));
+    blocks.push_back(page::LineChart("decision-break-even", "Predicted time to " + d.baseline + "'s loss against bandwidth",
+                                     page::Axis("access-link bandwidth (bit/s)", true), page::Axis("time (s)", true), curves));
+  }
+  for (const auto& n : d.notes) blocks.push_back(page::Text("Note: " + n));
+  return {{"title", "narrows decision: " + sc.name}, {"sections", json::array({{{"title", "Decision"}, {"blocks", blocks}}})}};
+}
+
+}  // namespace
+
+core::Status DecideScenario(const core::Scenario& sc, const std::string& sweep_dir, const DecideOptions& o) {
+  auto fits = FitSweep(sweep_dir);
+  if (!fits.ok()) return fits.status();
+  auto sweep = LoadSweep(sweep_dir);
+  if (!sweep.ok()) return sweep.status();
+  std::vector<core::AlgorithmSpec> entries;
+  std::vector<double> ratios;
+  for (const auto& p : sweep->points) {
+    if (!p.run || !p.scenario) continue;
+    if (entries.empty()) entries = Entries(*p.scenario);
+    core::ModelSpec spec = p.scenario->model;
+    spec.vocab_size = 256;
+    const double n = static_cast<double>(trainer::CostOf(spec).params);
+    const double d = static_cast<double>(p.scenario->train.steps * p.scenario->train.batch_size * p.scenario->model.seq_len) *
+                     p.scenario->workers.count;
+    ratios.push_back(d / n);
+  }
+  if (ratios.empty()) return Status::InvalidArgument(sweep_dir + ": no finished points to decide on");
+  std::sort(ratios.begin(), ratios.end());
+  auto d = Decide(sc, *fits, entries, ratios[ratios.size() / 2], o);
+  if (!d.ok()) return d.status();
+  if (ratios.back() > 1.1 * ratios.front()) {
+    d->notes.push_back(Printf("the sweep's points span %.3g-", ratios.front()) +
+                       Printf("%.3g tokens per parameter; the decision takes the median", ratios.back()));
+  }
+  std::printf("decision: %s parameters, %s tokens (%.3g per parameter), network %s; laws from %s\n", Si(d->params, "").c_str(),
+              Si(d->tokens, "").c_str(), d->tokens / d->params, sc.network.profile.c_str(), sweep_dir.c_str());
+  std::printf("%-20s %7s %8s %19s %10s %8s %12s %s\n", "entry", "workers", "loss", "95% interval", "time", "compute",
+              "sent/worker", "frontier");
+  for (const auto& r : d->rows) {
+    std::printf("%-20s %7d %8.4f %19s %10s %7.0f%% %12s %s\n", r.entry.c_str(), r.workers, r.loss,
+                (Printf("%.4f-", r.loss_lo) + Printf("%.4f", r.loss_hi) + (r.extrapolated ? "*" : "")).c_str(), Duration(r.time_s).c_str(),
+                100 * r.compute_s / r.time_s, Si(r.bytes_per_worker, "B").c_str(), r.frontier ? "yes" : "");
+  }
+  for (const auto& b : d->break_even) {
+    std::printf("break-even at %d workers: %s reaches %s's loss (as a %s-parameter model) sooner %s\n", b.workers, b.entry.c_str(),
+                d->baseline.c_str(), Si(b.equal_loss_params, "").c_str(),
+                std::isinf(b.bandwidth_bps) ? "at any bandwidth"
+                : b.bandwidth_bps > 0       ? ("below " + Si(b.bandwidth_bps, "bit/s")).c_str()
+                                            : "at no bandwidth");
+  }
+  for (const auto& n : d->notes) std::printf("decision: %s\n", n.c_str());
+  if (std::any_of(d->rows.begin(), d->rows.end(), [](const DecisionRow& r) { return r.extrapolated; })) {
+    std::printf("decision: * outside the sizes and worker counts the laws were fitted on\n");
+  }
+  const std::string dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(dir + "/decision.json", DecisionJson(sc, *d).dump(2) + "\n"));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(dir + "/decision.html", RenderReport(DecisionPage(sc, *d))));
+  std::printf("decision: %s/decision.json, %s/decision.html\n", dir.c_str(), dir.c_str());
   return Status::Ok();
 }
 

@@ -8,12 +8,14 @@
 // `narrows run` where both can run.
 #pragma once
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/scenario.h"
 #include "core/status.h"
+#include "tools/fit_command.h"
 
 namespace narrows::tools {
 
@@ -52,5 +54,50 @@ core::AlgorithmSpec ChooseCollective(const core::Scenario& scenario, const core:
 
 // MakePlan, printed as a table and written to <output.dir>/<name>/plan.json.
 core::Status PlanScenario(const core::Scenario& scenario, const PlanOptions& options);
+
+// The decision (`narrows plan SCENARIO --fit SWEEP`): for a target model size, token budget and
+// the scenario's network, every fitted entry's predicted loss (its L(N, M) law from the sweep's
+// final losses, tools/fit.h) and wall-clock (the planner) at each number of workers; the frontier
+// of loss against time; and per number of workers the break-even bandwidth below which DiLoCo
+// (any entry that is not DDP) reaches DDP's predicted loss sooner than DDP. Equal loss is reached
+// by the model size N' at which the entry's law predicts DDP's loss, trained at the sweep's tokens
+// per parameter (the compute-optimal setting the laws were fitted in); N' < N where the entry's
+// loss is lower, and then it is ahead at every bandwidth.
+struct DecideOptions {
+  std::string params;        // N: as PlanOptions::params ("": the scenario's model)
+  double tokens = 0;         // D (0: the fits' tokens per parameter times N)
+  std::vector<int> workers;  // M values (empty: those the fits span)
+  double flops = 0;          // per worker (0: compute.device_flops)
+};
+struct DecisionRow {
+  std::string entry, algorithm;
+  int workers = 0;
+  double loss = 0, loss_lo = 0, loss_hi = 0;  // the law's prediction and its 95% prediction interval
+  bool extrapolated = false;                   // N or M outside the points the law was fitted on
+  double time_s = 0, compute_s = 0, bytes_per_worker = 0;
+  bool frontier = false;  // no other row is both faster and lower in loss
+};
+struct BreakEven {
+  int workers = 0;
+  std::string entry;              // the non-DDP entry with the highest break-even at this M
+  double equal_loss_params = 0;   // N'
+  double bandwidth_bps = 0;       // below it the entry is sooner (infinity: at every bandwidth; 0: never)
+  // Predicted times against the access links' bandwidth: (bandwidth, DDP at N, the entry at N').
+  std::vector<std::array<double, 3>> curve;
+};
+struct Decision {
+  double params = 0, tokens = 0, tokens_per_param = 0;
+  std::string baseline;  // the DDP entry
+  std::vector<DecisionRow> rows;
+  std::vector<BreakEven> break_even;
+  std::vector<std::string> notes;
+};
+// `entries` are the sweep's (their names key `fits`); `tokens_per_param` the sweep's.
+core::Result<Decision> Decide(const core::Scenario& scenario, const std::vector<EntryFit>& fits,
+                              const std::vector<core::AlgorithmSpec>& entries, double tokens_per_param,
+                              const DecideOptions& options);
+// Decide on the fits of `sweep_dir`, printed and written to <output.dir>/<name>/decision.json and
+// decision.html (the frontier and the break-even curves as charts).
+core::Status DecideScenario(const core::Scenario& scenario, const std::string& sweep_dir, const DecideOptions& options);
 
 }  // namespace narrows::tools

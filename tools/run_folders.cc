@@ -1,5 +1,7 @@
 #include "tools/run_folders.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -124,23 +126,49 @@ double TimeOf(const json& line) {
   return std::isnan(v) ? Num(line, "wall_time_s") : v;
 }
 
-Result<Sweep> LoadSweep(const std::string& dir) {
+namespace {
+
+// The points of sweep.json.
+Status ReadLayout(const std::string& dir, Sweep* sweep) {
   auto layout = ReadJson(dir + "/sweep.json");
   if (!layout.ok()) return layout.status();
-  Sweep sweep;
-  sweep.dir = dir;
   try {
-    sweep.label = layout->at("scenario").get<std::string>();
-    for (const auto& a : layout->at("axes")) sweep.axes.push_back(a.at("key").get<std::string>());
+    sweep->label = layout->at("scenario").get<std::string>();
+    for (const auto& a : layout->at("axes")) sweep->axes.push_back(a.at("key").get<std::string>());
     for (const auto& p : layout->at("points")) {
       SweepPoint point;
       point.name = p.at("name").get<std::string>();
       point.values = p.at("values").get<std::vector<std::string>>();
-      sweep.points.push_back(std::move(point));
+      sweep->points.push_back(std::move(point));
     }
   } catch (const json::exception& e) {
     return Status::InvalidArgument(dir + "/sweep.json: " + e.what());
   }
+  return Status::Ok();
+}
+
+// A study: a folder of run (or tune) folders, each a point of no axis, in name order.
+Status ReadStudy(const std::string& dir, Sweep* sweep) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.is_directory() && IsFile(e.path().string() + "/summary.json")) names.push_back(e.path().filename().string());
+  }
+  if (names.empty()) return Status::NotFound(dir + ": neither a sweep folder (sweep.json) nor a folder of run folders");
+  std::sort(names.begin(), names.end());
+  sweep->label = std::filesystem::path(dir).filename().string();
+  for (const auto& n : names) sweep->points.push_back({n, {}, std::nullopt, std::nullopt});
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Sweep> LoadSweep(const std::string& dir) {
+  Sweep sweep;
+  sweep.dir = dir;
+  std::error_code ec;
+  // A run folder is not a study (its seed folders are not points).
+  const bool study = !IsFile(dir + "/sweep.json") && !IsFile(dir + "/summary.json") && std::filesystem::is_directory(dir, ec);
+  NARROWS_RETURN_IF_ERROR(study ? ReadStudy(dir, &sweep) : ReadLayout(dir, &sweep));
   for (auto& point : sweep.points) {
     const std::string pdir = dir + "/" + point.name;
     if (!IsFile(pdir + "/summary.json")) continue;  // not run yet

@@ -54,6 +54,8 @@ struct Sweep {
   std::vector<SweepPoint> points;
 };
 
+// A sweep folder (sweep.json), or a study: a folder of run or tune folders (each with summary.json
+// and scenario.yaml), each a point of no axis, for `narrows fit` and `plan --fit`.
 core::Result<Sweep> LoadSweep(const std::string& dir);
 
 // A number from a JSON object, `fallback` when absent or not a number.

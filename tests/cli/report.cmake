@@ -121,6 +121,26 @@ if(NOT out MATCHES "ddp +6 +[0-9.e+-]+ ± [0-9.e+-]+ +-?[0-9.]+ ± [0-9.]+ +- ")
   message(FATAL_ERROR "narrows fit: no fit with uncertainties for ddp over N:\n${out}")
 endif()
 
+# The held-out test: the laws fitted on d_model 16 and 32, predicted at 48 against what ran there.
+run_narrows(fit out/s-sweep --hold-out)
+if(NOT out MATCHES "ddp +[0-9]+ +3 +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9.]+[^\n%]* [-+][0-9.]+%")
+  message(FATAL_ERROR "narrows fit --hold-out: no held-out prediction for ddp:\n${out}")
+endif()
+
+# The decision from the sweep's laws (model size at 3 workers): a row per entry, the break-even,
+# and its page drawn in the browser (the frontier and the break-even curves).
+run_narrows(plan s.yaml --fit out/s-sweep --params 2e4)
+if(NOT out MATCHES "ddp +3 +[0-9.]+ +[0-9.]+-[0-9.]+" OR NOT out MATCHES "break-even at 3 workers: diloco-h2 reaches ddp's loss")
+  message(FATAL_ERROR "plan --fit: no decision rows or break-even:\n${out}")
+endif()
+file(READ ${WORK}/out/s/decision.json decision)
+string(JSON rows LENGTH "${decision}" rows)
+if(NOT rows EQUAL 2)
+  message(FATAL_ERROR "decision.json: ${rows} rows, expected 2 (ddp and diloco-h2 at 3 workers)")
+endif()
+check_in_browser(out/s/decision.html 2 0)
+expect_failure(plan_no_sweep "nope" plan s.yaml --fit nope)
+
 # Several runs in one report; then only some entries.
 run_narrows(report out/s out/s-sweep/profile-home-100m_d_model-16 -o both.html)
 check_in_browser(both.html 10 0)

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "tests/trainer/distributed_fixture.h"
+#include "tools/fit.h"
 #include "tools/plan_command.h"
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
@@ -173,6 +174,75 @@ TEST_F(PluginsTest, AToyRegisteredFromATestFileRunsInTheEmulatorAndIsNotPredicte
   ASSERT_EQ(plan->rows.size(), 1u);  // ddp only
   EXPECT_EQ(plan->rows[0].name, "ddp");
   EXPECT_EQ(plan->unpredicted, (std::vector<std::string>{"toy-average (toy-average)", "toy2 (toy-average)"}));
+}
+
+// The decision on synthetic laws: losses are the laws', times the planner's; DDP is slower than
+// DiLoCo at equal size over home internet; where DiLoCo's law is worse it needs a larger model to
+// reach DDP's loss, and the break-even bandwidth is where the two times cross (DiLoCo sooner below
+// it, DDP above); where its law is better it is sooner at every bandwidth.
+TEST_F(PluginsTest, TheDecisionFollowsTheFittedLawsAndThePlanner) {
+  auto sc = core::ParseScenario("workers: {count: 4}\nnetwork: {profile: home-100m}\ncompute: {mode: modelled, device_flops: 1e10}\n"
+                                "train: {batch_size: 16}\nmodel: {preset: tiny}\ncompare: [ddp, diloco-h50]\n",
+                                "decide.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  auto law = [](const std::string& name, double a, double beta) {
+    tools::EntryFit f;
+    f.entry = name;
+    for (double n : {1e5, 4e5, 1.6e6, 6.4e6}) {
+      for (double m : {1.0, 2.0, 4.0}) f.points.push_back({n, m, a * std::pow(n, -0.1) * std::pow(m, beta)});
+    }
+    f.fit = *tools::FitPowerLaw(f.points);
+    return f;
+  };
+  tools::DecideOptions o;
+  o.params = "1.6e6";
+  for (double diloco_a : {10.2, 9.8}) {
+    const std::vector<tools::EntryFit> fits = {law("ddp", 10.0, 0.0), law("diloco-h50", diloco_a, 0.01)};
+    auto d = tools::Decide(*sc, fits, sc->compare, 20.0, o);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->tokens, 20.0 * 1.6e6);
+    EXPECT_EQ(d->baseline, "ddp");
+    ASSERT_EQ(d->rows.size(), 6u);  // 2 entries x M = 1, 2, 4
+    for (const auto& r : d->rows) {
+      const double a = r.entry == "ddp" ? 10.0 : diloco_a, beta = r.entry == "ddp" ? 0.0 : 0.01;
+      EXPECT_NEAR(r.loss, a * std::pow(1.6e6, -0.1) * std::pow(r.workers, beta), 1e-9);
+      EXPECT_FALSE(r.extrapolated);
+      EXPECT_GT(r.time_s, 0);
+    }
+    for (int m : {2, 4}) {
+      const auto ddp = std::find_if(d->rows.begin(), d->rows.end(), [&](const auto& r) { return r.entry == "ddp" && r.workers == m; });
+      const auto dil = std::find_if(d->rows.begin(), d->rows.end(), [&](const auto& r) { return r.entry != "ddp" && r.workers == m; });
+      EXPECT_GT(ddp->time_s, dil->time_s) << m;
+    }
+    // The lowest loss and the fastest row are on the frontier.
+    const auto fastest = std::min_element(d->rows.begin(), d->rows.end(), [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
+    EXPECT_TRUE(fastest->frontier);
+    ASSERT_EQ(d->break_even.size(), 3u);
+    for (const auto& b : d->break_even) {
+      EXPECT_EQ(b.entry, "diloco-h50");
+      const double target = 10.0 * std::pow(1.6e6, -0.1);
+      EXPECT_NEAR(diloco_a * std::pow(b.equal_loss_params, -0.1) * std::pow(b.workers, 0.01), target, 1e-9);
+      if (diloco_a < 10 && b.workers == 1) {
+        EXPECT_TRUE(std::isinf(b.bandwidth_bps)) << b.bandwidth_bps;  // smaller model, no communication to lose
+      }
+      if (diloco_a > 10) {
+        EXPECT_GT(b.equal_loss_params, 1.6e6);
+        if (b.workers == 1) continue;  // one worker sends nothing: DDP is sooner at every bandwidth
+        ASSERT_TRUE(std::isfinite(b.bandwidth_bps) && b.bandwidth_bps > 0) << b.workers;
+        for (const auto& c : b.curve) {
+          if (c[0] < 0.9 * b.bandwidth_bps) EXPECT_GT(c[1], c[2]) << "at " << c[0] << " bit/s, M=" << b.workers;
+          if (c[0] > 1.1 * b.bandwidth_bps) EXPECT_LT(c[1], c[2]) << "at " << c[0] << " bit/s, M=" << b.workers;
+        }
+      }
+    }
+  }
+  o.params = "1e9";
+  auto far = tools::Decide(*sc, {law("ddp", 10.0, 0.0)}, sc->compare, 20.0, o);
+  ASSERT_TRUE(far.ok());
+  EXPECT_TRUE(far->rows.front().extrapolated);
+  EXPECT_TRUE(far->break_even.empty());
+  o.params = "lots";
+  EXPECT_FALSE(tools::Decide(*sc, {law("ddp", 10.0, 0.0)}, sc->compare, 20.0, o).ok());
 }
 
 TEST_F(PluginsTest, ShorthandsSpellOutTheirAlgorithmsKeys) {
