@@ -105,7 +105,10 @@ struct OutputSpec {
 struct LinkSpec {
   double bandwidth_bps = 100e6;
   double latency_ms = 30.0;  // one-way, end to end for access links (split over up and down)
-  double loss = 0.0;         // packet loss probability
+  double loss = 0.0;         // packet loss probability (in the good state, with bursts)
+  // Bursty loss (`burst:`), Gilbert-Elliott in time: good and bad stays of these mean lengths
+  // (exponential), `burst_loss` in the bad state. burst_good_s 0: no bursts.
+  double burst_good_s = 0.0, burst_bad_s = 0.0, burst_loss = 0.0;
 };
 
 enum class TopologyKind { kStar, kIslands };

@@ -47,6 +47,17 @@ LinkSpec ReadLink(Section& s, const std::string& default_profile, const LinkSpec
   link.bandwidth_bps = s.Double("bandwidth_bps", base.bandwidth_bps, 1e3, 1e13);
   link.latency_ms = s.Double("latency_ms", base.latency_ms, 0.0, 1e5);
   link.loss = s.Double("loss", base.loss, 0.0, 0.5);
+  link.burst_good_s = base.burst_good_s;
+  link.burst_bad_s = base.burst_bad_s;
+  link.burst_loss = base.burst_loss;
+  if (s.Has("burst")) {
+    Section b = s.Sub("burst");
+    link.burst_good_s = b.Double("mean_good_s", base.burst_good_s > 0 ? base.burst_good_s : 10.0, 0.0, 1e9,
+                                 Bound::kExclusive);
+    link.burst_bad_s = b.Double("mean_bad_s", base.burst_bad_s > 0 ? base.burst_bad_s : 1.0, 0.0, 1e9, Bound::kExclusive);
+    link.burst_loss = b.Double("loss", base.burst_loss > 0 ? base.burst_loss : 0.05, 0.0, 0.5, Bound::kExclusive);
+    b.Finish();
+  }
   return link;
 }
 

@@ -13,6 +13,7 @@ sim::Link ToLink(const core::LinkSpec& spec) {
   l.bandwidth_bps = spec.bandwidth_bps;
   l.latency_s = spec.latency_ms / 1e3;
   l.loss = spec.loss;
+  l.burst = {spec.burst_good_s, spec.burst_bad_s, spec.burst_loss, 0};
   return l;
 }
 
@@ -56,6 +57,10 @@ sim::Topology TopologyFromScenario(const core::Scenario& sc) {
       link.schedule.push_back({f.from_s, 0.0});
       link.schedule.push_back({f.to_s, before});
     }
+  }
+  // Each link's bursts from its own stream of the scenario's seed (the same in both models).
+  for (size_t l = 0; l < links.size(); ++l) {
+    links[l].burst.seed = (static_cast<uint64_t>(sc.seed) + 1) * 0x9e3779b97f4a7c15ULL ^ (l + 1) * 0xbf58476d1ce4e5b9ULL;
   }
   for (auto& link : links) {
     std::stable_sort(link.schedule.begin(), link.schedule.end(),

@@ -27,6 +27,7 @@ AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
   for (const auto& l : topology_.links()) {
     bandwidth_.push_back(l.bandwidth_bps);
     next_change_.push_back(0);
+    loss_.emplace_back(l);
   }
   // Changes at time 0 (or before) apply from the start.
   for (size_t l = 0; l < bandwidth_.size(); ++l) {
@@ -45,13 +46,7 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const int64_t id = next_id_++;
   const auto& route = topology_.Route(src, dst);
   const double latency = topology_.PathLatency(src, dst);
-  double keep = 1.0;
-  for (int l : route) keep *= 1.0 - topology_.links()[l].loss;
-  const double loss = 1.0 - keep;
-  const double rtt = std::max(2.0 * latency, 1e-4);
-  // The cap is on goodput; flows count wire bits.
-  const double cap = loss > 0.0 ? options_.mss_bytes * 8.0 / rtt * 1.22 / std::sqrt(loss) * options_.wire_bytes_per_byte
-                                : kNever;
+  const double cap = LossCap(route, latency);
   const int pair = src * topology_.num_workers() + dst;
   Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency};
   auto& queue = queued_[pair];
@@ -66,7 +61,19 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   return id;
 }
 
+double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) const {
+  double keep = 1.0;
+  for (int l : route) keep *= 1.0 - loss_[static_cast<size_t>(l)].loss();
+  const double loss = 1.0 - keep;
+  if (!(loss > 0.0)) return kNever;
+  if (loss >= 1.0) return 0.0;
+  const double rtt = std::max(2.0 * latency_s, 1e-4);
+  // Mathis et al.'s TCP throughput under random loss; the cap is on goodput, flows count wire bits.
+  return options_.mss_bytes * 8.0 / rtt * 1.22 / std::sqrt(loss) * options_.wire_bytes_per_byte;
+}
+
 void AnalyticModel::Recompute() {
+  for (auto& f : flows_) f.cap_bps = LossCap(f.route, f.latency_s);  // bursts move the loss
   // Max-min fairness by progressive filling: raise all unfrozen flows' rates together until a link
   // saturates or a flow reaches its cap; freeze those flows; repeat.
   std::vector<double> capacity = bandwidth_;
@@ -111,17 +118,20 @@ double AnalyticModel::NextCompletion() const {
   return t;
 }
 
-double AnalyticModel::NextScheduleChange() const {
+double AnalyticModel::NextScheduleChange(bool with_loss_switches) const {
   double t = kNever;
   for (size_t l = 0; l < next_change_.size(); ++l) {
     const auto& s = topology_.links()[l].schedule;
     if (next_change_[l] < s.size()) t = std::min(t, s[next_change_[l]].at_s);
+    if (with_loss_switches) t = std::min(t, loss_[l].next_switch());
   }
   return t;
 }
 
 double AnalyticModel::NextEventTime() const {
-  double t = std::min(NextCompletion(), NextScheduleChange());
+  // Loss switches go on for ever; they are events only while something is being sent (AdvanceTo
+  // walks those it passes).
+  double t = std::min(NextCompletion(), NextScheduleChange(!flows_.empty()));
   if (!in_flight_.empty()) t = std::min(t, in_flight_.begin()->first);
   return t;
 }
@@ -157,6 +167,10 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
       const auto& s = topology_.links()[l].schedule;
       while (next_change_[l] < s.size() && s[next_change_[l]].at_s <= now_) {
         bandwidth_[l] = s[next_change_[l]++].bandwidth_bps;
+        changed = true;
+      }
+      while (loss_[l].next_switch() <= now_) {
+        loss_[l].Switch();
         changed = true;
       }
     }

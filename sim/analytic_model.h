@@ -36,18 +36,21 @@ class AnalyticModel : public NetworkModel {
     std::vector<int> route;
     double remaining_bits;
     double rate_bps = 0.0;
-    double cap_bps;
+    double cap_bps;  // Mathis's on the route's current loss (Recompute)
     double latency_s;
   };
+  double LossCap(const std::vector<int>& route, double latency_s) const;
   void Recompute();
   void Progress(double dt);
   double NextCompletion() const;
-  double NextScheduleChange() const;
+  // The next bandwidth change, and with `with_loss_switches` the next loss switch too.
+  double NextScheduleChange(bool with_loss_switches = true) const;
 
   Topology topology_;
   AnalyticOptions options_;
   std::vector<double> bandwidth_;       // current bandwidth per link
   std::vector<size_t> next_change_;     // index into each link's schedule
+  std::vector<LossStates> loss_;        // each link's loss now (bursts switch it)
   std::vector<Flow> flows_;             // transmitting
   std::map<int, std::vector<Flow>> queued_;  // per pair, waiting for the pair's current flow
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key

@@ -5,6 +5,17 @@
 
 namespace narrows::sim {
 
+LossStates::LossStates(const Link& link) : burst_(link.burst), good_loss_(link.loss), rng_(link.burst.seed) {
+  if (burst_.mean_good_s > 0 && burst_.mean_bad_s > 0) {
+    next_ = std::exponential_distribution<double>(1.0 / burst_.mean_good_s)(rng_);
+  }
+}
+
+void LossStates::Switch() {
+  bad_ = !bad_;
+  next_ += std::exponential_distribution<double>(1.0 / (bad_ ? burst_.mean_bad_s : burst_.mean_good_s))(rng_);
+}
+
 std::vector<Link> UniformLinks(int n, double bandwidth_bps, double latency_s, double loss) {
   std::vector<Link> links(static_cast<size_t>(n));
   for (auto& l : links) {

@@ -110,8 +110,39 @@ struct Ns3Model::Impl {
   struct Direction {
     ns3::Ptr<ns3::PointToPointNetDevice> tx_device;
     ns3::Ptr<ns3::RateErrorModel> rx_errors;
-    double loss = 0.0;
   };
+  // A direction's loss over virtual time: the link's Gilbert-Elliott states (sim/network_model.h,
+  // the same switches as the analytic model's) while it is up, every packet while it is down.
+  struct LinkLoss {
+    Direction d;
+    LossStates states;
+    bool up = true;
+    bool armed = false;  // its next switch is scheduled
+    void Apply() const { d.rx_errors->SetRate(up ? states.loss() : 1.0); }
+  };
+  std::vector<std::unique_ptr<LinkLoss>> link_loss;  // per topology link (null where unused)
+
+  // Schedules each bursty link's next switch. Switches are events only while something is being
+  // sent (they go on for ever; a run with nothing outstanding must be able to drain): one that
+  // falls while nothing is outstanding is taken when the next message starts.
+  void ArmLossSwitches() {
+    const double now_s = static_cast<double>(ns3::Simulator::Now().GetNanoSeconds() - offset_ns) / 1e9;
+    for (auto& ll : link_loss) {
+      if (!ll || ll->armed || ll->states.next_switch() == kNever) continue;
+      while (ll->states.next_switch() <= now_s) ll->states.Switch();
+      ll->Apply();
+      ll->armed = true;
+      LinkLoss* raw = ll.get();
+      const int64_t at_ns = offset_ns + static_cast<int64_t>(std::llround(raw->states.next_switch() * 1e9));
+      ns3::Simulator::Schedule(ns3::NanoSeconds(std::max<int64_t>(0, at_ns - ns3::Simulator::Now().GetNanoSeconds())),
+                               [this, raw] {
+                                 raw->armed = false;
+                                 raw->states.Switch();
+                                 raw->Apply();
+                                 if (outstanding > 0) ArmLossSwitches();
+                               });
+    }
+  }
 
   Ns3Options options;
   int num_workers = 0;
@@ -257,7 +288,7 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
       errors->SetRate(0.0);  // no loss while connecting; the link's own state applies from time 0
       errors->AssignStreams(static_cast<int64_t>(dir));
       rx->SetReceiveErrorModel(errors);
-      m.directions[dir] = {tx, errors, link.loss};
+      m.directions[dir] = {tx, errors};
     }
     for (uint32_t k = 0; k < 2; ++k) {
       const int node = k == 0 ? g.from[l] : g.to[l];
@@ -322,18 +353,23 @@ void Ns3Model::ConnectEveryPair(Impl& m, ns3::NodeContainer& nodes) {
 void Ns3Model::ApplyLinkStates(Impl& m, const Topology& topology) {
   using namespace ns3;
   const auto& links = topology.links();
+  m.link_loss.resize(links.size());
   for (size_t l = 0; l < links.size(); ++l) {
     const Impl::Direction d = m.directions[l];
     if (!d.tx_device) continue;
-    auto set = [d](double bps) {
-      if (bps > 0) d.tx_device->SetDataRate(DataRate(static_cast<uint64_t>(bps)));
-      d.rx_errors->SetRate(bps > 0 ? d.loss : 1.0);
+    m.link_loss[l] = std::make_unique<Impl::LinkLoss>(Impl::LinkLoss{d, LossStates(links[l]), true, false});
+    Impl::LinkLoss* ll = m.link_loss[l].get();
+    auto set = [ll](double bps) {
+      if (bps > 0) ll->d.tx_device->SetDataRate(DataRate(static_cast<uint64_t>(bps)));
+      ll->up = bps > 0;
+      ll->Apply();
     };
     set(links[l].bandwidth_bps);
     for (const auto& c : links[l].schedule) {
       Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, ToNs(c.at_s))), [set, bps = c.bandwidth_bps] { set(bps); });
     }
-  }}
+  }
+}
 
 Ns3Model::Ns3Model(Topology topology, Ns3Options options)
     : topology_(std::move(topology)), impl_(std::make_unique<Impl>()) {
@@ -375,6 +411,7 @@ int64_t Ns3Model::StartFlow(int src, int dst, int64_t bytes, double now) {
   c.messages.push_back({id, c.queued});
   ++m.outstanding;
   m.drained = false;
+  m.ArmLossSwitches();
   ns3::Simulator::Schedule(ns3::NanoSeconds(m.offset_ns + at) - ns3::Simulator::Now(), [&m, &c] { m.Pump(c); });
   return id;
 }

@@ -85,6 +85,21 @@ TEST(ScenarioTest, MultiDomainDataKeys) {
   EXPECT_DOUBLE_EQ(sc->data.domain_mix, 0.25);
 }
 
+TEST(ScenarioTest, BurstyLossPerLink) {
+  auto sc = ParseScenario("network: {loss: 0.001, burst: {mean_good_s: 5, mean_bad_s: 0.5, loss: 0.1},\n"
+                          "  workers: [{worker: 1, burst: {loss: 0.3}}]}\nworkers: {count: 2}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_DOUBLE_EQ(sc->network.link.burst_good_s, 5);
+  EXPECT_DOUBLE_EQ(sc->network.link.burst_bad_s, 0.5);
+  EXPECT_DOUBLE_EQ(sc->network.link.burst_loss, 0.1);
+  ASSERT_EQ(sc->network.overrides.size(), 1u);
+  EXPECT_DOUBLE_EQ(sc->network.overrides[0].link.burst_good_s, 5);  // inherited, then its own loss
+  EXPECT_DOUBLE_EQ(sc->network.overrides[0].link.burst_loss, 0.3);
+  EXPECT_NE(ErrorOf("network: {burst: {loss: 0.9}}\n").find("network.burst.loss"), std::string::npos);
+  EXPECT_NE(ErrorOf("network: {burst: {mean_bad_s: 0}}\n").find("network.burst.mean_bad_s"), std::string::npos);
+  EXPECT_NE(ErrorOf("network: {burst: {often: 1}}\n").find("often"), std::string::npos);
+}
+
 TEST(ScenarioTest, OutOfRangeIsReported) {
   EXPECT_NE(ErrorOf("train: {steps: 0}\n").find("train.steps: expected an integer in [1, inf], got 0"),
             std::string::npos);

@@ -83,5 +83,62 @@ TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
   EXPECT_NEAR(t[0], 0.050 + 80e6 / rate, 1e-6);
 }
 
+// Gilbert-Elliott in time: the same seed walks the same switches; the bad state holds about
+// mean_bad / (mean_good + mean_bad) of the time; without bursts nothing ever switches.
+TEST(LossStatesTest, BurstsAlternateWithTheirMeanStaysFromTheSeed) {
+  Link link;
+  link.loss = 0.001;
+  link.burst = {2.0, 0.5, 0.2, 42};
+  LossStates a(link), b(link);
+  double bad_time = 0, last = 0;
+  int switches = 0;
+  EXPECT_FALSE(a.bad());
+  EXPECT_DOUBLE_EQ(a.loss(), 0.001);
+  while (a.next_switch() < 10000.0) {
+    ASSERT_EQ(a.next_switch(), b.next_switch());
+    if (a.bad()) bad_time += a.next_switch() - last;
+    last = a.next_switch();
+    a.Switch();
+    b.Switch();
+    ++switches;
+    EXPECT_DOUBLE_EQ(a.loss(), a.bad() ? 0.2 : 0.001);
+  }
+  EXPECT_NEAR(bad_time / last, 0.5 / 2.5, 0.02);
+  EXPECT_NEAR(switches / 2.0, 10000.0 / 2.5, 200);  // one good and one bad stay every 2.5 s
+  link.burst.seed = 43;
+  EXPECT_NE(LossStates(link).next_switch(), LossStates(Link{link.name, 1e9, 0, 0.001, {2.0, 0.5, 0.2, 42}, {}}).next_switch());
+  EXPECT_EQ(LossStates(Link{}).next_switch(), kNever);
+}
+
+// A transfer over a bursty link runs at the link's bandwidth while good (no loss) and at Mathis's
+// cap for the bad state's loss while bad: its time is that of the same piecewise rates walked by
+// hand over the link's switches.
+TEST(AnalyticModelTest, BurstyLossCapsTheRateOnlyWhileBad) {
+  std::vector<Link> links = UniformLinks(2, 100e6, 0.025);
+  links[0].burst = {1.0, 0.5, 0.02, 7};
+  AnalyticModel model(Topology::Star(links));
+  const int64_t bytes = 50'000'000;
+  const double t = SimulateMessages(model, {{0, 1, bytes, 0.0}})[0];
+  const double wire = 1.0;  // AnalyticOptions' defaults: MSS 1460, no header overhead
+  const double bad_rate = 1460 * 8 / 0.05 * 1.22 / std::sqrt(0.02) * wire;
+  ASSERT_LT(bad_rate, 100e6);
+  LossStates states(links[0]);
+  double bits = static_cast<double>(bytes) * 8 * wire, now = 0;
+  while (true) {
+    const double rate = states.bad() ? bad_rate : 100e6;
+    if (now + bits / rate <= states.next_switch()) {
+      now += bits / rate;
+      break;
+    }
+    bits -= rate * (states.next_switch() - now);
+    now = states.next_switch();
+    states.Switch();
+  }
+  EXPECT_NEAR(t, now + 0.025, 1e-6);
+  EXPECT_GT(t, 0.025 + 50e6 * 8 * wire / 100e6 + 0.05);  // some of it was sent in a bad stay
+  // Nothing outstanding: the switches are no events, so an idle model has none.
+  EXPECT_EQ(model.NextEventTime(), kNever);
+}
+
 }  // namespace
 }  // namespace narrows::sim

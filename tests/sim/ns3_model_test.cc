@@ -120,6 +120,23 @@ TEST(Ns3ModelTest, BbrShrugsOffRandomLossThatSlowsCubic) {
   EXPECT_LT(paced.ns3[0], 2.0 * 20e6 * 8 / 100e6) << "bbr should keep most of the 100 Mbit/s";
 }
 
+// Bursty loss (the same switches as the analytic model's): a transfer completes, slower than
+// without loss and faster than with the bad state's loss throughout; afterwards the model drains
+// (the switches go on for ever but are no events while nothing is outstanding).
+TEST(Ns3ModelTest, BurstyLossCompletesBetweenNoLossAndAlwaysBad) {
+  const std::vector<Message> messages = {{0, 1, 20'000'000, 0.0}, {1, 0, 1000, 30.0}};
+  std::vector<Link> bursty = UniformLinks(2, 100e6, 0.025);
+  bursty[0].burst = {1.0, 1.0, 0.01, 3};
+  const Both clean = Simulate(Topology::Star(UniformLinks(2, 100e6, 0.025)), messages);
+  const Both always = Simulate(Topology::Star(UniformLinks(2, 100e6, 0.025, 0.01)), messages);
+  Ns3Model model(Topology::Star(bursty), {});
+  const auto t = SimulateMessages(model, messages);
+  EXPECT_GT(t[0], 1.1 * clean.ns3[0]) << t[0] << " vs " << clean.ns3[0];
+  EXPECT_LT(t[0], always.ns3[0]) << t[0] << " vs " << always.ns3[0];
+  EXPECT_LT(t[1], 31.0);
+  EXPECT_EQ(model.NextEventTime(), kNever);
+}
+
 TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
   std::vector<Link> links = UniformLinks(2, 100e6, 0.010);
   links[0].schedule = {{1.0, 0.0}, {3.0, 100e6}};
