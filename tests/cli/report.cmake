@@ -29,6 +29,16 @@ function(expect_failure name expected_text)
   endif()
 endfunction()
 
+# Every marker after `what` must be in ${html} (the page read last).
+function(expect_markers what)
+  foreach(marker ${ARGN})
+    string(FIND "${html}" "${marker}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "${what} lacks ${marker}")
+    endif()
+  endforeach()
+endfunction()
+
 # Opens `html` in headless Chromium; every chart must have laid out its points, there must be at
 # least `min_charts` charts and `min_heatmaps` heat maps, and no console message and no error.
 function(check_in_browser html min_charts min_heatmaps)
@@ -73,12 +83,8 @@ foreach(id val-loss-time val-loss-tokens bytes-time utilization timeline-0-0 tim
     message(FATAL_ERROR "report.html has no chart ${id}")
   endif()
 endforeach()
-foreach(marker "\"absent\"" "\"join\"" "\"outer sync\"" "Scenario (resolved)")
-  string(FIND "${html}" "${marker}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "report.html lacks ${marker} (timeline states, events, scenario)")
-  endif()
-endforeach()
+expect_markers("report.html (timeline states, events, scenario)" "\"absent\"" "\"join\"" "\"outer sync\""
+               "Scenario (resolved)")
 # 6 comparison charts and a timeline per entry.
 check_in_browser(out/s/report.html 8 0)
 
@@ -97,24 +103,15 @@ if(NOT rc EQUAL 0 OR NOT err MATCHES "data: [0-9.]+M tokens in 2 domains: letter
   message(FATAL_ERROR "a run on two domains: exit ${rc}, no line naming them\n${out}${err}")
 endif()
 file(READ ${WORK}/out/d/report.html html)
-foreach(marker "Final validation loss per domain" "Routing of p by domain" "training tokens" "validation windows")
-  string(FIND "${html}" "${marker}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "the two-domain report lacks ${marker}")
-  endif()
-endforeach()
+expect_markers("the two-domain report" "Final validation loss per domain" "Routing of p by domain" "training tokens"
+               "validation windows")
 check_in_browser(out/d/report.html 6 0)
 
 # A sweep over bandwidth and model size: the heat map, the fit and its chart.
 run_narrows(sweep s.yaml -q --report --grid network.profile=home-100m,internet-1g --grid model.d_model=16,32,48)
 file(READ ${WORK}/out/s-sweep/report.html html)
-foreach(marker "DiLoCo's wall-clock speed-up over DDP per (bandwidth, H)" "100 Mbit/s" "1 Gbit/s" "diloco-h2 (H=2)"
-               "Scaling fit" "\"id\":\"fit-0\"")
-  string(FIND "${html}" "${marker}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "sweep report lacks ${marker}")
-  endif()
-endforeach()
+expect_markers("sweep report" "DiLoCo's wall-clock speed-up over DDP per (bandwidth, H)" "100 Mbit/s" "1 Gbit/s"
+               "diloco-h2 (H=2)" "Scaling fit" "\"id\":\"fit-0\"")
 check_in_browser(out/s-sweep/report.html 1 1)
 run_narrows(fit out/s-sweep)
 if(NOT out MATCHES "ddp +6 +[0-9.e+-]+ ± [0-9.e+-]+ +-?[0-9.]+ ± [0-9.]+ +- ")

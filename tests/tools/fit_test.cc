@@ -7,6 +7,15 @@
 namespace narrows::tools {
 namespace {
 
+// Five sizes, 1e5 to 1e9, on L = 3 N^-0.05 with fixed multiplicative noise, at 4 workers.
+std::vector<ScalingPoint> NoisyLaw() {
+  const std::vector<double> n = {1e5, 1e6, 1e7, 1e8, 1e9};
+  const std::vector<double> noise = {0.01, -0.02, 0.015, 0.0, -0.005};
+  std::vector<ScalingPoint> points;
+  for (size_t i = 0; i < n.size(); ++i) points.push_back({n[i], 4, 3.0 * std::pow(n[i], -0.05) * std::exp(noise[i])});
+  return points;
+}
+
 TEST(FitTest, RecoversAnExactPowerLawInModelSizeAndWorkers) {
   std::vector<ScalingPoint> points;
   for (double n : {1e6, 4e6, 1.6e7, 6.4e7}) {
@@ -27,10 +36,7 @@ TEST(FitTest, RecoversAnExactPowerLawInModelSizeAndWorkers) {
 // The standard error of the slope must be ordinary least squares' (σ² / Σ(x − x̄)², σ² the
 // residual variance with n − 2 degrees of freedom), not GSL's unscaled (XᵀX)⁻¹.
 TEST(FitTest, StandardErrorIsTheResidualOne) {
-  const std::vector<double> n = {1e5, 1e6, 1e7, 1e8, 1e9};
-  const std::vector<double> noise = {0.01, -0.02, 0.015, 0.0, -0.005};
-  std::vector<ScalingPoint> points;
-  for (size_t i = 0; i < n.size(); ++i) points.push_back({n[i], 4, 3.0 * std::pow(n[i], -0.05) * std::exp(noise[i])});
+  const std::vector<ScalingPoint> points = NoisyLaw();
   auto fit = FitPowerLaw(points);
   ASSERT_TRUE(fit.ok());
   EXPECT_FALSE(fit->uses_workers);
@@ -56,10 +62,7 @@ TEST(FitTest, StandardErrorIsTheResidualOne) {
 // (x − x̄)² / Sxx) about the fit in log space; it widens away from the points and is zero for an
 // exact law. The range the points span is kept.
 TEST(FitTest, PredictionIntervalIsOrdinaryLeastSquares) {
-  const std::vector<double> n = {1e5, 1e6, 1e7, 1e8, 1e9};
-  const std::vector<double> noise = {0.01, -0.02, 0.015, 0.0, -0.005};
-  std::vector<ScalingPoint> points;
-  for (size_t i = 0; i < n.size(); ++i) points.push_back({n[i], 4, 3.0 * std::pow(n[i], -0.05) * std::exp(noise[i])});
+  const std::vector<ScalingPoint> points = NoisyLaw();
   auto fit = FitPowerLaw(points);
   ASSERT_TRUE(fit.ok());
   EXPECT_EQ(fit->params_min, 1e5);
@@ -79,7 +82,7 @@ TEST(FitTest, PredictionIntervalIsOrdinaryLeastSquares) {
     EXPECT_NEAR(std::log(fit->Predict(x, 4) / iv.lo), half, 1e-9) << x;
   }
   std::vector<ScalingPoint> exact;
-  for (double x : n) exact.push_back({x, 4, 3.0 * std::pow(x, -0.05)});
+  for (const auto& p : points) exact.push_back({p.params, 4, 3.0 * std::pow(p.params, -0.05)});
   auto exact_fit = FitPowerLaw(exact);
   ASSERT_TRUE(exact_fit.ok());
   const auto iv = exact_fit->PredictionInterval(1e10, 4);
