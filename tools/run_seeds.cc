@@ -88,6 +88,22 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
       r[std::string(key) + "_ci95"] = Finite(i.half_width);
       r[std::string(key) + "_sd"] = Finite(i.sd);
     }
+    // The loss per domain of a multi-domain corpus: each domain's mean and interval over the seeds.
+    if (r0.contains("final_val_loss_by_domain")) {
+      Json mean = Json::object(), hw = Json::object();
+      for (const auto& [domain, ignored] : r0.at("final_val_loss_by_domain").items()) {
+        std::vector<double> v;
+        for (const auto& s : summaries) {
+          v.push_back(s.at("results").at(e).value("final_val_loss_by_domain", Json::object()).value(domain, NAN));
+        }
+        if (!AllFinite(v)) continue;
+        const Interval i = MeanInterval(v);
+        mean[domain] = i.mean;
+        hw[domain] = Finite(i.half_width);
+      }
+      r["final_val_loss_by_domain"] = mean;
+      r["final_val_loss_by_domain_ci95"] = hw;
+    }
     Json per_seed = Json::array();
     for (size_t k = 0; k < summaries.size(); ++k) {
       Json one = summaries[k].at("results").at(e);

@@ -97,10 +97,16 @@ file(WRITE ${WORK}/d.yaml "name: d\nmodel: {preset: nano}\ndata: {path: domains,
      "compute: {mode: modelled, device_flops: 1.0e9}\ntrain: {steps: 4, batch_size: 2}\neval: {every: 2, batches: 2, batch_size: 2}\n"
      "compare: [ddp, {name: p, algorithm: dipaco, inner_steps: 2, levels: 1, modules: 2, document_tokens: 256, route_tokens: 32}]\n"
      "output: {dir: out}\n")
-execute_process(COMMAND ${NARROWS} run d.yaml --report RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+execute_process(COMMAND ${NARROWS} run d.yaml --seeds 2 --report RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 WORKING_DIRECTORY ${WORK})
 if(NOT rc EQUAL 0 OR NOT err MATCHES "data: [0-9.]+M tokens in 2 domains: letters [0-9.]+M \\([0-9.]+M validation\\) numbers")
   message(FATAL_ERROR "a run on two domains: exit ${rc}, no line naming them\n${out}${err}")
+endif()
+# Over two seeds: each domain's mean and interval.
+file(READ ${WORK}/out/d/summary.json summary)
+string(JSON numbers_hw GET "${summary}" results 0 final_val_loss_by_domain_ci95 numbers)
+if(NOT numbers_hw MATCHES "^[0-9.e+-]+$")
+  message(FATAL_ERROR "summary.json over seeds: no interval for the numbers domain (${numbers_hw})")
 endif()
 file(READ ${WORK}/out/d/report.html html)
 expect_markers("the two-domain report" "Final validation loss per domain" "Routing of p by domain" "training tokens"
