@@ -23,7 +23,7 @@ AnalyticOptions AnalyticOptions::ForMtu(int mtu) {
 }
 
 AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
-    : topology_(std::move(topology)), options_(options) {
+    : topology_(std::move(topology)), options_(options), counters_(topology_.links().size()) {
   for (const auto& l : topology_.links()) {
     bandwidth_.push_back(l.bandwidth_bps);
     next_change_.push_back(0);
@@ -137,7 +137,10 @@ double AnalyticModel::NextEventTime() const {
 }
 
 void AnalyticModel::Progress(double dt) {
-  for (auto& f : flows_) f.remaining_bits -= f.rate_bps * dt;
+  for (auto& f : flows_) {
+    f.remaining_bits -= f.rate_bps * dt;
+    for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
+  }
 }
 
 void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {

@@ -28,6 +28,9 @@ class AnalyticModel : public NetworkModel {
   double NextEventTime() const override;
   void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
   const Topology& topology() const override { return topology_; }
+  // Bits per link over time and drops are zero: the model has no packets and no queues (loss is a
+  // rate cap), so only the bits are counted.
+  const LinkCounters* counters() const override { return &counters_; }
 
  private:
   struct Flow {
@@ -56,6 +59,7 @@ class AnalyticModel : public NetworkModel {
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
   double now_ = 0.0;
   int64_t next_id_ = 0;
+  LinkCounters counters_;
 };
 
 }  // namespace narrows::sim

@@ -16,6 +16,35 @@ void LossStates::Switch() {
   next_ += std::exponential_distribution<double>(1.0 / (bad_ ? burst_.mean_bad_s : burst_.mean_good_s))(rng_);
 }
 
+void LinkCounters::AddBits(size_t link, double from_s, double to_s, double bits) {
+  if (!(bits > 0) || link >= links_.size()) return;
+  Counts& c = links_[link];
+  c.bits += bits;
+  to_s = std::max(to_s, from_s);
+  while (to_s / bin_s_ >= static_cast<double>(kMaxBins)) Coarsen();
+  const auto first = static_cast<size_t>(from_s / bin_s_), last = static_cast<size_t>(to_s / bin_s_);
+  if (c.bins.size() <= last) c.bins.resize(last + 1, 0.0);
+  if (first == last || to_s <= from_s) {
+    c.bins[first] += bits;
+    return;
+  }
+  const double rate = bits / (to_s - from_s);
+  for (size_t i = first; i <= last; ++i) {
+    const double lo = std::max(from_s, static_cast<double>(i) * bin_s_);
+    const double hi = std::min(to_s, static_cast<double>(i + 1) * bin_s_);
+    if (hi > lo) c.bins[i] += rate * (hi - lo);
+  }
+}
+
+void LinkCounters::Coarsen() {
+  bin_s_ *= 2;
+  for (auto& c : links_) {
+    std::vector<double> merged((c.bins.size() + 1) / 2, 0.0);
+    for (size_t i = 0; i < c.bins.size(); ++i) merged[i / 2] += c.bins[i];
+    c.bins = std::move(merged);
+  }
+}
+
 std::vector<Link> UniformLinks(int n, double bandwidth_bps, double latency_s, double loss) {
   std::vector<Link> links(static_cast<size_t>(n));
   for (auto& l : links) {

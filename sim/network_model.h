@@ -96,6 +96,31 @@ struct Delivery {
   double time = 0.0;
 };
 
+// Per-link traffic over virtual time, kept by a network model as it runs: bits on the wire as a
+// histogram over time (its bins double in width to stay within kMaxBins), packets dropped by loss
+// and by full queues, and the queueing delay of forwarded packets where the model has queues.
+class LinkCounters {
+ public:
+  static constexpr size_t kMaxBins = 512;
+  struct Counts {
+    double bits = 0.0;
+    int64_t packets = 0, dropped_loss = 0, dropped_queue = 0;
+    double queue_delay_sum_s = 0.0, queue_delay_max_s = 0.0;
+    std::vector<double> bins;  // bits sent in [i·bin_s, (i+1)·bin_s)
+  };
+  explicit LinkCounters(size_t links = 0) : links_(links) {}
+  // `bits` sent evenly over [from_s, to_s].
+  void AddBits(size_t link, double from_s, double to_s, double bits);
+  Counts& at(size_t link) { return links_[link]; }
+  const std::vector<Counts>& links() const { return links_; }
+  double bin_s() const { return bin_s_; }
+
+ private:
+  void Coarsen();  // halves the resolution: bins merge in pairs
+  std::vector<Counts> links_;
+  double bin_s_ = 0.01;
+};
+
 class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
@@ -110,6 +135,8 @@ class NetworkModel {
   // was delivered or NextEventTime() > limit. The default steps through NextEventTime.
   virtual void AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered);
   virtual const Topology& topology() const = 0;
+  // What each link carried so far (null where the model keeps no counters).
+  virtual const LinkCounters* counters() const { return nullptr; }
 };
 
 // The links whose bandwidth schedule has them down (0) at time `t`, and since when: for an error

@@ -110,6 +110,7 @@ struct Ns3Model::Impl {
   struct Direction {
     ns3::Ptr<ns3::PointToPointNetDevice> tx_device;
     ns3::Ptr<ns3::RateErrorModel> rx_errors;
+    ns3::Ptr<ns3::PointToPointNetDevice> rx_device;
   };
   // A direction's loss over virtual time: the link's Gilbert-Elliott states (sim/network_model.h,
   // the same switches as the analytic model's) while it is up, every packet while it is down.
@@ -121,6 +122,7 @@ struct Ns3Model::Impl {
     void Apply() const { d.rx_errors->SetRate(up ? states.loss() : 1.0); }
   };
   std::vector<std::unique_ptr<LinkLoss>> link_loss;  // per topology link (null where unused)
+  LinkCounters counters;
 
   // Schedules each bursty link's next switch. Switches are events only while something is being
   // sent (they go on for ever; a run with nothing outstanding must be able to drain): one that
@@ -288,7 +290,7 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
       errors->SetRate(0.0);  // no loss while connecting; the link's own state applies from time 0
       errors->AssignStreams(static_cast<int64_t>(dir));
       rx->SetReceiveErrorModel(errors);
-      m.directions[dir] = {tx, errors};
+      m.directions[dir] = {tx, errors, rx};
     }
     for (uint32_t k = 0; k < 2; ++k) {
       const int node = k == 0 ? g.from[l] : g.to[l];
@@ -354,6 +356,7 @@ void Ns3Model::ApplyLinkStates(Impl& m, const Topology& topology) {
   using namespace ns3;
   const auto& links = topology.links();
   m.link_loss.resize(links.size());
+  m.counters = LinkCounters(links.size());
   for (size_t l = 0; l < links.size(); ++l) {
     const Impl::Direction d = m.directions[l];
     if (!d.tx_device) continue;
@@ -365,6 +368,18 @@ void Ns3Model::ApplyLinkStates(Impl& m, const Topology& topology) {
       ll->Apply();
     };
     set(links[l].bandwidth_bps);
+    // Counted from virtual time 0 on (the connections' handshakes before it are not traffic).
+    auto now_s = [&m] { return static_cast<double>(Simulator::Now().GetNanoSeconds() - m.offset_ns) / 1e9; };
+    d.tx_device->TraceConnectWithoutContext("PhyTxEnd", Callback<void, Ptr<const Packet>>([&m, l, now_s](Ptr<const Packet> p) {
+      m.counters.AddBits(l, now_s(), now_s(), 8.0 * p->GetSize());
+      ++m.counters.at(l).packets;
+    }));
+    d.rx_device->TraceConnectWithoutContext("PhyRxDrop", Callback<void, Ptr<const Packet>>([&m, l](Ptr<const Packet>) {
+      ++m.counters.at(l).dropped_loss;
+    }));
+    d.tx_device->GetQueue()->TraceConnectWithoutContext("Drop", Callback<void, Ptr<const Packet>>([&m, l](Ptr<const Packet>) {
+      ++m.counters.at(l).dropped_queue;
+    }));
     for (const auto& c : links[l].schedule) {
       Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, ToNs(c.at_s))), [set, bps = c.bandwidth_bps] { set(bps); });
     }
@@ -393,6 +408,8 @@ Ns3Model::~Ns3Model() {
 }
 
 uint64_t Ns3Model::events() const { return ns3::Simulator::GetEventCount(); }
+
+const LinkCounters* Ns3Model::counters() const { return &impl_->counters; }
 
 int64_t Ns3Model::StartFlow(int src, int dst, int64_t bytes, double now) {
   Impl& m = *impl_;

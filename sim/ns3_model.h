@@ -52,6 +52,9 @@ class Ns3Model : public NetworkModel {
   void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
   void AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered) override;
   const Topology& topology() const override { return topology_; }
+  // Bits each direction transmitted over virtual time (counted as each packet leaves its device),
+  // packets its error model dropped (loss, bursts, a down link) and its device queue dropped.
+  const LinkCounters* counters() const override;
 
   // ns-3 events executed so far (for benchmarks).
   uint64_t events() const;

@@ -230,6 +230,49 @@ json RoutingTable(const Entry& e) {
   return nullptr;
 }
 
+// The links an entry loaded most (links.json): a table of the busiest, and a heat map of their
+// utilisation over virtual time (at most 24 columns; each the bits carried over the column's span
+// and the link's bandwidth). Empty without links.json.
+json LinkBlocks(const Entry& e, const std::string& id) {
+  json blocks = json::array();
+  if (!e.links.is_object() || !e.links.contains("links")) return blocks;
+  std::vector<json> links(e.links["links"].begin(), e.links["links"].end());
+  std::stable_sort(links.begin(), links.end(), [](const json& a, const json& b) { return Num(a, "bytes", 0) > Num(b, "bytes", 0); });
+  if (links.size() > 8) links.resize(8);
+  const std::string name = e.summary.value("name", std::string());
+  json rows = json::array();
+  for (const auto& l : links) {
+    rows.push_back({l.value("link", ""), Bytes(Num(l, "bytes", 0)), Printf("%.1f Mbit/s", Num(l, "mean_bps", 0) / 1e6),
+                    Printf("%.1f%%", 100 * Num(l, "utilization", 0)), Printf("%.0f", Num(l, "dropped_loss", 0)),
+                    Printf("%.0f", Num(l, "dropped_queue", 0))});
+  }
+  blocks.push_back(Table("Busiest links of " + name + " (virtual time; links.json)",
+                         {"link", "bytes", "mean rate", "utilisation", "lost", "queue drops"}, rows));
+  const double bin = Num(e.links, "bin_s", 0), seconds = Num(e.links, "seconds", 0);
+  if (!(bin > 0) || !(seconds > 0)) return blocks;
+  const auto bins = static_cast<size_t>(std::ceil(seconds / bin));
+  const size_t per = std::max<size_t>(1, (bins + 23) / 24), columns = (bins + per - 1) / per;
+  json names = json::array(), values = json::array(), labels = json::array();
+  for (size_t c = 0; c < columns; ++c) labels.push_back(Printf("%.3g s", static_cast<double>(c * per) * bin));
+  for (const auto& l : links) {
+    names.push_back(l.value("link", ""));
+    const json series = l.value("bits_per_bin", json::array());
+    json row = json::array();
+    for (size_t c = 0; c < columns; ++c) {
+      double bits = 0;
+      for (size_t i = c * per; i < (c + 1) * per && i < series.size(); ++i) bits += series[i].get<double>();
+      const double span = std::min(seconds, static_cast<double>((c + 1) * per) * bin) - static_cast<double>(c * per) * bin;
+      row.push_back(span > 0 ? bits / span / Num(l, "bandwidth_bps", 1) : 0.0);
+    }
+    values.push_back(row);
+  }
+  blocks.push_back({{"type", "heatmap"}, {"unit", "share"}, {"id", id},
+                    {"title", "Link utilisation of " + name + " over virtual time (each column from its start)"},
+                    {"row_label", "link"}, {"column_label", "time"}, {"rows", names}, {"columns", labels},
+                    {"values", values}});
+  return blocks;
+}
+
 // Per worker, what it did between consecutive metrics lines, from the cumulative compute,
 // communication and absence times: compute, then communication, then absent, then idle (the rest),
 // each interval laid out in that order; merged where a state continues. Events are markers.
@@ -323,6 +366,9 @@ json RunSection(const Run& run, int index) {
   }
   for (size_t i = 0; i < run.entries.size(); ++i) {
     blocks.push_back(Timeline(run, run.entries[i], "timeline-" + std::to_string(index) + "-" + std::to_string(i)));
+    for (auto& b : LinkBlocks(run.entries[i], "links-" + std::to_string(index) + "-" + std::to_string(i))) {
+      blocks.push_back(std::move(b));
+    }
   }
   if (!run.scenario_yaml.empty()) blocks.push_back({{"type", "pre"}, {"title", "Scenario (resolved)"}, {"text", run.scenario_yaml}});
   return {{"title", "Run " + run.label}, {"blocks", blocks}};

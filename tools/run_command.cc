@@ -62,6 +62,27 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s) {
   return j;  // the equal-quality figures: AddEqualQuality, over every entry
 }
 
+nlohmann::json LinksJson(const sim::NetworkModel& network, double seconds) {
+  nlohmann::json links = nlohmann::json::array();
+  const sim::LinkCounters* counters = network.counters();
+  if (counters == nullptr) return nullptr;
+  const auto& topology = network.topology().links();
+  for (size_t l = 0; l < topology.size() && l < counters->links().size(); ++l) {
+    const auto& c = counters->links()[l];
+    const double bytes = c.bits / 8;
+    links.push_back({{"link", topology[l].name},
+                     {"bandwidth_bps", topology[l].bandwidth_bps},
+                     {"packets", c.packets},
+                     {"bytes", bytes},
+                     {"mean_bps", seconds > 0 ? c.bits / seconds : 0.0},
+                     {"utilization", seconds > 0 ? c.bits / seconds / topology[l].bandwidth_bps : 0.0},
+                     {"dropped_loss", c.dropped_loss},
+                     {"dropped_queue", c.dropped_queue},
+                     {"bits_per_bin", c.bins}});
+  }
+  return {{"seconds", seconds}, {"bin_s", counters->bin_s()}, {"links", links}};
+}
+
 std::vector<Evaluation> Evaluations(const std::string& metrics_path) {
   std::vector<Evaluation> out;
   std::ifstream in(metrics_path);
@@ -368,6 +389,9 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
     const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto r = experiments[i]->Finish(run_dir + "/" + entries[i].name);
     if (!r.ok()) return r.status();
+    if (const nlohmann::json links = LinksJson(engine.network(), r->virtual_time_s); !links.is_null()) {
+      NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/" + entries[i].name + "/links.json", links.dump() + "\n"));
+    }
     char detail[128];
     std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s virtual | %.1f s on this host", r->final_val_loss,
                   r->virtual_time_s, host_s);

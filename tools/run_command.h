@@ -12,6 +12,7 @@
 
 #include "core/scenario.h"
 #include "core/status.h"
+#include "sim/network_model.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -54,6 +55,11 @@ void PrintSeeds(const nlohmann::json& summary);
 
 // The entries `narrows run` and `narrows launch` compare: the scenario's compare: list, or DDP alone.
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc);
+// links.json of an emulated entry: per link of the network model its bandwidth, bytes, packets,
+// mean rate and utilisation over `seconds`, drops by loss and by full queues, and the bits it
+// carried per bin of bin_s seconds; null where the model keeps no counters. The names and units are
+// those of `narrows linkemu`'s links.json.
+nlohmann::json LinksJson(const sim::NetworkModel& network, double seconds);
 // One entry of summary.json's results.
 nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s);
 // Writes `run_dir`/summary.json with `results` and returns it; with `keep_others`, also the entries

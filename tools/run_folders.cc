@@ -98,6 +98,11 @@ Result<Run> LoadRun(const std::string& dir) {
     if (!events.ok()) return events.status();
     e.metrics = std::move(*metrics);
     e.events = std::move(*events);
+    if (IsFile(entry_dir + "/links.json")) {
+      auto links = ReadJson(entry_dir + "/links.json");
+      if (!links.ok()) return links.status();
+      e.links = std::move(*links);
+    }
     for (size_t k = 0; k < seed_dirs.size() && seed_dirs.size() > 1; ++k) {
       auto m = ReadJsonLines(seed_dirs[k] + "/" + r["name"].get<std::string>() + "/metrics.jsonl", true);
       if (!m.ok()) return m.status();

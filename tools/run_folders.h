@@ -25,6 +25,7 @@ struct Entry {
   nlohmann::json summary;
   std::vector<nlohmann::json> metrics;  // the first seed's, in a run over several
   std::vector<nlohmann::json> events;
+  nlohmann::json links;  // links.json (the first seed's), null where there is none
   std::vector<std::vector<nlohmann::json>> seed_metrics;  // every seed's, in a run over several
 };
 

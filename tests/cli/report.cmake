@@ -83,10 +83,21 @@ foreach(id val-loss-time val-loss-tokens bytes-time utilization timeline-0-0 tim
     message(FATAL_ERROR "report.html has no chart ${id}")
   endif()
 endforeach()
+# The network's per-link counters: links.json beside each entry, a table and a heat map.
+if(NOT EXISTS ${WORK}/out/s/ddp/links.json)
+  message(FATAL_ERROR "no links.json for the ddp entry")
+endif()
+file(READ ${WORK}/out/s/ddp/links.json links)
+string(JSON first_link GET "${links}" links 0 link)
+string(JSON first_bytes GET "${links}" links 0 bytes)
+if(NOT first_link STREQUAL "up:0" OR first_bytes LESS_EQUAL 0)
+  message(FATAL_ERROR "links.json: the first link is ${first_link} with ${first_bytes} bytes")
+endif()
+expect_markers("report.html (links)" "Busiest links of ddp" "Link utilisation of ddp")
 expect_markers("report.html (timeline states, events, scenario)" "\"absent\"" "\"join\"" "\"outer sync\""
                "Scenario (resolved)")
-# 6 comparison charts and a timeline per entry.
-check_in_browser(out/s/report.html 8 0)
+# 6 comparison charts and a timeline per entry; a link heat map per entry.
+check_in_browser(out/s/report.html 8 2)
 
 # A corpus of two domains (a folder of folders), sampled by domain: the validation loss per domain
 # and DiPaCo's routing by domain are tables of the run's section, and the log names the domains.

@@ -140,5 +140,42 @@ TEST(AnalyticModelTest, BurstyLossCapsTheRateOnlyWhileBad) {
   EXPECT_EQ(model.NextEventTime(), kNever);
 }
 
+// The counters keep every bit: spread over the bins a span covers, and merged in pairs when the
+// time outgrows them.
+TEST(LinkCountersTest, BinsSpreadAndCoarsenWithoutLosingBits) {
+  LinkCounters c(2);
+  c.AddBits(0, 0.0, 0.02, 200.0);  // 10 ms bins: 100 bits in each of the first two
+  ASSERT_GE(c.links()[0].bins.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.links()[0].bins[0], 100.0);
+  EXPECT_DOUBLE_EQ(c.links()[0].bins[1], 100.0);
+  c.AddBits(1, 30.0, 30.0, 5.0);  // far past 512 bins of 10 ms: the resolution halves until it fits
+  EXPECT_GE(c.bin_s() * LinkCounters::kMaxBins, 30.0);
+  EXPECT_LE(c.links()[1].bins.size(), LinkCounters::kMaxBins);
+  double total = 0;
+  for (double b : c.links()[0].bins) total += b;
+  EXPECT_DOUBLE_EQ(total, 200.0);
+  EXPECT_DOUBLE_EQ(c.links()[0].bits, 200.0);
+  EXPECT_DOUBLE_EQ(c.links()[1].bins.back(), 5.0);
+}
+
+// The analytic model counts a message's wire bits on every link of its route, at the rate it
+// was sent: one 10 MB message over an idle 100 Mbit/s path fills each of its two links for 0.8 s.
+TEST(AnalyticModelTest, CountsEachLinksBitsOverTime) {
+  AnalyticModel model(Topology::Star(UniformLinks(3, 100e6, 0.010)));
+  SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});
+  const auto& links = model.counters()->links();
+  const auto& topology = model.topology().links();
+  for (size_t l = 0; l < links.size(); ++l) {
+    const bool on_route = topology[l].name == "up:0" || topology[l].name == "down:1";
+    EXPECT_DOUBLE_EQ(links[l].bits, on_route ? 80e6 : 0.0) << topology[l].name;
+    if (!on_route) continue;
+    const double bin = model.counters()->bin_s();
+    for (size_t i = 0; i + 1 < links[l].bins.size(); ++i) {
+      if (static_cast<double>(i + 1) * bin <= 0.8) EXPECT_NEAR(links[l].bins[i], 100e6 * bin, 1e-3) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace narrows::sim
+

@@ -137,6 +137,25 @@ TEST(Ns3ModelTest, BurstyLossCompletesBetweenNoLossAndAlwaysBad) {
   EXPECT_EQ(model.NextEventTime(), kNever);
 }
 
+// ns-3's counters: the sender's uplink carries the payload and its headers, its error model drops
+// about the loss rate of what arrives, and the unused links carry next to nothing (ARP's few
+// frames).
+TEST(Ns3ModelTest, CountsEachLinksBytesAndDrops) {
+  Ns3Model model(Topology::Star(UniformLinks(3, 100e6, 0.010, 0.01)), {});
+  SimulateMessages(model, {{0, 1, 5'000'000, 0.0}});
+  const auto& topology = model.topology().links();
+  const auto& links = model.counters()->links();
+  for (size_t l = 0; l < links.size(); ++l) {
+    const std::string& name = topology[l].name;
+    if (name == "up:0") {
+      EXPECT_GT(links[l].bits, 8 * 5e6);
+      EXPECT_LT(links[l].bits, 8 * 5e6 * 1.2);
+      EXPECT_NEAR(static_cast<double>(links[l].dropped_loss) / static_cast<double>(links[l].packets), 0.01, 0.005);
+    }
+    if (name == "up:2" || name == "down:2") EXPECT_LT(links[l].bits, 8 * 200) << name;
+  }
+}
+
 TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
   std::vector<Link> links = UniformLinks(2, 100e6, 0.010);
   links[0].schedule = {{1.0, 0.0}, {3.0, 100e6}};

@@ -151,6 +151,10 @@
     return v >= 1 ? 'hsl(130, 55%, ' + light + '%)' : 'hsl(0, 70%, ' + light + '%)';
   }
 
+  function shareColor(v) {
+    return 'hsl(210, 70%, ' + Math.round(97 - 50 * Math.min(1, Math.max(0, v))) + '%)';
+  }
+
   function heatmap(container, b) {
     container.appendChild(el('div', { class: 'block-title' }, b.title));
     const t = el('table', { class: 'heatmap' });
@@ -162,9 +166,10 @@
       const tr = el('tr');
       tr.appendChild(el('th', {}, r));
       b.values[i].forEach((v) => {
-        const td = el('td', {}, v === null ? '-' : v.toFixed(2) + 'x');
+        const share = b.unit === 'share';  // a fraction shown as a percentage, else a speed-up
+        const td = el('td', {}, v === null ? '-' : share ? (100 * v).toFixed(0) + '%' : v.toFixed(2) + 'x');
         if (v !== null) {
-          td.style.background = heatColor(v);
+          td.style.background = share ? shareColor(v) : heatColor(v);
           td.dataset.value = String(v);
         }
         tr.appendChild(td);
