@@ -105,6 +105,8 @@ class LinkCounters {
   struct Counts {
     double bits = 0.0;
     int64_t packets = 0, dropped_loss = 0, dropped_queue = 0;
+    // Time packets waited in the link's queue: over `queued` packets (0 where the model has none).
+    int64_t queued = 0;
     double queue_delay_sum_s = 0.0, queue_delay_max_s = 0.0;
     std::vector<double> bins;  // bits sent in [i·bin_s, (i+1)·bin_s)
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <memory>
 #include <map>
 #include <numeric>
 
@@ -379,6 +380,21 @@ void Ns3Model::ApplyLinkStates(Impl& m, const Topology& topology) {
     }));
     d.tx_device->GetQueue()->TraceConnectWithoutContext("Drop", Callback<void, Ptr<const Packet>>([&m, l](Ptr<const Packet>) {
       ++m.counters.at(l).dropped_queue;
+    }));
+    // The device queue is first in, first out (a tail drop never enters it): each dequeue is the
+    // oldest enqueue.
+    auto waiting = std::make_shared<std::deque<double>>();
+    d.tx_device->GetQueue()->TraceConnectWithoutContext("Enqueue", Callback<void, Ptr<const Packet>>([waiting, now_s](Ptr<const Packet>) {
+      waiting->push_back(now_s());
+    }));
+    d.tx_device->GetQueue()->TraceConnectWithoutContext("Dequeue", Callback<void, Ptr<const Packet>>([&m, l, waiting, now_s](Ptr<const Packet>) {
+      if (waiting->empty()) return;
+      const double delay = now_s() - waiting->front();
+      waiting->pop_front();
+      auto& c = m.counters.at(l);
+      ++c.queued;
+      c.queue_delay_sum_s += delay;
+      c.queue_delay_max_s = std::max(c.queue_delay_max_s, delay);
     }));
     for (const auto& c : links[l].schedule) {
       Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, ToNs(c.at_s))), [set, bps = c.bandwidth_bps] { set(bps); });

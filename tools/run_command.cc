@@ -78,6 +78,9 @@ nlohmann::json LinksJson(const sim::NetworkModel& network, double seconds) {
                      {"utilization", seconds > 0 ? c.bits / seconds / topology[l].bandwidth_bps : 0.0},
                      {"dropped_loss", c.dropped_loss},
                      {"dropped_queue", c.dropped_queue},
+                     {"queue_delay_mean_s", c.queued > 0 ? nlohmann::json(c.queue_delay_sum_s / static_cast<double>(c.queued))
+                                                         : nlohmann::json()},
+                     {"queue_delay_max_s", c.queued > 0 ? nlohmann::json(c.queue_delay_max_s) : nlohmann::json()},
                      {"bits_per_bin", c.bins}});
   }
   return {{"seconds", seconds}, {"bin_s", counters->bin_s()}, {"links", links}};

@@ -156,6 +156,21 @@ TEST(Ns3ModelTest, CountsEachLinksBytesAndDrops) {
   }
 }
 
+// A link's queue delay: two senders into one receiver at twice its downlink's rate queue there
+// (at most the queue's length over the link's rate), not on their own uplinks' first hop alone.
+TEST(Ns3ModelTest, CountsTheQueueDelayWhereFlowsMeet) {
+  Ns3Model model(Topology::Star(UniformLinks(3, 100e6, 0.010)), {});
+  SimulateMessages(model, {{0, 2, 5'000'000, 0.0}, {1, 2, 5'000'000, 0.0}});
+  const auto& topology = model.topology().links();
+  for (size_t l = 0; l < topology.size(); ++l) {
+    const auto& c = model.counters()->links()[l];
+    if (topology[l].name != "down:2") continue;
+    ASSERT_GT(c.queued, 0);
+    EXPECT_GT(c.queue_delay_max_s, 1e-3);  // packets waited behind the other sender's
+    EXPECT_LE(c.queue_delay_sum_s / static_cast<double>(c.queued), c.queue_delay_max_s);
+  }
+}
+
 TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
   std::vector<Link> links = UniformLinks(2, 100e6, 0.010);
   links[0].schedule = {{1.0, 0.0}, {3.0, 100e6}};
