@@ -173,13 +173,18 @@ Status AddShard(const std::string& path, int64_t vocab_size, Corpus* corpus) {
   return Status::Ok();
 }
 
+// Text as byte-level tokens (each byte's unsigned value).
+std::vector<uint16_t> ByteTokens(const std::string& text) {
+  std::vector<uint16_t> tokens(text.size());
+  for (size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
+  return tokens;
+}
+
 // Byte-level tokens of one text file, as a segment of the current domain.
 Status AddTextFile(const std::string& file, Corpus* corpus) {
   auto text = ReadFile(file);
   if (!text.ok()) return text.status();
-  std::vector<uint16_t> tokens(text->size());
-  for (size_t i = 0; i < text->size(); ++i) tokens[i] = static_cast<unsigned char>((*text)[i]);
-  if (!tokens.empty()) corpus->AddSegment(std::move(tokens), file);
+  if (!text->empty()) corpus->AddSegment(ByteTokens(*text), file);
   return Status::Ok();
 }
 
@@ -208,9 +213,7 @@ Result<Corpus> LoadAusten(const std::string& data_root) {
   if (!text.ok()) return text.status();
   Corpus corpus;
   corpus.BeginDomain("austen");
-  std::vector<uint16_t> tokens(text->size());
-  for (size_t i = 0; i < text->size(); ++i) tokens[i] = static_cast<unsigned char>((*text)[i]);
-  corpus.AddSegment(std::move(tokens), "austen");
+  corpus.AddSegment(ByteTokens(*text), "austen");
   return corpus;
 }
 
@@ -218,9 +221,7 @@ Result<Corpus> LoadAusten(const std::string& data_root) {
 
 Corpus Corpus::FromText(std::string text, std::string source) {
   Corpus c;
-  std::vector<uint16_t> tokens(text.begin(), text.end());
-  for (size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
-  c.AddSegment(std::move(tokens), std::move(source));
+  c.AddSegment(ByteTokens(text), std::move(source));
   return c;
 }
 
@@ -380,8 +381,10 @@ std::string DefaultDataRoot() {
   return "data";
 }
 
-Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
-                          const std::string& data_root) {
+namespace {
+
+// The whole corpus `path` names, before data.domain_tokens.
+Result<Corpus> LoadWhole(const core::DataSpec& data, const std::string& path, const std::string& data_root) {
   core::DataFormat format = data.format;
   std::vector<std::string> shard_files;
   const bool is_glob = path.find_first_of("*?[") != std::string::npos;
@@ -403,11 +406,8 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
   }
 
   switch (format) {
-    case core::DataFormat::kAusten: {
-      auto corpus = LoadAusten(data_root);
-      if (corpus.ok()) corpus->CapDomains(data.domain_tokens);
-      return corpus;
-    }
+    case core::DataFormat::kAusten:
+      return LoadAusten(data_root);
     case core::DataFormat::kMulti: {
       const std::string dir = data_root + "/multi";
       if (!fs::exists(dir + "/.complete")) {
@@ -417,7 +417,6 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
       if (!austen.ok()) return austen.status();
       Corpus corpus = std::move(austen).value();
       NARROWS_RETURN_IF_ERROR(AddTextFolder(dir, &corpus));
-      corpus.CapDomains(data.domain_tokens);
       return corpus;
     }
     case core::DataFormat::kText: {
@@ -429,7 +428,6 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
         NARROWS_RETURN_IF_ERROR(AddTextFile(path, &corpus));
       }
       if (corpus.num_tokens() == 0) return Status::InvalidArgument("data.path: '" + path + "' holds no text");
-      corpus.CapDomains(data.domain_tokens);
       return corpus;
     }
     case core::DataFormat::kShards: {
@@ -452,12 +450,19 @@ Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path,
       corpus.set_byte_level(false);
       corpus.set_vocab_size(data.vocab_size);
       for (const auto& f : shard_files) NARROWS_RETURN_IF_ERROR(AddShard(f, data.vocab_size, &corpus));
-      corpus.CapDomains(data.domain_tokens);
       return corpus;
     }
     case core::DataFormat::kAuto: break;
   }
   return Status::Internal("unreachable data format");
+}
+
+}  // namespace
+
+Result<Corpus> LoadCorpus(const core::DataSpec& data, const std::string& path, const std::string& data_root) {
+  auto corpus = LoadWhole(data, path, data_root);
+  if (corpus.ok()) corpus->CapDomains(data.domain_tokens);
+  return corpus;
 }
 
 }  // namespace narrows::trainer
