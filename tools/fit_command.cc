@@ -18,9 +18,14 @@ using core::Status;
 Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir) {
   auto sweep = LoadSweep(sweep_dir);
   if (!sweep.ok()) return sweep.status();
+  return FitSweep(*sweep);
+}
+
+Result<std::vector<EntryFit>> FitSweep(const Sweep& sweep) {
+  const std::string& sweep_dir = sweep.dir;
   std::map<std::string, EntryFit> by_entry;
   std::vector<std::string> order;
-  for (const auto& p : sweep->points) {
+  for (const auto& p : sweep.points) {
     if (!p.run) continue;
     const double params = static_cast<double>(trainer::CostOf(p.scenario->model).params);
     for (const auto& e : p.run->entries) {

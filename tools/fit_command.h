@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "tools/fit.h"
+#include "tools/run_folders.h"
 
 namespace narrows::tools {
 
@@ -19,6 +20,8 @@ struct EntryFit {
   int seeds = 1;        // points run over several seeds: each seed's loss is a point
 };
 core::Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir);
+// The same for a sweep already loaded.
+core::Result<std::vector<EntryFit>> FitSweep(const Sweep& sweep);
 // The fits as a table on stdout.
 core::Status PrintFits(const std::string& sweep_dir);
 

@@ -503,10 +503,10 @@ nlohmann::json DecisionPage(const core::Scenario& sc, const Decision& d) {
 }  // namespace
 
 core::Status DecideScenario(const core::Scenario& sc, const std::string& sweep_dir, const DecideOptions& o) {
-  auto fits = FitSweep(sweep_dir);
-  if (!fits.ok()) return fits.status();
   auto sweep = LoadSweep(sweep_dir);
   if (!sweep.ok()) return sweep.status();
+  auto fits = FitSweep(*sweep);
+  if (!fits.ok()) return fits.status();
   std::vector<core::AlgorithmSpec> entries;
   std::vector<double> ratios;
   for (const auto& p : sweep->points) {

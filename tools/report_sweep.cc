@@ -88,9 +88,9 @@ json SweepHeatMaps(const Sweep& sweep) {
   return blocks;
 }
 
-json FitBlocks(const std::string& dir, int index) {
+json FitBlocks(const Sweep& sweep, int index) {
   json blocks = json::array();
-  auto fits = FitSweep(dir);
+  auto fits = FitSweep(sweep);
   if (!fits.ok()) return blocks;
   json rows = json::array(), series = json::array();
   bool by_params = false;
@@ -219,7 +219,7 @@ json SweepSection(const Sweep& sweep, int index) {
                         " points finished"));
   for (auto& h : SweepHeatMaps(sweep)) blocks.push_back(h);
   for (auto& c : SweepLossCurves(sweep, index)) blocks.push_back(c);
-  for (auto& f : FitBlocks(sweep.dir, index)) blocks.push_back(f);
+  for (auto& f : FitBlocks(sweep, index)) blocks.push_back(f);
   std::vector<std::string> columns = sweep.axes;
   for (const char* c : {"entry", "final val loss", "time (s)", "sent/worker", "compute", "outer syncs", "speed-up vs DDP"}) {
     columns.push_back(c);
