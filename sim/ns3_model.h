@@ -31,6 +31,8 @@ struct Ns3Options {
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
   uint32_t seed = 1;             // ns-3 random streams (loss)
   int frame_header_bytes = 16;   // per message, as the real transport's frame header
+  // Skip whole loss cycles of transfers that cycle steadily (sim/ns3_model.cc, "Fast-forward").
+  bool fast_forward = true;
 };
 
 // What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
@@ -38,6 +40,7 @@ struct Ns3Options {
 struct Ns3ScenarioOptions : core::PluginOptions {
   std::string tcp = "cubic";  // cubic, newreno or bbr (ns-3 3.37 has TcpBbr)
   int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
+  bool fast_forward = true;   // false: every packet of every transfer
 };
 
 class Ns3Model : public NetworkModel {
@@ -58,6 +61,9 @@ class Ns3Model : public NetworkModel {
 
   // ns-3 events executed so far (for benchmarks).
   uint64_t events() const;
+  // Fast-forward's jumps so far and the virtual time they advanced in all.
+  int64_t jumps() const;
+  double skipped_s() const;
 
  private:
   struct Impl;
