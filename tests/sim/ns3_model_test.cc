@@ -152,7 +152,9 @@ TEST(Ns3ModelTest, CountsEachLinksBytesAndDrops) {
       EXPECT_LT(links[l].bits, 8 * 5e6 * 1.2);
       EXPECT_NEAR(static_cast<double>(links[l].dropped_loss) / static_cast<double>(links[l].packets), 0.01, 0.005);
     }
-    if (name == "up:2" || name == "down:2") EXPECT_LT(links[l].bits, 8 * 200) << name;
+    if (name == "up:2" || name == "down:2") {
+      EXPECT_LT(links[l].bits, 8 * 200) << name;
+    }
   }
 }
 
