@@ -117,6 +117,8 @@ struct NetworkSpec {
   std::string model = "analytic";       // a registered network model (core/block_plugins.h)
   std::shared_ptr<const PluginOptions> model_options;  // what the model read from network.<model>
   int mtu = 1500;                       // IP packet size: 1500, or 9000 for jumbo frames
+  // The run fails when a message in transit moves no byte this long (virtual seconds; 0: never).
+  double stall_timeout_s = 600.0;
   std::string profile = "home-100m";  // dc-400g, dc-100g, region-10g, internet-1g, home-100m, custom
   TopologyKind topology = TopologyKind::kStar;
   LinkSpec link;                        // every worker's access link (star) or the WAN (islands)

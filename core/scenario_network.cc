@@ -82,6 +82,7 @@ void ReadNetwork(Section n, Scenario& sc) {
   NetworkSpec& net = sc.network;
   net.model = n.String("model", "analytic");
   net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
+  net.stall_timeout_s = n.Double("stall_timeout_s", 600.0, 0.0, 1e12);
   net.model_options = ReadBlockPlugin(n, BlockSlot::kNetworkModel, "model", net.model, sc);
   net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
                                       {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});

@@ -22,6 +22,7 @@ core::Status Engine::Endpoint::Send(int dst, int tag, const void* data, size_t b
   }
   std::unique_lock<std::mutex> lock(engine_->mu_);
   engine_->Yield(actor_, lock);
+  if (!engine_->failure_.ok()) return engine_->failure_;
   const auto* bytes_in = static_cast<const uint8_t*>(data);
   Message m{rank_, tag, std::vector<uint8_t>(bytes_in, bytes_in + bytes)};  // one pass: no zeroing first
   const double now = engine_->actors_[actor_]->clock;
@@ -33,6 +34,7 @@ core::Status Engine::Endpoint::Send(int dst, int tag, const void* data, size_t b
   engine_->network_->AdvanceTo(now, &delivered);
   engine_->Deliver(delivered);
   const int64_t flow = engine_->network_->StartFlow(rank_, dst, static_cast<int64_t>(bytes), now);
+  if (engine_->in_flight_.empty()) engine_->stall_check_at_ = now + engine_->stall_s_;
   engine_->in_flight_.emplace(flow, std::make_pair(dst, std::move(m)));
   engine_->sent_[rank_].bytes_sent += static_cast<int64_t>(bytes);
   ++engine_->sent_[rank_].messages_sent;
@@ -56,6 +58,7 @@ core::TransportStats Engine::Endpoint::stats() const {
 core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int src, int tag, size_t expected_bytes, double timeout_s) {
   std::unique_lock<std::mutex> lock(engine_->mu_);
   engine_->Yield(actor_, lock);
+  if (!engine_->failure_.ok()) return engine_->failure_;
   auto& box = engine_->mailboxes_[rank_];
   if (auto m = box.Take(src, tag, expected_bytes)) return std::move(*m);
   Actor& me = *engine_->actors_[actor_];
@@ -64,6 +67,7 @@ core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int s
   const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
   if (auto m = box.Take(src, tag, expected_bytes)) return std::move(*m);
   const std::string who = src == core::kAnySource ? "any rank" : "rank " + std::to_string(src);
+  if (wake == Wake::kFailed) return engine_->failure_;
   if (wake == Wake::kTimeout) {
     return core::Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) +
                                  " s of virtual time");

@@ -34,6 +34,7 @@ class Engine::EmulatedWork : public core::Work {
                                      " s of virtual time");
       }
       if (wake == Wake::kDeadlock) return core::Status::PeerUnavailable("operation can never finish" + engine_->deadlock_reason_);
+      if (wake == Wake::kFailed) return engine_->failure_;
     }
     waited_ = true;
     return child.result;
@@ -80,6 +81,16 @@ int Engine::AddActor(int rank, double clock) {
 
 core::Transport& Engine::endpoint(int rank) { return *actors_[rank]->endpoint; }
 
+void Engine::SetStallTimeout(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stall_s_ = std::max(0.0, seconds);
+}
+
+core::Status Engine::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
 double Engine::clock_of(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
   return actors_[rank]->clock;
@@ -94,6 +105,7 @@ void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
 }
 
 Engine::Wake Engine::Block(int actor, double deadline, std::unique_lock<std::mutex>& lock) {
+  if (!failure_.ok()) return Wake::kFailed;
   Actor& a = *actors_[actor];
   a.state = State::kBlocked;
   a.deadline = deadline;
@@ -197,9 +209,18 @@ void Engine::Dispatch(int self) {
     const double t_actor = next >= 0 ? actors_[next]->clock : sim::kNever;
     const double t_net = network_->NextEventTime();
     const double t_deadline = deadline_actor >= 0 ? actors_[deadline_actor]->deadline : sim::kNever;
+    const bool watch = stall_s_ > 0 && !in_flight_.empty() && failure_.ok();
+    const double t_check = watch ? stall_check_at_ : sim::kNever;
+    if (t_check < sim::kNever && t_check < t_net && t_check <= t_actor && t_check <= t_deadline) {
+      delivered.clear();
+      network_->AdvanceTo(t_check, &delivered);
+      Deliver(delivered);
+      CheckStall(t_check);
+      continue;
+    }
     if (t_net < sim::kNever && t_net <= t_actor && t_net <= t_deadline) {
       delivered.clear();
-      network_->AdvanceUntilDelivery(std::min(t_actor, t_deadline), &delivered);
+      network_->AdvanceUntilDelivery(std::min({t_actor, t_deadline, t_check}), &delivered);
       Deliver(delivered);
       continue;
     }
@@ -239,6 +260,51 @@ void Engine::Dispatch(int self) {
         a.state = State::kReady;
         a.wake = Wake::kDeadlock;
       }
+    }
+  }
+}
+
+void Engine::CheckStall(double now) {
+  const sim::NetworkModel::Stalest s = network_->StalestFlow();
+  if (s.flow < 0) {
+    stall_check_at_ = now + stall_s_;
+    return;
+  }
+  if (s.since + stall_s_ > now) {
+    stall_check_at_ = s.since + stall_s_;
+    return;
+  }
+  const auto it = in_flight_.find(s.flow);
+  NARROWS_CHECK(it != in_flight_.end()) << "stalled flow " << s.flow << " is not in flight";
+  const int src = it->second.second.src, dst = it->second.first;
+  const sim::Topology& topology = network_->topology();
+  const std::vector<sim::DownLink> down = sim::LinksDownAt(topology, now);
+  char head[256];
+  std::snprintf(head, sizeof head,
+                "the network made no progress for %g s of virtual time (network.stall_timeout_s): a message "
+                "of %zu bytes from worker %d to worker %d has moved no byte since %.3f s (now %.3f s); its route:",
+                stall_s_, it->second.second.payload.size(), src, dst, s.since, now);
+  std::string message = head;
+  const std::vector<int>& route = topology.Route(src, dst);
+  for (size_t k = 0; k < route.size(); ++k) {
+    const sim::Link& l = topology.links()[static_cast<size_t>(route[k])];
+    message += (k == 0 ? " " : ", ") + l.name;
+    char state[96] = "";
+    const auto d = std::find_if(down.begin(), down.end(), [&](const sim::DownLink& x) { return x.name == l.name; });
+    if (d != down.end()) {
+      std::snprintf(state, sizeof state, " (down since %g s)", d->since_s);
+    } else if (l.loss > 0 || l.burst.mean_good_s > 0) {
+      std::snprintf(state, sizeof state, " (loss %g%%%s)", 100 * l.loss, l.burst.mean_good_s > 0 ? ", with bursts" : "");
+    }
+    message += state;
+  }
+  failure_ = core::Status::Aborted(message);
+  for (int i : live_) {
+    Actor& a = *actors_[static_cast<size_t>(i)];
+    if (a.state == State::kBlocked) {
+      a.state = State::kReady;
+      a.wake = Wake::kFailed;
+      a.clock = std::max(a.clock, now);
     }
   }
 }

@@ -11,7 +11,10 @@
 // wakes the next actor (Dispatch), one thread switch per hand-over.
 //
 // A worker waiting for a message that can never come (every other actor finished or waiting too)
-// gets PeerUnavailable instead of hanging. Transport::Start adds an actor for the same rank whose
+// gets PeerUnavailable instead of hanging. With a stall timeout, a message in transit none of whose
+// bytes has moved for that long (a link down for good, a connection stuck in retransmission
+// timeouts) fails the whole run: every actor's transport calls return Aborted, naming the message
+// and the links of its route. Transport::Start adds an actor for the same rank whose
 // clock starts at its starter's, so communication can overlap computation in virtual time.
 // Run() blocks until every actor's function returns.
 #pragma once
@@ -41,6 +44,10 @@ class Engine {
   // Runs body(rank) for every rank, each in its own actor thread, until all return.
   void Run(const std::function<void(int rank)>& body);
   double clock_of(int rank) const;
+  // Fails the run when a message in transit moves no byte for `seconds` of virtual time (0: never).
+  void SetStallTimeout(double seconds);
+  // Why the run failed (the stall), or OK.
+  core::Status failure() const;
   const sim::NetworkModel& network() const { return *network_; }
 
  private:
@@ -48,7 +55,7 @@ class Engine {
   class VirtualClock;
   class EmulatedWork;
   enum class State { kRunning, kReady, kBlocked, kDone };
-  enum class Wake { kNone, kMessage, kTimeout, kDeadlock };
+  enum class Wake { kNone, kMessage, kTimeout, kDeadlock, kFailed };
   static constexpr int kNoTag = std::numeric_limits<int>::min();
   using Message = core::Envelope<std::vector<uint8_t>>;
   // An actor: a rank's main worker (actor id = rank) or an operation it started.
@@ -78,6 +85,9 @@ class Engine {
   // it; called by the thread that gives it up (`self`: its actor, -1 for Run). REQUIRES: mu_ held.
   void Dispatch(int self);
   void Deliver(const std::vector<sim::Delivery>& deliveries);
+  // At the stall check's time `now`: fails the run if the stalest message has not moved for the
+  // stall timeout, else sets the next check. REQUIRES: mu_ held.
+  void CheckStall(double now);
   // Message `m` reaches rank `dst` at `time`: the first of its endpoints waiting for it wakes.
   void Arrive(int dst, Message m, double time);
   int AddActor(int rank, double clock);  // REQUIRES: mu_ held
@@ -95,6 +105,9 @@ class Engine {
   std::vector<core::Mailbox<std::vector<uint8_t>>> mailboxes_;  // per rank: delivered, not yet received
   std::vector<core::TransportStats> sent_;                      // per rank
   std::map<int64_t, std::pair<int, Message>> in_flight_;  // flow -> (dst rank, message)
+  double stall_s_ = 0.0;          // 0: no stall watchdog
+  double stall_check_at_ = 0.0;   // while messages are in transit: when to look next
+  core::Status failure_;          // set once: every transport call returns it
 };
 
 }  // namespace narrows::emu

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/check.h"
 #include "core/scenario.h"
@@ -48,7 +49,7 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const double latency = topology_.PathLatency(src, dst);
   const double cap = LossCap(route, latency);
   const int pair = src * topology_.num_workers() + dst;
-  Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency};
+  Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency, now};
   auto& queue = queued_[pair];
   const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
                                                   [&](const Flow& f) { return f.pair == pair; });
@@ -68,8 +69,13 @@ double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) c
   if (!(loss > 0.0)) return kNever;
   if (loss >= 1.0) return 0.0;
   const double rtt = std::max(2.0 * latency_s, 1e-4);
-  // Mathis et al.'s TCP throughput under random loss; the cap is on goodput, flows count wire bits.
-  return options_.mss_bytes * 8.0 / rtt * 1.22 / std::sqrt(loss) * options_.wire_bytes_per_byte;
+  // Padhye et al.'s TCP throughput under random loss, in segments per second, with one segment
+  // acknowledged per ACK: the congestion-avoidance term RTT sqrt(2p/3) (Mathis's) plus the
+  // timeouts' T0 min(1, 3 sqrt(3p/8)) p (1 + 32p^2). The cap is on goodput; flows count wire bits.
+  const double t0 = std::max(options_.min_rto_s, 4.0 * rtt);
+  const double per_segment = rtt * std::sqrt(2.0 * loss / 3.0) +
+                             t0 * std::min(1.0, 3.0 * std::sqrt(3.0 * loss / 8.0)) * loss * (1.0 + 32.0 * loss * loss);
+  return options_.mss_bytes * 8.0 / per_segment * options_.wire_bytes_per_byte;
 }
 
 void AnalyticModel::Recompute() {
@@ -138,6 +144,7 @@ double AnalyticModel::NextEventTime() const {
 
 void AnalyticModel::Progress(double dt) {
   for (auto& f : flows_) {
+    if (f.rate_bps > 0 && dt > 0) f.moved_s = now_ + dt;
     f.remaining_bits -= f.rate_bps * dt;
     for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
   }
@@ -151,14 +158,17 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
     now_ = step_to;
     bool changed = false;
     for (size_t i = 0; i < flows_.size();) {
-      // Done when less than a nanosecond of transmission is left (absorbs rounding).
-      if (flows_[i].remaining_bits <= kEpsBits + flows_[i].rate_bps * 1e-9) {
+      // Done when less than a nanosecond of transmission is left (absorbs rounding), or less than
+      // the clock can resolve: late in a long run now_ + remaining / rate rounds to now_.
+      const double resolution = std::max(1e-9, 4.0 * std::numeric_limits<double>::epsilon() * now_);
+      if (flows_[i].remaining_bits <= kEpsBits + flows_[i].rate_bps * resolution) {
         in_flight_.emplace(now_ + flows_[i].latency_s, flows_[i].id);
         const int pair = flows_[i].pair;
         flows_.erase(flows_.begin() + static_cast<long>(i));
         auto q = queued_.find(pair);
         if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
           flows_.push_back(std::move(q->second.front()));
+          flows_.back().moved_s = now_;  // it waited behind its predecessor until now
           q->second.erase(q->second.begin());
         }
         changed = true;
@@ -184,6 +194,14 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
     }
     if (now_ >= t && NextEventTime() > t) return;
   }
+}
+
+NetworkModel::Stalest AnalyticModel::StalestFlow() const {
+  Stalest s;
+  for (const auto& f : flows_) {
+    if (f.moved_s < s.since) s = {f.id, f.moved_s};
+  }
+  return s;
 }
 
 }  // namespace narrows::sim

@@ -139,6 +139,14 @@ class NetworkModel {
   virtual const Topology& topology() const = 0;
   // What each link carried so far (null where the model keeps no counters).
   virtual const LinkCounters* counters() const { return nullptr; }
+  // The message in transit whose bytes moved least recently, and the last time any of its bytes
+  // moved (its send time if none has): what a stall watchdog needs. A message waiting behind an
+  // earlier one of its pair is not in transit yet; one whose last byte is on its way is done.
+  struct Stalest {
+    int64_t flow = -1;  // -1: nothing in transit, or the model does not track progress
+    double since = kNever;
+  };
+  virtual Stalest StalestFlow() const { return {}; }
 };
 
 // The links whose bandwidth schedule has them down (0) at time `t`, and since when: for an error

@@ -127,6 +127,7 @@ struct Ns3Model::Impl {
     std::deque<Mark> marks;  // the starts of its last few loss episodes (fast-forward)
     std::deque<Outgoing> messages;  // not yet delivered
     double rtt_s = 0.0;             // the path's propagation round trip
+    int64_t moved_ns = 0;           // virtual time its receiver last got bytes (or its send, if later)
   };
   // One direction of a topology link: the device that transmits on it and the device that receives.
   struct Direction {
@@ -242,8 +243,11 @@ struct Ns3Model::Impl {
   }
 
   void OnReceive(ns3::Ptr<ns3::Socket> socket, Connection& c) {
+    const int64_t before = c.received;
     while (ns3::Ptr<ns3::Packet> p = socket->Recv(kChunkBytes, 0)) c.received += p->GetSize();
-    const double t = static_cast<double>(ns3::Simulator::Now().GetNanoSeconds() - offset_ns) / 1e9;
+    const int64_t now_virtual = ns3::Simulator::Now().GetNanoSeconds() - offset_ns;
+    if (c.received > before) c.moved_ns = now_virtual;
+    const double t = static_cast<double>(now_virtual) / 1e9;
     bool any = false;
     while (!c.messages.empty() && c.messages.front().end <= c.received + c.skipped) {
       sink->push_back({c.messages.front().id, t});
@@ -357,7 +361,11 @@ struct Ns3Model::Impl {
     if (cycles < 1) return;
     const auto delta = static_cast<int64_t>(std::floor(static_cast<double>(cycles) * period));
     size_t i = 0;
-    for (int k : active) connections[static_cast<size_t>(k)].skipped += cycles * cycle_bytes[i++];
+    for (int k : active) {
+      Connection& moved = connections[static_cast<size_t>(k)];
+      moved.skipped += cycles * cycle_bytes[i++];
+      moved.moved_ns = now_virtual + delta;
+    }
     const double from_s = static_cast<double>(now_virtual) / 1e9, to_s = static_cast<double>(now_virtual + delta) / 1e9;
     const Mark &a = *reference_from, &b = reference->marks.back();
     for (size_t l = 0; l < a.links.size(); ++l) {
@@ -635,6 +643,17 @@ int64_t Ns3Model::jumps() const { return impl_->jumps; }
 
 double Ns3Model::skipped_s() const { return static_cast<double>(impl_->skipped_ns) / 1e9; }
 
+NetworkModel::Stalest Ns3Model::StalestFlow() const {
+  const Impl& m = *impl_;
+  Stalest s;
+  for (int k : m.active) {
+    const Impl::Connection& c = m.connections[static_cast<size_t>(k)];
+    const double since = static_cast<double>(c.moved_ns) / 1e9;
+    if (!c.messages.empty() && since < s.since) s = {c.messages.front().id, since};
+  }
+  return s;
+}
+
 const LinkCounters* Ns3Model::counters() const { return &impl_->counters; }
 
 int64_t Ns3Model::StartFlow(int src, int dst, int64_t bytes, double now) {
@@ -650,6 +669,7 @@ int64_t Ns3Model::StartFlow(int src, int dst, int64_t bytes, double now) {
   }
   const int64_t id = m.next_id++;
   Impl::Connection& c = m.Conn(src, dst);
+  if (c.messages.empty()) c.moved_ns = at;
   c.queued += std::max<int64_t>(0, bytes) + m.options.frame_header_bytes;
   c.messages.push_back({id, c.queued});
   m.active.insert(src * m.num_workers + dst);

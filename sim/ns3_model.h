@@ -58,6 +58,7 @@ class Ns3Model : public NetworkModel {
   // Bits each direction transmitted over virtual time (counted as each packet leaves its device),
   // packets its error model dropped (loss, bursts, a down link) and its device queue dropped.
   const LinkCounters* counters() const override;
+  Stalest StalestFlow() const override;
 
   // ns-3 events executed so far (for benchmarks).
   uint64_t events() const;

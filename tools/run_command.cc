@@ -387,6 +387,7 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
       progress.Update(steps, detail);
     });
     emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+    engine.SetStallTimeout(sc.network.stall_timeout_s);
     const auto start = std::chrono::steady_clock::now();
     engine.Run([&](int rank) { experiments[i]->RunWorker(rank, engine.endpoint(rank)); });
     const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

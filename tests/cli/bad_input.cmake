@@ -93,6 +93,16 @@ string(FIND "${out}" "at equal loss (" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "the results table lacks the equal-loss comparison:\n${out}")
 endif()
+# A link down for far longer than network.stall_timeout_s: the run fails in either network model,
+# naming the link, and keeps what it wrote before.
+foreach(model analytic ns3)
+  expect_failure(stall_${model} 1 "to worker 1 has moved no byte since 0.000 s (now 50.000 s); its route: up:0, down:1 (down since 0 s)" run small_run.yaml -q
+                 --set output.dir=stalled-${model} --set network.model=${model} --set network.stall_timeout_s=50
+                 --set "faults=[{type: link_down, link: \"worker:1\", from_s: 0, to_s: 1e9}]" --set "compare=[ddp]")
+  if(NOT EXISTS ${WORK}/stalled-${model}/small_run/ddp/events.jsonl)
+    message(FATAL_ERROR "a stalled run lost its events")
+  endif()
+endforeach()
 execute_process(COMMAND ${NARROWS} run small_run.yaml -q --set target_loss=0.001 --set output.dir=never
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
 file(READ ${WORK}/never/small_run/summary.json summary)

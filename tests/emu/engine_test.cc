@@ -184,5 +184,51 @@ TEST(EngineTest, ALinkDownForGoodEndsTheWaitNamingTheLink) {
       << got.message();
 }
 
+// A link down for a long while (not for good): with a stall timeout the run fails once the message
+// caught on it has moved no byte for that long, naming the message, its route and the link's state,
+// and every later transport call fails the same way. A slow transfer that keeps moving, longer
+// than the timeout, is not a stall.
+TEST(EngineTest, AStalledTransferFailsTheRunNamingItsRoute) {
+  std::vector<sim::Link> links = sim::UniformLinks(2, 100e6, 0.010);
+  links[0].schedule = {{0.5, 0.0}, {1e9, 100e6}};
+  Engine engine(2, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(links)));
+  engine.SetStallTimeout(100.0);
+  core::Status got, later;
+  double failed_at = 0;
+  engine.Run([&](int r) {
+    std::vector<uint8_t> bytes(1 << 20);
+    if (r == 0) {
+      engine.endpoint(0).clock().ChargeCompute(1.0);
+      ASSERT_TRUE(engine.endpoint(0).Send(1, 7, bytes.data(), bytes.size()).ok());
+    } else {
+      got = engine.endpoint(1).Recv(0, 7, bytes.data(), bytes.size());
+      failed_at = engine.endpoint(1).clock().Now();
+      later = engine.endpoint(1).Send(0, 8, bytes.data(), 8);
+    }
+  });
+  EXPECT_EQ(got.code(), core::StatusCode::kAborted) << got.message();
+  EXPECT_NE(got.message().find("a message of 1048576 bytes from worker 0 to worker 1 has moved no byte since 1.000 s"),
+            std::string::npos)
+      << got.message();
+  EXPECT_NE(got.message().find("its route: up:0 (down since 0.5 s), down:1"), std::string::npos) << got.message();
+  EXPECT_NEAR(failed_at, 101.0, 1e-6);
+  EXPECT_EQ(later.code(), core::StatusCode::kAborted);
+  EXPECT_EQ(engine.failure().code(), core::StatusCode::kAborted);
+
+  Engine slow(2, Star(2, 1e3, 0.010));  // 1 MB at 1 kbit/s: 8,389 s, always moving
+  slow.SetStallTimeout(100.0);
+  core::Status received;
+  slow.Run([&](int r) {
+    std::vector<uint8_t> bytes(1 << 20);
+    if (r == 0) {
+      ASSERT_TRUE(slow.endpoint(0).Send(1, 7, bytes.data(), bytes.size()).ok());
+    } else {
+      received = slow.endpoint(1).Recv(0, 7, bytes.data(), bytes.size());
+    }
+  });
+  EXPECT_TRUE(received.ok()) << received.message();
+  EXPECT_GT(slow.clock_of(1), 8000.0);
+}
+
 }  // namespace
 }  // namespace narrows::emu

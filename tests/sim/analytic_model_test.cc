@@ -2,10 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace narrows::sim {
 namespace {
+
+// Padhye et al.'s TCP throughput in bits per second (1460-byte segments, T0 = max(1 s, 4 RTT)).
+double Padhye(double p, double rtt) {
+  const double t0 = std::max(1.0, 4 * rtt);
+  return 1460 * 8 / (rtt * std::sqrt(2 * p / 3) + t0 * std::min(1.0, 3 * std::sqrt(3 * p / 8)) * p * (1 + 32 * p * p));
+}
 
 TEST(AnalyticModelTest, LoneMessageCostsAlphaPlusSizeOverBandwidth) {
   AnalyticModel model(Topology::Star(UniformLinks(2, 100e6, 0.030)));
@@ -77,10 +84,59 @@ TEST(AnalyticModelTest, MessagesOfOnePairArriveInOrder) {
 TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
   AnalyticModel model(Topology::Star(UniformLinks(2, 1e9, 0.050, 0.01)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});
-  // Mathis: MSS/RTT * 1.22/sqrt(p); path loss 1-(0.99)^2, RTT 0.1 s.
+  // Padhye: MSS / (RTT sqrt(2p/3) + T0 min(1, 3 sqrt(3p/8)) p (1 + 32 p^2)); path loss 1-(0.99)^2,
+  // RTT 0.1 s, T0 the 1 s minimum.
   const double p = 1 - 0.99 * 0.99;
-  const double rate = 1460 * 8 / 0.1 * 1.22 / std::sqrt(p);
+  const double mathis = 0.1 * std::sqrt(2 * p / 3), timeouts = 1.0 * 3 * std::sqrt(3 * p / 8) * p * (1 + 32 * p * p);
+  const double rate = 1460 * 8 / (mathis + timeouts);
   EXPECT_NEAR(t[0], 0.050 + 80e6 / rate, 1e-6);
+  EXPECT_DOUBLE_EQ(rate, Padhye(p, 0.1));
+  EXPECT_GT(timeouts, 0.4 * mathis);  // at 2% the timeouts already cost 45% on top of Mathis
+
+  // At 5% per link the timeouts dominate: 3.9x slower than Mathis's formula alone.
+  AnalyticModel lossy(Topology::Star(UniformLinks(2, 1e9, 0.050, 0.05)));
+  const double q = 1 - 0.95 * 0.95;
+  const double mathis_s = 80e6 / (1460 * 8 / 0.1 * 1.22 / std::sqrt(q));
+  const double slow = SimulateMessages(lossy, {{0, 1, 10'000'000, 0.0}})[0] - 0.050;
+  EXPECT_GT(slow, 3.5 * mathis_s);
+  EXPECT_LT(slow, 4.5 * mathis_s);
+}
+
+// Late in a long run the clock's resolution is coarser than a nanosecond of transmission: a
+// transfer interrupted by a long outage still completes when the link returns (it used to spin on
+// a remainder that now + remaining / rate rounded away).
+TEST(AnalyticModelTest, CompletesATransferResumedLateInVirtualTime) {
+  for (double back : {1e6, 1e9, 1e11}) {
+    std::vector<Link> links = UniformLinks(2, 100e6, 0.010);
+    links[0].schedule = {{0.05, 0.0}, {back, 100e6}};
+    AnalyticModel model(Topology::Star(links));
+    model.StartFlow(0, 1, 1'000'000, 0.0);
+    std::vector<Delivery> delivered;
+    for (int steps = 0; delivered.empty() && steps < 100; ++steps) model.AdvanceUntilDelivery(kNever, &delivered);
+    ASSERT_EQ(delivered.size(), 1u) << "returns at " << back;
+    EXPECT_NEAR(delivered[0].time, back + 0.08 - 0.05 + 0.010, 1e-6 * back);
+  }
+}
+
+// What a stall watchdog reads: the message in transit that moved least recently. A flow queued
+// behind its pair's earlier message is not in transit; it starts moving when the first one ends.
+TEST(AnalyticModelTest, StalestFlowIsTheOneThatMovedLeastRecently) {
+  std::vector<Link> links = UniformLinks(3, 100e6, 0.010);
+  links[2].schedule = {{0.02, 0.0}};  // worker 2's access link goes down for good at 20 ms
+  AnalyticModel model(Topology::Star(links));
+  EXPECT_EQ(model.StalestFlow().flow, -1);
+  const int64_t moving = model.StartFlow(1, 0, 10'000'000, 0.0);
+  const int64_t stuck = model.StartFlow(2, 0, 10'000'000, 0.0);
+  model.StartFlow(2, 0, 1'000, 0.0);  // behind `stuck`
+  std::vector<Delivery> delivered;
+  model.AdvanceTo(0.5, &delivered);
+  NetworkModel::Stalest s = model.StalestFlow();
+  EXPECT_EQ(s.flow, stuck);
+  EXPECT_NEAR(s.since, 0.02, 1e-9);
+  model.AdvanceTo(10.0, &delivered);  // `moving` done: only the stuck pair is left
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].flow, moving);
+  EXPECT_EQ(model.StalestFlow().flow, stuck);
 }
 
 // Gilbert-Elliott in time: the same seed walks the same switches; the bad state holds about
@@ -110,7 +166,7 @@ TEST(LossStatesTest, BurstsAlternateWithTheirMeanStaysFromTheSeed) {
   EXPECT_EQ(LossStates(Link{}).next_switch(), kNever);
 }
 
-// A transfer over a bursty link runs at the link's bandwidth while good (no loss) and at Mathis's
+// A transfer over a bursty link runs at the link's bandwidth while good (no loss) and at Padhye's
 // cap for the bad state's loss while bad: its time is that of the same piecewise rates walked by
 // hand over the link's switches.
 TEST(AnalyticModelTest, BurstyLossCapsTheRateOnlyWhileBad) {
@@ -120,7 +176,7 @@ TEST(AnalyticModelTest, BurstyLossCapsTheRateOnlyWhileBad) {
   const int64_t bytes = 50'000'000;
   const double t = SimulateMessages(model, {{0, 1, bytes, 0.0}})[0];
   const double wire = 1.0;  // AnalyticOptions' defaults: MSS 1460, no header overhead
-  const double bad_rate = 1460 * 8 / 0.05 * 1.22 / std::sqrt(0.02) * wire;
+  const double bad_rate = Padhye(0.02, 0.05) * wire;
   ASSERT_LT(bad_rate, 100e6);
   LossStates states(links[0]);
   double bits = static_cast<double>(bytes) * 8 * wire, now = 0;

@@ -181,6 +181,26 @@ TEST(Ns3ModelTest, OutageDelaysDeliveryPastTheRestore) {
   EXPECT_GE(t.ns3[0], t.analytic[0]);  // TCP resumes at its next retransmission timeout, not at once
 }
 
+// The stall watchdog's reading: a connection whose link went down keeps retransmitting, but its
+// receiver got nothing since the outage began.
+TEST(Ns3ModelTest, StalestFlowIsTheOneWhoseReceiverGotNothing) {
+  std::vector<Link> links = UniformLinks(3, 100e6, 0.010);
+  links[2].schedule = {{0.3, 0.0}};  // worker 2's access link, down for good
+  Ns3Model model(Topology::Star(links), {});
+  const int64_t moving = model.StartFlow(1, 0, 2'000'000, 0.0);
+  const int64_t stuck = model.StartFlow(2, 0, 20'000'000, 0.0);
+  std::vector<Delivery> delivered;
+  model.AdvanceTo(0.1, &delivered);
+  EXPECT_GT(model.StalestFlow().since, 0.05);  // both moving
+  model.AdvanceTo(30.0, &delivered);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].flow, moving);
+  const NetworkModel::Stalest s = model.StalestFlow();
+  EXPECT_EQ(s.flow, stuck);
+  EXPECT_GT(s.since, 0.25);
+  EXPECT_LT(s.since, 0.35);  // the last bytes in flight when the link went down
+}
+
 TEST(Ns3ModelTest, JumboFramesNeedFewerEventsForTheSameTransfer) {
   const Topology topology = Topology::Star(UniformLinks(2, 100e6, 0.010));
   Ns3Options jumbo;
