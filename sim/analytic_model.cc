@@ -209,16 +209,23 @@ NetworkModel::Stalest AnalyticModel::StalestFlow() const {
 namespace narrows::sim {
 namespace {
 
-// The analytic model has no block of its own (network.analytic takes no keys); the MTU sets its
-// header overhead.
+// network.analytic: the loss cap's minimum retransmission timeout. The MTU sets the header overhead.
+struct AnalyticScenarioOptions : core::PluginOptions {
+  double min_rto_s = 1.0;
+};
+
 NetworkModelPlugin AnalyticPlugin() {
   NetworkModelPlugin p;
   p.parser.name = "analytic";
-  p.parser.parse = [](core::OptionReader&, const core::Scenario&) {
-    return std::make_shared<const core::PluginOptions>();
+  p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
+    auto o = std::make_shared<AnalyticScenarioOptions>();
+    o->min_rto_s = r.Double("min_rto_s", 1.0, 0.001, 60.0);
+    return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
-    return std::make_unique<AnalyticModel>(std::move(topology), AnalyticOptions::ForMtu(sc.network.mtu));
+    AnalyticOptions o = AnalyticOptions::ForMtu(sc.network.mtu);
+    o.min_rto_s = sc.network.ModelOptions<AnalyticScenarioOptions>().min_rto_s;
+    return std::make_unique<AnalyticModel>(std::move(topology), o);
   };
   return p;
 }

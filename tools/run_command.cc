@@ -86,6 +86,103 @@ nlohmann::json LinksJson(const sim::NetworkModel& network, double seconds) {
   return {{"seconds", seconds}, {"bin_s", counters->bin_s()}, {"links", links}};
 }
 
+nlohmann::json NetworkSummary(const nlohmann::json& links) {
+  const auto& all = links.at("links");
+  std::vector<const nlohmann::json*> sorted;
+  double bytes = 0, dropped_loss = 0, dropped_queue = 0;
+  for (const auto& l : all) {
+    sorted.push_back(&l);
+    bytes += l.at("bytes").get<double>();
+    dropped_loss += l.at("dropped_loss").get<double>();
+    dropped_queue += l.at("dropped_queue").get<double>();
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
+    return a->at("utilization").get<double>() > b->at("utilization").get<double>();
+  });
+  nlohmann::json busiest = nlohmann::json::array();
+  for (size_t i = 0; i < sorted.size() && i < 5; ++i) {
+    const nlohmann::json& l = *sorted[i];
+    busiest.push_back({{"link", l.at("link")},
+                       {"utilization", l.at("utilization")},
+                       {"bytes", l.at("bytes")},
+                       {"dropped_loss", l.at("dropped_loss")},
+                       {"dropped_queue", l.at("dropped_queue")},
+                       {"queue_delay_mean_s", l.at("queue_delay_mean_s")}});
+  }
+  return {{"link_bytes", bytes},
+          {"dropped_loss", dropped_loss},
+          {"dropped_queue", dropped_queue},
+          {"links", all.size()},
+          {"busiest_links", busiest}};
+}
+
+namespace {
+
+// Bits a link's histogram holds in [from, to): whole bins, and the overlapped share of partial ones.
+double BitsBetween(const nlohmann::json& bins, double bin_s, double from, double to) {
+  double bits = 0;
+  if (!(to > from) || !(bin_s > 0)) return 0;
+  const auto first = static_cast<size_t>(std::max(0.0, from / bin_s));
+  for (size_t i = first; i < bins.size(); ++i) {
+    const double lo = static_cast<double>(i) * bin_s, hi = lo + bin_s;
+    if (lo >= to) break;
+    const double overlap = std::min(hi, to) - std::max(lo, from);
+    if (overlap > 0) bits += bins[i].get<double>() * overlap / bin_s;
+  }
+  return bits;
+}
+
+}  // namespace
+
+core::Status AddNetworkToMetrics(const std::string& metrics_path, const nlohmann::json& links) {
+  std::ifstream in(metrics_path);
+  if (!in) return core::Status::Ok();  // nothing recorded
+  const double bin_s = links.at("bin_s").get<double>();
+  const auto& all = links.at("links");
+  std::string out;
+  double previous = 0;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json m;
+    try {
+      m = nlohmann::json::parse(line);
+    } catch (const std::exception&) {
+      out += line + "\n";  // a torn line stays as it was
+      continue;
+    }
+    if (!m.is_object() || !m.contains("virtual_time_s")) {
+      out += line + "\n";
+      continue;
+    }
+    const double now = m["virtual_time_s"].get<double>(), span = now - previous;
+    double bytes = 0, utilization_sum = 0, busiest = -1;
+    int counted = 0;
+    std::string busiest_link;
+    for (const auto& l : all) {
+      const double bits = BitsBetween(l.at("bits_per_bin"), bin_s, previous, now);
+      bytes += bits / 8;
+      const double bandwidth = l.at("bandwidth_bps").get<double>();
+      if (!(bandwidth > 0) || !(span > 0)) continue;
+      const double u = bits / span / bandwidth;
+      utilization_sum += u;
+      ++counted;
+      if (u > busiest) {
+        busiest = u;
+        busiest_link = l.at("link").get<std::string>();
+      }
+    }
+    nlohmann::json network = {{"link_bytes", bytes}};
+    if (counted > 0) {
+      network["mean_utilization"] = utilization_sum / counted;
+      network["busiest_link"] = busiest_link;
+      network["busiest_utilization"] = busiest;
+    }
+    m["network"] = network;
+    out += m.dump() + "\n";
+    previous = now;
+  }
+  return core::WriteFileAtomic(metrics_path, out);
+}
+
 std::vector<Evaluation> Evaluations(const std::string& metrics_path) {
   std::vector<Evaluation> out;
   std::ifstream in(metrics_path);
@@ -391,16 +488,25 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
     const auto start = std::chrono::steady_clock::now();
     engine.Run([&](int rank) { experiments[i]->RunWorker(rank, engine.endpoint(rank)); });
     const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    auto r = experiments[i]->Finish(run_dir + "/" + entries[i].name);
-    if (!r.ok()) return r.status();
-    if (const nlohmann::json links = LinksJson(engine.network(), r->virtual_time_s); !links.is_null()) {
-      NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/" + entries[i].name + "/links.json", links.dump() + "\n"));
+    const std::string entry_dir = run_dir + "/" + entries[i].name;
+    auto r = experiments[i]->Finish(entry_dir);
+    double seconds = r.ok() ? r->virtual_time_s : 0.0;
+    if (!r.ok()) {  // what the links carried until the failure is kept, to diagnose it
+      for (int w = 0; w < sc.workers.count; ++w) seconds = std::max(seconds, engine.clock_of(w));
     }
+    const nlohmann::json links = LinksJson(engine.network(), seconds);
+    if (!links.is_null()) {
+      NARROWS_RETURN_IF_ERROR(core::MakeDirs(entry_dir));
+      NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(entry_dir + "/links.json", links.dump() + "\n"));
+      if (r.ok()) NARROWS_RETURN_IF_ERROR(AddNetworkToMetrics(entry_dir + "/metrics.jsonl", links));
+    }
+    if (!r.ok()) return r.status();
     char detail[128];
     std::snprintf(detail, sizeof detail, "val loss %.4f | %.1f s virtual | %.1f s on this host", r->final_val_loss,
                   r->virtual_time_s, host_s);
     progress.Finish(detail);
     results.push_back(EntryJson(*r, host_s));
+    if (!links.is_null()) results.back()["network"] = NetworkSummary(links);
     // Rewritten after every entry, so a long comparison keeps what it finished.
     auto written = WriteSummary(sc, run_dir, results, "virtual", false);
     if (!written.ok()) return written.status();

@@ -60,6 +60,14 @@ std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc);
 // carried per bin of bin_s seconds; null where the model keeps no counters. The names and units are
 // those of `narrows linkemu`'s links.json.
 nlohmann::json LinksJson(const sim::NetworkModel& network, double seconds);
+// summary.json's `network` block of an entry, from its links.json: bytes over all links, drops by
+// loss and by full queues, and the five busiest links (by utilisation) with their figures.
+nlohmann::json NetworkSummary(const nlohmann::json& links);
+// Adds to each line of an entry's metrics.jsonl the network between it and the line before, from
+// links.json's histograms: `network: {link_bytes, mean_utilization, busiest_link,
+// busiest_utilization}` (utilisation per link over that span, against its nominal bandwidth).
+// Rewrites the file atomically; torn lines stay as they were.
+core::Status AddNetworkToMetrics(const std::string& metrics_path, const nlohmann::json& links);
 // One entry of summary.json's results.
 nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s);
 // Writes `run_dir`/summary.json with `results` and returns it; with `keep_others`, also the entries

@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "core/collectives.h"
+#include "core/scenario.h"
+#include "emu/network_from_scenario.h"
 #include "sim/analytic_model.h"
 
 namespace narrows::emu {
@@ -228,6 +230,30 @@ TEST(EngineTest, AStalledTransferFailsTheRunNamingItsRoute) {
   });
   EXPECT_TRUE(received.ok()) << received.message();
   EXPECT_GT(slow.clock_of(1), 8000.0);
+}
+
+}  // namespace
+}  // namespace narrows::emu
+
+namespace narrows::emu {
+namespace {
+
+// The scenario's keys reach the emulator: the analytic loss cap's minimum timeout (Linux's 0.2 s
+// makes a lossy transfer faster than ns-3's 1 s) and the stall timeout.
+TEST(EngineTest, AnalyticMinRtoAndStallTimeoutComeFromTheScenario) {
+  auto linux_like = core::ParseScenario(
+      "workers: {count: 2}\nnetwork: {loss: 0.05, stall_timeout_s: 30, analytic: {min_rto_s: 0.2}}\n", "a.yaml");
+  auto default_rto = core::ParseScenario("workers: {count: 2}\nnetwork: {loss: 0.05}\n", "b.yaml");
+  ASSERT_TRUE(linux_like.ok() && default_rto.ok()) << linux_like.status().ToString();
+  EXPECT_EQ(linux_like->network.stall_timeout_s, 30.0);
+  EXPECT_EQ(default_rto->network.stall_timeout_s, 600.0);
+  const auto fast = NetworkFromScenario(*linux_like), slow = NetworkFromScenario(*default_rto);
+  const double t_fast = sim::SimulateMessages(*fast, {{0, 1, 1'000'000, 0.0}})[0];
+  const double t_slow = sim::SimulateMessages(*slow, {{0, 1, 1'000'000, 0.0}})[0];
+  EXPECT_LT(t_fast, 0.6 * t_slow) << t_fast << " s against " << t_slow << " s";
+  EXPECT_NE(core::ParseScenario("network: {analytic: {min_rto_s: 0}}\n", "c.yaml").status().message().find(
+                "network.analytic.min_rto_s"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
 #include "tests/trainer/distributed_fixture.h"
+#include "sim/analytic_model.h"
 #include "tools/plan_command.h"
+#include "tools/run_command.h"
 #include "trainer/experiment.h"
 #include "trainer/replica.h"
 
@@ -228,3 +230,58 @@ TEST_F(DistributedTest, PlanForLargeModelsAndTheBandwidthTheyNeed) {
 
 }  // namespace
 }  // namespace narrows::trainer
+
+namespace narrows::tools {
+namespace {
+
+// The per-link figures of summary.json and metrics.jsonl, from an emulated transfer: two messages
+// of 1 MB over a 100 Mbit/s star (each crosses two links); the network block counts every byte
+// once per link, and the metrics lines' spans add up to the same bytes.
+TEST(RunNetworkTest, SummaryAndMetricsCountEveryLinksBytes) {
+  emu::Engine engine(3, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(sim::UniformLinks(3, 100e6, 0.005))));
+  engine.Run([&](int r) {
+    std::vector<uint8_t> bytes(1'000'000);
+    core::Transport& t = engine.endpoint(r);
+    if (r == 0) {
+      ASSERT_TRUE(t.Send(2, 1, bytes.data(), bytes.size()).ok());
+    } else if (r == 1) {
+      ASSERT_TRUE(t.Send(2, 1, bytes.data(), bytes.size()).ok());
+    } else {
+      ASSERT_TRUE(t.Recv(0, 1, bytes.data(), bytes.size()).ok());
+      ASSERT_TRUE(t.Recv(1, 1, bytes.data(), bytes.size()).ok());
+    }
+  });
+  const double end = engine.clock_of(2);  // down:2 carried both at 50 Mbit/s each: 0.16 s + latency
+  EXPECT_NEAR(end, 0.16 + 0.005, 1e-6);
+  const nlohmann::json links = LinksJson(engine.network(), end);
+  const nlohmann::json network = NetworkSummary(links);
+  EXPECT_NEAR(network["link_bytes"].get<double>(), 4e6, 1);
+  EXPECT_EQ(network["links"].get<int>(), 6);
+  EXPECT_EQ(network["busiest_links"][0]["link"], "down:2");
+  EXPECT_NEAR(network["busiest_links"][0]["utilization"].get<double>(), 16e6 / end / 100e6, 1e-9);
+
+  const std::string dir = testing::TempDir() + "/run_network";
+  std::filesystem::create_directories(dir);
+  const std::string metrics = dir + "/metrics.jsonl";
+  std::ofstream(metrics) << R"({"step":1,"virtual_time_s":0.1})" << "\n"
+                         << R"({"step":2,"virtual_time_s":)" << end << "}\n"
+                         << R"({"step":3,"virt)" << "\n";  // a torn last line
+  ASSERT_TRUE(AddNetworkToMetrics(metrics, links).ok());
+  std::ifstream in(metrics);
+  std::string line;
+  double bytes = 0;
+  std::vector<std::string> busiest;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(std::getline(in, line));
+    const auto m = nlohmann::json::parse(line);
+    bytes += m["network"]["link_bytes"].get<double>();
+    busiest.push_back(m["network"]["busiest_link"]);
+  }
+  EXPECT_NEAR(bytes, 4e6, 1e3);  // the histogram's 10 ms bins split at 0.1 s exactly
+  EXPECT_EQ(busiest[0], "down:2");
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, R"({"step":3,"virt)");
+}
+
+}  // namespace
+}  // namespace narrows::tools
