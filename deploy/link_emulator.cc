@@ -34,6 +34,7 @@ struct LinkEmulator::Impl {
     double free_at = 0.0;  // when the link finishes sending what it has
     size_t next_change = 0;
     double bandwidth = 0.0;
+    core::LossStates loss;  // its loss now: the good state's, or a burst's
   };
 
   LinkEmulatorOptions o;
@@ -101,7 +102,8 @@ struct LinkEmulator::Impl {
       ++st.dropped_down;
       return;
     }
-    if (l.link.loss > 0.0 && uniform(rng) < l.link.loss) {
+    l.loss.WalkTo(t);
+    if (l.loss.loss() > 0.0 && uniform(rng) < l.loss.loss()) {
       ++st.dropped_loss;
       return;
     }
@@ -161,10 +163,7 @@ core::Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Create(LinkEmulatorOpt
     if (link.queue_bytes <= 0) {
       link.queue_bytes = std::max<int64_t>(64 << 10, static_cast<int64_t>(link.bandwidth_bps * 0.1 / 8.0));
     }
-    Impl::LinkState st;
-    st.link = link;
-    st.bandwidth = link.bandwidth_bps;
-    impl->links.push_back(st);
+    impl->links.push_back({link, 0.0, 0, link.bandwidth_bps, core::LossStates(link.loss, link.burst)});
     LinkStats s;
     s.name = link.name;
     impl->stats.push_back(s);

@@ -2,7 +2,7 @@
 // device joined to one Boost.Asio event loop that forwards every packet across the links of its
 // route (a worker's access links, islands' WAN links: the topology the virtual-time emulator uses)
 // with each link's bandwidth (a drop-tail byte queue of configurable depth), propagation latency,
-// random loss and bandwidth schedule (0: the link is down, its packets are dropped). The kernels'
+// random and bursty loss and bandwidth schedule (0: the link is down, its packets are dropped). The kernels'
 // own TCP runs end to end through it, so latency and loss act on real connections, which this
 // kernel's missing netem cannot give. A link serialises its packets in order: a packet starts when
 // the link is free, takes size / bandwidth, and arrives latency later at the next link's queue or
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/loss_states.h"
 #include "core/status.h"
 #include "deploy/netns.h"
 
@@ -26,7 +27,8 @@ struct EmulatedLink {
   std::string name;
   double bandwidth_bps = 1e9;
   double latency_s = 0.0;  // one-way propagation delay
-  double loss = 0.0;       // probability that a packet is dropped, independently
+  double loss = 0.0;       // probability that a packet is dropped, independently (the good state's)
+  core::Burst burst;       // bursty loss (core/loss_states.h): the same episodes as the emulator's
   int64_t queue_bytes = 0; // drop-tail depth; 0: the bandwidth-delay product at 100 ms, at least 64 KiB
   struct Change {
     double at_s;  // from the emulator's start

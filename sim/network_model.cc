@@ -5,17 +5,6 @@
 
 namespace narrows::sim {
 
-LossStates::LossStates(const Link& link) : burst_(link.burst), good_loss_(link.loss), rng_(link.burst.seed) {
-  if (burst_.mean_good_s > 0 && burst_.mean_bad_s > 0) {
-    next_ = std::exponential_distribution<double>(1.0 / burst_.mean_good_s)(rng_);
-  }
-}
-
-void LossStates::Switch() {
-  bad_ = !bad_;
-  next_ += std::exponential_distribution<double>(1.0 / (bad_ ? burst_.mean_bad_s : burst_.mean_good_s))(rng_);
-}
-
 void LinkCounters::AddBits(size_t link, double from_s, double to_s, double bits) {
   if (!(bits > 0) || link >= links_.size()) return;
   Counts& c = links_[link];

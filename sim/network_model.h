@@ -11,9 +11,10 @@
 
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "core/loss_states.h"
 
 namespace narrows::sim {
 
@@ -25,13 +26,9 @@ struct Link {
   double bandwidth_bps = 1e9;
   double latency_s = 0.0;   // one-way propagation delay
   double loss = 0.0;        // packet loss probability (in the good state, with bursts)
-  // Bursty loss (Gilbert-Elliott in continuous time): with mean_good_s > 0 the link alternates
-  // between a good state (loss above) and a bad one (this loss), each stay exponential with its
-  // mean, drawn from the link's seeded stream; good from time 0.
-  struct Burst {
-    double mean_good_s = 0.0, mean_bad_s = 0.0, loss = 0.0;
-    uint64_t seed = 0;
-  };
+  // Bursty loss (core/loss_states.h): with both means > 0 the link alternates between a good state
+  // (loss above) and a bad one (the burst's loss).
+  using Burst = core::Burst;
   Burst burst;
   struct Change {
     double at_s;
@@ -40,24 +37,10 @@ struct Link {
   std::vector<Change> schedule;  // sorted by time
 };
 
-// A link's loss over time: constant, or its Gilbert-Elliott states. Both network models walk the
-// same switches from the link's seed, so they see the same loss episodes. Deterministic.
-class LossStates {
+// A link's loss over time: constant, or its Gilbert-Elliott states (core/loss_states.h).
+class LossStates : public core::LossStates {
  public:
-  explicit LossStates(const Link& link);
-  double loss() const { return bad_ ? burst_.loss : good_loss_; }
-  bool bad() const { return bad_; }
-  // When the state changes next (kNever without bursts).
-  double next_switch() const { return next_; }
-  // Enters the other state at next_switch() and draws the stay's end.
-  void Switch();
-
- private:
-  Link::Burst burst_;
-  double good_loss_;
-  bool bad_ = false;
-  double next_ = kNever;
-  std::mt19937_64 rng_;
+  explicit LossStates(const Link& link) : core::LossStates(link.loss, link.burst) {}
 };
 
 // n links with the same bandwidth, one-way latency and loss (a uniform star's access links).

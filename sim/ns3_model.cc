@@ -154,7 +154,7 @@ struct Ns3Model::Impl {
     const double now_s = static_cast<double>(ns3::Simulator::Now().GetNanoSeconds() - offset_ns) / 1e9;
     for (auto& ll : link_loss) {
       if (!ll || ll->armed || ll->states.next_switch() == kNever) continue;
-      while (ll->states.next_switch() <= now_s) ll->states.Switch();
+      ll->states.WalkTo(now_s);
       ll->Apply();
       ll->armed = true;
       LinkLoss* raw = ll.get();

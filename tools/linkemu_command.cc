@@ -72,6 +72,7 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
     e.bandwidth_bps = l.bandwidth_bps;
     e.latency_s = l.latency_s;
     e.loss = l.loss;
+    e.burst = l.burst;
     for (const auto& c : l.schedule) e.schedule.push_back({c.at_s, c.bandwidth_bps});
     o.links.push_back(e);
   }

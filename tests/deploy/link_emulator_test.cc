@@ -44,7 +44,7 @@ class LinkEmulatorTest : public ::testing::Test {
   // Two workers behind access links up:w / down:w, each direction of a path crossing up:src then
   // down:dst (links 2w and 2w + 1).
   void Make(double bandwidth_bps, double link_latency_s, double loss = 0.0,
-            std::vector<EmulatedLink::Change> up0_schedule = {}) {
+            std::vector<EmulatedLink::Change> up0_schedule = {}, core::Burst up0_burst = {}) {
     std::vector<TunDevice> tuns;
     for (int w = 0; w < 2; ++w) {
       auto ns = NetNamespace::Create();
@@ -68,6 +68,7 @@ class LinkEmulatorTest : public ::testing::Test {
     }
     o.links[0].loss = loss;
     o.links[0].schedule = std::move(up0_schedule);
+    o.links[0].burst = up0_burst;
     o.routes = {{}, {0, 3}, {2, 1}, {}};
     auto emu = LinkEmulator::Create(o, tuns);
     ASSERT_TRUE(emu.ok()) << emu.status().ToString();
@@ -182,6 +183,60 @@ TEST_F(LinkEmulatorTest, RandomLossDropsItsShare) {
   const LinkStats up = emu_->Stats()[0];
   EXPECT_EQ(up.dropped_loss + received, sent);  // nothing else lost them
   EXPECT_NEAR(static_cast<double>(up.dropped_loss) / sent, 0.2, 0.03);  // 4 standard deviations
+  ::close(server);
+  ::close(client);
+}
+
+// Bursts: no loss while good, all lost while bad, stays of 80 ms on average. Which datagrams are lost
+// follows the seeded walk the virtual-time emulator takes (core::LossStates): each one sent well
+// inside a stay (10 ms from its edges) is lost exactly when the walk is bad then.
+TEST_F(LinkEmulatorTest, BurstyLossDropsWhatIsSentInBadStays) {
+  const core::Burst burst{0.08, 0.08, 1.0, 12345};
+  Make(1e9, 0.001, 0.0, {}, burst);
+  const auto t0 = Clock::now();  // the emulator started just before
+  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+  const sockaddr_in at = Address(kSubnet + 2, 7004);
+  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  std::vector<double> sent_at;
+  for (int i = 0; i < 400; ++i) {
+    sent_at.push_back(Seconds(t0));
+    const uint32_t seq = static_cast<uint32_t>(i);
+    ASSERT_EQ(::sendto(client, &seq, sizeof seq, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  }
+  timeval tv{0, 200000};
+  ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::vector<bool> arrived(sent_at.size(), false);
+  uint32_t seq = 0;
+  while (::recv(server, &seq, sizeof seq, 0) == 4) arrived.at(seq) = true;
+  core::LossStates walk(0.0, burst);
+  std::vector<std::pair<double, bool>> stays;  // (end, bad)
+  while (walk.next_switch() < sent_at.back() + 1.0) {
+    stays.push_back({walk.next_switch(), walk.bad()});
+    walk.Switch();
+  }
+  stays.push_back({1e9, walk.bad()});
+  int judged = 0, agree = 0, lost = 0;
+  for (size_t i = 0; i < sent_at.size(); ++i) {
+    lost += arrived[i] ? 0 : 1;
+    double begin = 0;
+    for (const auto& [end, bad] : stays) {
+      if (sent_at[i] < end) {
+        if (sent_at[i] > begin + 0.010 && sent_at[i] < end - 0.010) {
+          ++judged;
+          agree += (!arrived[i]) == bad ? 1 : 0;
+        }
+        break;
+      }
+      begin = end;
+    }
+  }
+  const LinkStats up = emu_->Stats()[0];
+  EXPECT_EQ(up.dropped_loss, lost);
+  EXPECT_GT(lost, 40);
+  EXPECT_LT(lost, 360);
+  EXPECT_GT(judged, 150);
+  EXPECT_GE(agree, judged - 2) << agree << " of " << judged;  // a scheduling hiccup may blur one
   ::close(server);
   ::close(client);
 }
