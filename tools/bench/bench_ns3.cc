@@ -31,7 +31,9 @@ Factory Analytic(int mtu) {
     return std::make_unique<sim::AnalyticModel>(t, sim::AnalyticOptions::ForMtu(mtu));
   };
 }
+// FAST_FORWARD=0 in the environment runs every ns-3 row at full packet level.
 Factory Ns3(sim::Ns3Options o) {
+  if (const char* ff = std::getenv("FAST_FORWARD"); ff != nullptr && std::strcmp(ff, "0") == 0) o.fast_forward = false;
   return [o](const sim::Topology& t) { return std::make_unique<sim::Ns3Model>(t, o); };
 }
 
