@@ -546,6 +546,88 @@ int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t 
   return bytes;
 }
 
+Status AllReduceSizeOnly(Transport& t, int64_t count, const Codec* codec, const CollectiveOptions& o) {
+  int p = 0;
+  NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &p));
+  const int n = static_cast<int>(o.group.size());
+  if (n == 1 || count == 0) return Status::Ok();
+  static const Codec fp32{CodecSpec{}};
+  const Codec& c = codec != nullptr ? *codec : fp32;
+  const CodecKernel &first = c.kernel(), &second = c.gather();
+  auto rank = [&](int j) { return o.group[static_cast<size_t>(j)]; };
+  auto get = [&](int src, int tag) { return t.Recv(src, tag, nullptr, 0, o.timeout_s); };
+  const int64_t up = first.EncodedBytes(count), down = second.EncodedBytes(count);
+  if (c.sparse()) {  // every body to every other rank
+    for (int r = 0; r < n; ++r) {
+      if (r != p) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(r), o.tag, up));
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r != p) NARROWS_RETURN_IF_ERROR(get(rank(r), o.tag));
+    }
+    return Status::Ok();
+  }
+  switch (o.algorithm) {
+    case AllReduceAlgorithm::kRing: {
+      const int next = rank(Mod(p + 1, n)), prev = rank(Mod(p - 1, n));
+      for (int s = 0; s < n - 1; ++s) {
+        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(next, o.tag, EncodedChunkOf(first, count, 0, n, Mod(p - s, n)).bytes));
+        NARROWS_RETURN_IF_ERROR(get(prev, o.tag));
+      }
+      for (int s = 0; s < n - 1; ++s) {
+        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(next, o.tag + 1, EncodedChunkOf(second, count, 0, n, Mod(p + 1 - s, n)).bytes));
+        NARROWS_RETURN_IF_ERROR(get(prev, o.tag + 1));
+      }
+      return Status::Ok();
+    }
+    case AllReduceAlgorithm::kStar: {
+      const int root = o.root >= 0 ? o.root : o.group.front();
+      if (t.rank() != root) {
+        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(root, o.tag, up));
+        return get(root, o.tag + 1);
+      }
+      for (int r : o.group) {
+        if (r != root) NARROWS_RETURN_IF_ERROR(get(r, o.tag));
+      }
+      for (int r : o.group) {
+        if (r != root) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(r, o.tag + 1, down));
+      }
+      return Status::Ok();
+    }
+    case AllReduceAlgorithm::kTree: {
+      const int left = 2 * p + 1, right = 2 * p + 2;
+      for (int child : {left, right}) {
+        if (child < n) NARROWS_RETURN_IF_ERROR(get(rank(child), o.tag));
+      }
+      if (p > 0) {
+        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank((p - 1) / 2), o.tag, up));
+        NARROWS_RETURN_IF_ERROR(get(rank((p - 1) / 2), o.tag + 1));
+      }
+      for (int child : {left, right}) {
+        if (child < n) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(child), o.tag + 1, down));
+      }
+      return Status::Ok();
+    }
+    case AllReduceAlgorithm::kTwoPhase: {
+      for (int j = 0; j < n; ++j) {
+        if (j != p) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(j), o.tag, EncodedChunkOf(first, count, 0, n, j).bytes));
+      }
+      for (int r = 0; r < n; ++r) {
+        if (r != p) NARROWS_RETURN_IF_ERROR(get(rank(r), o.tag));
+      }
+      const int64_t sum = EncodedChunkOf(second, count, 0, n, p).bytes;
+      for (int r = 0; r < n; ++r) {
+        if (r != p) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(r), o.tag + 1, sum));
+      }
+      for (int r = 0; r < n; ++r) {
+        if (r != p) NARROWS_RETURN_IF_ERROR(get(rank(r), o.tag + 1));
+      }
+      return Status::Ok();
+    }
+    case AllReduceAlgorithm::kHierarchical: break;
+  }
+  return Status::InvalidArgument("a size-only all-reduce has no hierarchical form");
+}
+
 Status AllReduceSumEncoded(Transport& t, float* data, int64_t count, int64_t exact_tail, const Codec& codec,
                            const CollectiveOptions& o, EncodingResiduals* residuals) {
   int p = 0;

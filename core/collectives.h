@@ -88,6 +88,10 @@ std::unique_ptr<Work> AllReduceSumEncodedAsync(Transport& t, float* data, int64_
 int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t exact_tail, int n, int position,
                                      AllReduceAlgorithm algorithm = AllReduceAlgorithm::kTwoPhase);
 
+// The messages of AllReduceSumEncoded with `codec` (of AllReduceSum when null: fp32, the ring one
+// message per chunk), in their sizes and order but carrying no bytes (Transport::SendSizeOnly):
+// what the emulator's sizes-only runs time, at any model size. No tail; no hierarchical form.
+Status AllReduceSizeOnly(Transport& t, int64_t count, const Codec* codec, const CollectiveOptions& options);
 // Copies the root's buffer to every rank of the group.
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& options);
 

@@ -100,6 +100,12 @@ class Transport {
   virtual Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, SendLease& /*lease*/) {
     return Send(dst, tag, data, bytes);
   }
+  // A message that occupies `bytes` on the network but carries none: it arrives as an empty message
+  // (receive it with Recv(src, tag, nullptr, 0)). The emulator's sizes-only runs time collectives
+  // this way without moving their payloads; transports that move real bytes refuse it.
+  virtual Status SendSizeOnly(int /*dst*/, int /*tag*/, int64_t /*bytes*/) {
+    return Status::InvalidArgument("size-only messages exist in the emulator only");
+  }
   // Returns once every message lent to `lease` is given back: delivered, or dropped because its
   // destination left or died. A transport that lends must give back what a destination that is
   // gone still holds, so that this never hangs on it; the default (nothing is ever lent) waits.

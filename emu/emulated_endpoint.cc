@@ -17,14 +17,22 @@ void Engine::VirtualClock::ChargeCompute(double seconds) {
 }
 
 core::Status Engine::Endpoint::Send(int dst, int tag, const void* data, size_t bytes) {
+  const auto* bytes_in = static_cast<const uint8_t*>(data);
+  return Transmit(dst, tag, bytes_in, static_cast<int64_t>(bytes), false);
+}
+
+core::Status Engine::Endpoint::SendSizeOnly(int dst, int tag, int64_t bytes) {
+  return Transmit(dst, tag, nullptr, std::max<int64_t>(0, bytes), true);
+}
+
+core::Status Engine::Endpoint::Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes, bool size_only) {
   if (dst < 0 || dst >= world_size()) {
     return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
   }
   std::unique_lock<std::mutex> lock(engine_->mu_);
   engine_->Yield(actor_, lock);
   if (!engine_->failure_.ok()) return engine_->failure_;
-  const auto* bytes_in = static_cast<const uint8_t*>(data);
-  Message m{rank_, tag, std::vector<uint8_t>(bytes_in, bytes_in + bytes)};  // one pass: no zeroing first
+  Message m{rank_, tag, size_only ? std::vector<uint8_t>() : std::vector<uint8_t>(bytes_in, bytes_in + bytes)};
   const double now = engine_->actors_[actor_]->clock;
   if (dst == rank_) {
     engine_->Arrive(dst, std::move(m), now);

@@ -31,6 +31,8 @@ class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
   // Starts a flow in the network model at this actor's time; a message to the own rank (another
   // endpoint of it) arrives at once, off the network.
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
+  // The same flow, with an empty payload.
+  core::Status SendSizeOnly(int dst, int tag, int64_t bytes) override;
   // Every rank stays a member: a finished or crashed worker shows as receives that can never be
   // satisfied (PeerUnavailable), not as a membership change.
   std::vector<int> Members() override;
@@ -42,6 +44,7 @@ class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
   core::Result<core::Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s) override;
 
  private:
+  core::Status Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes, bool size_only);
   Engine* engine_;
   int actor_, rank_;
   VirtualClock clock_;

@@ -258,3 +258,51 @@ TEST(EngineTest, AnalyticMinRtoAndStallTimeoutComeFromTheScenario) {
 
 }  // namespace
 }  // namespace narrows::emu
+
+namespace narrows::emu {
+namespace {
+
+// A size-only all-reduce sends the messages of the real one, in size and order, without their
+// bytes: every rank's clock and bytes sent come out identical, for each collective and for fp32,
+// a block-quantised and a sparse format.
+TEST(EngineTest, SizeOnlyAllReduceTimesLikeTheRealOne) {
+  const int n = 5;
+  const int64_t count = 100'003;
+  const core::Codec int8(*core::ParseCodec("{format: int8, block: 64}"));
+  const core::Codec topk(*core::ParseCodec("{format: topk, topk: 0.05}"));
+  for (const core::Codec* codec : {static_cast<const core::Codec*>(nullptr), &int8, &topk}) {
+    for (auto algorithm : {core::AllReduceAlgorithm::kRing, core::AllReduceAlgorithm::kStar,
+                           core::AllReduceAlgorithm::kTree, core::AllReduceAlgorithm::kTwoPhase}) {
+      auto run = [&](bool size_only, std::vector<int64_t>* sent) {
+        std::vector<sim::Link> links = sim::UniformLinks(n, 100e6, 0.005);
+        links[2].bandwidth_bps = 40e6;  // uneven, so that order matters
+        Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(links)));
+        engine.Run([&](int r) {
+          core::CollectiveOptions o;
+          o.group = {0, 1, 2, 3, 4};
+          o.algorithm = algorithm;
+          core::Transport& t = engine.endpoint(r);
+          std::vector<float> data(static_cast<size_t>(count), 1.0f + static_cast<float>(r));
+          core::Status s = size_only ? core::AllReduceSizeOnly(t, count, codec, o)
+                           : codec ? core::AllReduceSumEncoded(t, data.data(), count, 0, *codec, o)
+                                   : core::AllReduceSum(t, data.data(), count, o);
+          EXPECT_TRUE(s.ok()) << s.ToString();
+          (*sent)[static_cast<size_t>(r)] = t.stats().bytes_sent;
+        });
+        std::vector<double> clocks;
+        for (int r = 0; r < n; ++r) clocks.push_back(engine.clock_of(r));
+        return clocks;
+      };
+      std::vector<int64_t> sent_real(n), sent_sizes(n);
+      const std::vector<double> real = run(false, &sent_real), sizes = run(true, &sent_sizes);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_NEAR(sizes[static_cast<size_t>(r)], real[static_cast<size_t>(r)], 1e-9)
+            << "rank " << r << ", " << core::CollectiveName({{}, 100, core::kForever, -1, algorithm}, codec);
+      }
+      EXPECT_EQ(sent_sizes, sent_real);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace narrows::emu
