@@ -21,6 +21,7 @@
 #include "tools/linkemu_command.h"
 #include "tools/tune_command.h"
 #include "tools/run_command.h"
+#include "tools/sizes_only.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/inner_optimizer.h"
 #include "trainer/train.h"
@@ -114,15 +115,23 @@ Command AddTrain(CLI::App& app) {
 Command AddRun(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   auto report = std::make_shared<bool>(false);
+  auto sizes_only = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
   args->AddWithQuiet(cmd, "no progress lines");
   args->AddSeeds(cmd);
   cmd->add_flag("--report", *report, "also write <run folder>/report.html");
-  return {cmd, WithScenario(args, [report](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+  cmd->add_flag("--sizes-only", *sizes_only,
+                "communication alone at the model's size: modelled compute, size-only messages, no training "
+                "(ddp and diloco entries; thousands of workers)");
+  return {cmd, WithScenario(args, [report, sizes_only](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             narrows::tools::RunOptions options;
             options.progress = a.progress();
             options.report = *report;
+            if (*sizes_only) {
+              if (*report) return Done(narrows::core::Status::InvalidArgument("--report: a sizes-only run has no losses to chart"));
+              return Done(narrows::tools::RunSizesOnly(scenario, options).status());
+            }
             return Done(narrows::tools::RunScenario(scenario, options));
           })};
 }

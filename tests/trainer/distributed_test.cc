@@ -12,6 +12,7 @@
 #include "sim/analytic_model.h"
 #include "tools/plan_command.h"
 #include "tools/run_command.h"
+#include "tools/sizes_only.h"
 #include "trainer/experiment.h"
 #include "trainer/replica.h"
 
@@ -285,3 +286,33 @@ TEST(RunNetworkTest, SummaryAndMetricsCountEveryLinksBytes) {
 
 }  // namespace
 }  // namespace narrows::tools
+
+namespace narrows::trainer {
+namespace {
+
+// A sizes-only run times the same communication as training does: DiLoCo's rounds agree with the
+// trained entry's virtual time (its all-reduce's few exact floats aside); DDP without overlap with
+// backward takes at least the trained time. No loss, and other algorithms are refused.
+TEST_F(DistributedTest, SizesOnlyTimesLikeTraining) {
+  const core::Scenario sc = Make("workers: {count: 3}\ncompare: [ddp, diloco-h4]\n");
+  const EntryResult ddp = Run(sc, 0), diloco = Run(sc, 1);
+  tools::RunOptions quiet;
+  quiet.progress = nullptr;
+  auto sizes = tools::RunSizesOnly(sc, quiet);
+  ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
+  const auto& results = (*sizes)["results"];
+  EXPECT_NEAR(results[1]["virtual_time_s"].get<double>(), diloco.virtual_time_s, 0.01 * diloco.virtual_time_s);
+  EXPECT_EQ(results[1]["outer_syncs"].get<int64_t>(), 3);
+  EXPECT_GE(results[0]["virtual_time_s"].get<double>(), 0.99 * ddp.virtual_time_s);
+  EXPECT_NEAR(results[0]["bytes_sent_per_worker"].get<double>(), ddp.bytes_sent_per_worker, 0.01 * ddp.bytes_sent_per_worker);
+  EXPECT_FALSE(results[0].contains("final_val_loss"));
+  EXPECT_GT(results[0]["network"]["link_bytes"].get<double>(), 0);
+
+  const core::Scenario streaming = Make("workers: {count: 2}\ncompare: [{algorithm: streaming-diloco, inner_steps: 4}]\n");
+  auto refused = tools::RunSizesOnly(streaming, quiet);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--sizes-only models ddp and diloco entries only"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace narrows::trainer

@@ -1,0 +1,170 @@
+#include "tools/sizes_only.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include "core/codec.h"
+#include "core/collectives.h"
+#include "core/run_writer.h"
+#include "emu/engine.h"
+#include "emu/network_from_scenario.h"
+#include "tools/format.h"
+#include "trainer/algorithms/outer.h"
+#include "trainer/experiment.h"
+
+namespace narrows::tools {
+namespace {
+
+core::AllReduceAlgorithm AlgorithmOf(core::CollectiveKind k) {
+  switch (k) {
+    case core::CollectiveKind::kStar: return core::AllReduceAlgorithm::kStar;
+    case core::CollectiveKind::kTwoPhase: return core::AllReduceAlgorithm::kTwoPhase;
+    case core::CollectiveKind::kTree: return core::AllReduceAlgorithm::kTree;
+    case core::CollectiveKind::kHierarchical: return core::AllReduceAlgorithm::kHierarchical;
+    case core::CollectiveKind::kRing:
+    case core::CollectiveKind::kAuto: break;
+  }
+  return core::AllReduceAlgorithm::kRing;
+}
+
+// What one entry does as communication: an all-reduce of `count` floats (in `codec`, null: fp32)
+// every `every` steps.
+struct Schedule {
+  int64_t every = 1;
+  std::unique_ptr<core::Codec> codec;
+};
+
+core::Result<Schedule> ScheduleOf(const core::AlgorithmSpec& e) {
+  Schedule s;
+  if (e.collective == core::CollectiveKind::kHierarchical) {
+    return core::Status::InvalidArgument("compare entry '" + e.name +
+                                         "': --sizes-only has no hierarchical collective (ring, star, two-phase, tree)");
+  }
+  if (e.algorithm == "ddp") return s;
+  if (e.algorithm == "diloco") {
+    const auto& o = e.Options<trainer::OuterOptions>();
+    s.every = o.inner_steps;
+    if (o.outer_gradient.format != "fp32") s.codec = std::make_unique<core::Codec>(o.outer_gradient);
+    return s;
+  }
+  return core::Status::InvalidArgument("compare entry '" + e.name + "' (" + e.algorithm +
+                                       "): --sizes-only models ddp and diloco entries only");
+}
+
+double PeakRssMb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+core::Result<nlohmann::json> RunSizesOnly(const core::Scenario& sc, const RunOptions& options) {
+  for (const auto& f : sc.faults) {
+    if (f.kind != core::FaultKind::kLinkDown) {
+      return core::Status::InvalidArgument("faults: --sizes-only takes link_down faults only (no leave, join or crash)");
+    }
+  }
+  const std::vector<core::AlgorithmSpec> entries = Entries(sc);
+  std::vector<Schedule> schedules;
+  for (const auto& e : entries) {
+    auto s = ScheduleOf(e);
+    if (!s.ok()) return s.status();
+    schedules.push_back(std::move(*s));
+  }
+  const int m = sc.workers.count;
+  const std::string run_dir = sc.output.dir + "/" + sc.name;
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  nlohmann::json results = nlohmann::json::array();
+  if (options.progress != nullptr) {
+    std::fprintf(options.progress, "sizes only: %d workers, no training (modelled compute at %s per worker)\n", m,
+                 Si(sc.compute.device_flops, "FLOP/s").c_str());
+  }
+  std::printf("%-16s %9s %12s %12s %7s %8s %12s %13s %10s\n", "entry", "params", "virtual s", "sent/worker",
+              "syncs", "compute", "host s", "host s/virt s", "peak RSS");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const core::AlgorithmSpec& e = entries[i];
+    core::ModelSpec spec = sc.model;
+    spec.vocab_size = 256;
+    if (e.n_layers > 0) spec.n_layers = e.n_layers;
+    const trainer::ModelCost cost = trainer::CostOf(spec);
+    const double step_flops = cost.train_flops_per_token * static_cast<double>(sc.train.batch_size * sc.model.seq_len);
+    const int64_t count = cost.params;
+    const Schedule& schedule = schedules[i];
+    core::CollectiveOptions collective;
+    collective.group.resize(static_cast<size_t>(m));
+    std::iota(collective.group.begin(), collective.group.end(), 0);
+    collective.algorithm = AlgorithmOf(e.collective);
+    std::vector<double> compute_s(static_cast<size_t>(m), 0.0);
+    std::vector<int64_t> sent(static_cast<size_t>(m), 0);
+    std::vector<core::Status> failed(static_cast<size_t>(m));
+    int64_t syncs = 0;
+    emu::Engine engine(m, emu::NetworkFromScenario(sc));
+    engine.SetStallTimeout(sc.network.stall_timeout_s);
+    const auto start = std::chrono::steady_clock::now();
+    engine.Run([&](int rank) {
+      core::Transport& t = engine.endpoint(rank);
+      const double speed = sc.workers.speed.empty() ? 1.0 : sc.workers.speed[static_cast<size_t>(rank)];
+      const double step_s = step_flops / sc.compute.device_flops / speed;
+      for (int64_t step = 0; step < sc.train.steps; ++step) {
+        t.clock().ChargeCompute(step_s);
+        compute_s[static_cast<size_t>(rank)] += step_s;
+        if ((step + 1) % schedule.every != 0 && step + 1 != sc.train.steps) continue;
+        const core::Status s = core::AllReduceSizeOnly(t, count, schedule.codec.get(), collective);
+        if (!s.ok()) {
+          failed[static_cast<size_t>(rank)] = s;
+          return;
+        }
+        if (rank == 0) ++syncs;
+      }
+      sent[static_cast<size_t>(rank)] = t.stats().bytes_sent;
+    });
+    const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double virtual_s = 0;
+    for (int r = 0; r < m; ++r) virtual_s = std::max(virtual_s, engine.clock_of(r));
+    const nlohmann::json links = LinksJson(engine.network(), virtual_s);
+    const std::string entry_dir = run_dir + "/" + e.name;
+    if (!links.is_null()) {
+      NARROWS_RETURN_IF_ERROR(core::MakeDirs(entry_dir));
+      NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(entry_dir + "/links.json", links.dump() + "\n"));
+    }
+    for (const auto& s : failed) {
+      if (!s.ok()) return core::Status(s.code(), "compare entry '" + e.name + "': " + s.message());
+    }
+    const double mean_sent = static_cast<double>(std::accumulate(sent.begin(), sent.end(), int64_t{0})) / m;
+    const double utilization =
+        virtual_s > 0 ? std::accumulate(compute_s.begin(), compute_s.end(), 0.0) / m / virtual_s : 0.0;
+    const double rss = PeakRssMb();
+    nlohmann::json r = {{"name", e.name},
+                        {"algorithm", e.algorithm},
+                        {"collective", core::CollectiveName(collective, schedule.codec.get())},
+                        {"workers", m},
+                        {"params", count},
+                        {"steps", sc.train.steps},
+                        {"time_s", virtual_s},
+                        {"virtual_time_s", virtual_s},
+                        {"bytes_sent_per_worker", mean_sent},
+                        {"outer_syncs", e.algorithm == "ddp" ? 0 : syncs},
+                        {"compute_utilization", utilization},
+                        {"host_time_s", host_s},
+                        {"host_s_per_virtual_s", virtual_s > 0 ? host_s / virtual_s : 0.0},
+                        {"peak_rss_mb", rss}};
+    if (!links.is_null()) r["network"] = NetworkSummary(links);
+    results.push_back(r);
+    std::printf("%-16s %9s %12.2f %12s %7lld %7.1f%% %12.2f %13.4f %9.0fM\n", e.name.c_str(),
+                Si(static_cast<double>(count), "").c_str(), virtual_s, Bytes(mean_sent).c_str(),
+                static_cast<long long>(syncs), 100 * utilization, host_s, virtual_s > 0 ? host_s / virtual_s : 0.0, rss);
+    std::fflush(stdout);
+    const nlohmann::json summary = {{"scenario", sc.name}, {"mode", "sizes-only"}, {"clock", "virtual"}, {"results", results}};
+    NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
+  }
+  std::printf("results: %s/summary.json\n", run_dir.c_str());
+  return nlohmann::json{{"scenario", sc.name}, {"mode", "sizes-only"}, {"results", results}};
+}
+
+}  // namespace narrows::tools
