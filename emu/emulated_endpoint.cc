@@ -43,7 +43,7 @@ core::Status Engine::Endpoint::Transmit(int dst, int tag, const uint8_t* bytes_i
   engine_->Deliver(delivered);
   const int64_t flow = engine_->network_->StartFlow(rank_, dst, static_cast<int64_t>(bytes), now);
   if (engine_->in_flight_.empty()) engine_->stall_check_at_ = now + engine_->stall_s_;
-  engine_->in_flight_.emplace(flow, std::make_pair(dst, std::move(m)));
+  engine_->in_flight_.emplace(flow, InFlight{dst, bytes, std::move(m)});
   engine_->sent_[rank_].bytes_sent += static_cast<int64_t>(bytes);
   ++engine_->sent_[rank_].messages_sent;
   return core::Status::Ok();

@@ -121,7 +121,7 @@ void Engine::Deliver(const std::vector<sim::Delivery>& deliveries) {
   for (const auto& d : deliveries) {
     auto it = in_flight_.find(d.flow);
     NARROWS_CHECK(it != in_flight_.end()) << "unknown flow " << d.flow;
-    Arrive(it->second.first, std::move(it->second.second), d.time);
+    Arrive(it->second.dst, std::move(it->second.message), d.time);
     in_flight_.erase(it);
   }
 }
@@ -276,14 +276,14 @@ void Engine::CheckStall(double now) {
   }
   const auto it = in_flight_.find(s.flow);
   NARROWS_CHECK(it != in_flight_.end()) << "stalled flow " << s.flow << " is not in flight";
-  const int src = it->second.second.src, dst = it->second.first;
+  const int src = it->second.message.src, dst = it->second.dst;
   const sim::Topology& topology = network_->topology();
   const std::vector<sim::DownLink> down = sim::LinksDownAt(topology, now);
   char head[256];
   std::snprintf(head, sizeof head,
                 "the network made no progress for %g s of virtual time (network.stall_timeout_s): a message "
-                "of %zu bytes from worker %d to worker %d has moved no byte since %.3f s (now %.3f s); its route:",
-                stall_s_, it->second.second.payload.size(), src, dst, s.since, now);
+                "of %lld bytes from worker %d to worker %d has moved no byte since %.3f s (now %.3f s); its route:",
+                stall_s_, static_cast<long long>(it->second.bytes), src, dst, s.since, now);
   std::string message = head;
   const std::vector<int>& route = topology.Route(src, dst);
   for (size_t k = 0; k < route.size(); ++k) {

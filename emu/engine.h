@@ -104,7 +104,12 @@ class Engine {
   std::vector<int> finished_;  // finished since the scheduler last ran: their threads to join
   std::vector<core::Mailbox<std::vector<uint8_t>>> mailboxes_;  // per rank: delivered, not yet received
   std::vector<core::TransportStats> sent_;                      // per rank
-  std::map<int64_t, std::pair<int, Message>> in_flight_;  // flow -> (dst rank, message)
+  struct InFlight {
+    int dst;
+    int64_t bytes;  // on the network (a size-only message carries none of them)
+    Message message;
+  };
+  std::map<int64_t, InFlight> in_flight_;  // by flow
   double stall_s_ = 0.0;          // 0: no stall watchdog
   double stall_check_at_ = 0.0;   // while messages are in transit: when to look next
   core::Status failure_;          // set once: every transport call returns it
