@@ -224,7 +224,10 @@ NetworkModelPlugin AnalyticPlugin() {
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
     AnalyticOptions o = AnalyticOptions::ForMtu(sc.network.mtu);
-    o.min_rto_s = sc.network.ModelOptions<AnalyticScenarioOptions>().min_rto_s;
+    // A scenario built in code rather than parsed has no block: the defaults.
+    if (const auto* own = dynamic_cast<const AnalyticScenarioOptions*>(sc.network.model_options.get())) {
+      o.min_rto_s = own->min_rto_s;
+    }
     return std::make_unique<AnalyticModel>(std::move(topology), o);
   };
   return p;

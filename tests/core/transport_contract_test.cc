@@ -58,7 +58,6 @@ World ZeroMq(bool curve) {
   return {curve ? "zeromq_curve" : "zeromq", [curve](int n, const Body& body) {
             deploy::ZmqOptions base;
             base.world_size = n;
-            base.master = "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
             base.bind_host = "127.0.0.1";
             base.connect_timeout_s = 20;
             if (curve) {
@@ -67,18 +66,28 @@ World ZeroMq(bool curve) {
             }
             std::vector<std::unique_ptr<deploy::ZmqTransport>> ts(static_cast<size_t>(n));
             std::vector<std::thread> threads;
-            for (int r = 0; r < n; ++r) {
-              threads.emplace_back([&, r] {
-                deploy::ZmqOptions o = base;
-                o.rank = r;
-                auto t = deploy::ZmqTransport::Connect(o);
-                ASSERT_TRUE(t.ok()) << t.status().ToString();
-                ts[static_cast<size_t>(r)] = std::move(*t);
-              });
+            // A free port can be taken by another process (tests run in parallel) before rank 0
+            // binds it: then every rank tries again on a new one.
+            std::vector<core::Status> connected(static_cast<size_t>(n));
+            for (int attempt = 0; attempt < 3; ++attempt) {
+              base.master = "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
+              for (int r = 0; r < n; ++r) {
+                threads.emplace_back([&, r] {
+                  deploy::ZmqOptions o = base;
+                  o.rank = r;
+                  auto t = deploy::ZmqTransport::Connect(o);
+                  connected[static_cast<size_t>(r)] = t.status();
+                  if (t.ok()) ts[static_cast<size_t>(r)] = std::move(*t);
+                });
+              }
+              for (auto& t : threads) t.join();
+              threads.clear();
+              if (connected[0].ok() || connected[0].message().find("Address already in use") == std::string::npos) break;
+              for (auto& t : ts) t.reset();
             }
-            for (auto& t : threads) t.join();
-            threads.clear();
-            for (const auto& t : ts) ASSERT_NE(t, nullptr);
+            for (int r = 0; r < n; ++r) {
+              ASSERT_TRUE(connected[static_cast<size_t>(r)].ok()) << connected[static_cast<size_t>(r)].ToString();
+            }
             for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, *ts[static_cast<size_t>(r)]); });
             for (auto& t : threads) t.join();
           }};
