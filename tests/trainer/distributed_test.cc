@@ -1,6 +1,7 @@
 // DDP and DiLoCo over the emulator: correctness identities, byte counts, determinism, faults.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -312,6 +313,73 @@ TEST_F(DistributedTest, SizesOnlyTimesLikeTraining) {
   auto refused = tools::RunSizesOnly(streaming, quiet);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--sizes-only models ddp and diloco entries only"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace narrows::trainer
+
+namespace narrows::trainer {
+namespace {
+
+// An authenticated peer gone bad: every large message it sends carries NaN in place of the first
+// half of its floats (well-formed, the right size; the exact tail at the end of the last chunk, the
+// contributor count, stays intact). Everything else passes through.
+class PoisoningTransport : public core::Transport {
+ public:
+  explicit PoisoningTransport(core::Transport& inner) : t_(inner) {}
+  int rank() const override { return t_.rank(); }
+  int world_size() const override { return t_.world_size(); }
+  core::Status Send(int dst, int tag, const void* data, size_t bytes) override {
+    if (bytes < 1024) return t_.Send(dst, tag, data, bytes);
+    std::vector<uint8_t> bad(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t at = 0; at + 4 <= bytes / 2; at += 4) std::memcpy(bad.data() + at, &nan, 4);
+    return t_.Send(dst, tag, bad.data(), bytes);
+  }
+  core::Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, core::SendLease&) override {
+    return Send(dst, tag, data, bytes);
+  }
+  void AwaitLent(core::SendLease&) override {}
+  core::Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s) override {
+    return t_.Recv(src, tag, data, bytes, timeout_s);
+  }
+  core::Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
+                           double timeout_s) override {
+    return t_.RecvInPlace(src, tag, bytes, consume, timeout_s);
+  }
+  core::Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) override {
+    return t_.RecvMessage(src, tag, out, timeout_s);
+  }
+  std::vector<int> Members() override { return t_.Members(); }
+  core::Clock& clock() override { return t_.clock(); }
+  core::TransportStats stats() const override { return t_.stats(); }
+  std::unique_ptr<core::Work> Start(core::AsyncOp op) override {  // what it starts is poisoned too
+    return t_.Start([op = std::move(op)](core::Transport& child) {
+      PoisoningTransport poisoned(child);
+      return op(poisoned);
+    });
+  }
+
+ private:
+  core::Transport& t_;
+};
+
+// NaN from a peer never reaches DiLoCo's outer step: every member skips the rounds whose sum is
+// not finite (an event says so), the global model stays finite, and so does the final loss.
+TEST_F(DistributedTest, NonFiniteOuterGradientsNeverReachTheOuterStep) {
+  const core::Scenario sc = Make("workers: {count: 3}\ncompare: [diloco-h4]\n");
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto exp = Experiment::Create(sc, sc.compare.at(0), *data);
+  ASSERT_TRUE(exp.ok()) << exp.status().ToString();
+  emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+  PoisoningTransport poisoned(engine.endpoint(2));
+  engine.Run([&](int rank) { (*exp)->RunWorker(rank, rank == 2 ? poisoned : engine.endpoint(rank)); });
+  auto r = (*exp)->Finish((dir_ / "out" / "poisoned").string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(std::isfinite(r->final_val_loss)) << r->final_val_loss;
+  const std::string events = Slurp(dir_ / "out" / "poisoned" / "events.jsonl");
+  EXPECT_NE(events.find("nonfinite_outer_gradient"), std::string::npos) << events;
 }
 
 }  // namespace

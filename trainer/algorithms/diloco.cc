@@ -8,6 +8,7 @@
 // Inner steps may take adaptive batch sizes (batch_size.h): each worker's own norm test, on the
 // halves of its base batches.
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -18,6 +19,10 @@
 
 namespace narrows::trainer {
 namespace {
+
+bool AllFinite(const float* v, int64_t n) {
+  return std::all_of(v, v + n, [](float x) { return std::isfinite(x); });
+}
 
 struct DilocoOptions : OuterOptions {
   double drop_probability = 0.0;  // each worker's outer gradient is dropped with this probability
@@ -79,14 +84,17 @@ class Diloco final : public RoundAlgorithm {
   core::Status EndRound(Round* round) override {
     const int64_t re = round->end;
     const bool keep = !(o_.drop_probability > 0 && uniform_(drop_rng_) < o_.drop_probability);
+    bool own_finite = true;
     auto& buffer = w_.buffer;
     NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, static_cast<int64_t>(buffer.size()), re, [&] {
       {
         torch::NoGradGuard no_grad;
         ToHost(global_ - w_.replica.model().flat_params(), buffer.data());  // pseudo-gradient
       }
-      if (!keep) std::fill(buffer.begin(), buffer.end(), 0.0f);
-      buffer[static_cast<size_t>(n_params_)] = keep ? 1.0f : 0.0f;
+      // A worker whose replica diverged contributes nothing (and restarts from the global model).
+      own_finite = AllFinite(buffer.data(), n_params_);
+      if (!keep || !own_finite) std::fill(buffer.begin(), buffer.end(), 0.0f);
+      buffer[static_cast<size_t>(n_params_)] = keep && own_finite ? 1.0f : 0.0f;
       std::fill(buffer.begin() + n_params_ + 1, buffer.end(), 0.0f);
       w_.roster->Vote(round->members, buffer.data() + n_params_ + 1);
       if (o_.dylu && steps_this_round_ > 0) {
@@ -98,7 +106,13 @@ class Diloco final : public RoundAlgorithm {
     if (o_.dylu) PlanNextRound(*round);
     steps_this_round_ = 0;
     const float contributors = buffer[static_cast<size_t>(n_params_)];
-    if (contributors > 0) {
+    // A non-finite sum (a peer that sent NaN or infinity) never reaches the outer step: every
+    // member sees the same sum and skips the step alike, and the global model stays as it was.
+    const bool sum_finite = std::isfinite(contributors) && AllFinite(buffer.data(), n_params_);
+    if (!sum_finite && w_.rank == round->members.front()) {
+      records_.Event({{"type", "nonfinite_outer_gradient"}, {"step", re}, {"participants", round->members}});
+    }
+    if (contributors > 0 && sum_finite) {
       for (int64_t i = 0; i < n_params_; ++i) buffer[static_cast<size_t>(i)] /= contributors;
       torch::Tensor delta = torch::empty_like(global_);
       FromHost(buffer.data(), delta);
@@ -110,10 +124,14 @@ class Diloco final : public RoundAlgorithm {
     }
     w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
-      records_.OuterSync(re, w_.Now(), {{"participants", round->members}, {"contributors", static_cast<int>(contributors)}});
+      records_.OuterSync(re, w_.Now(), {{"participants", round->members},
+                                        {"contributors", std::isfinite(contributors) ? static_cast<int>(contributors) : 0}});
       records_.MaybeEvaluate(round->start, re, w_.Now(), global_);
     }
-    if (!keep) records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}});
+    if (!keep || !own_finite) {
+      records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank},
+                      {"reason", own_finite ? "drop_probability" : "non-finite"}});
+    }
     return core::Status::Ok();
   }
 
