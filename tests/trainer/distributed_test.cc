@@ -367,19 +367,22 @@ class PoisoningTransport : public core::Transport {
 // NaN from a peer never reaches DiLoCo's outer step: every member skips the rounds whose sum is
 // not finite (an event says so), the global model stays finite, and so does the final loss.
 TEST_F(DistributedTest, NonFiniteOuterGradientsNeverReachTheOuterStep) {
-  const core::Scenario sc = Make("workers: {count: 3}\ncompare: [diloco-h4]\n");
-  auto data = LoadDataset(sc, "");
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  auto exp = Experiment::Create(sc, sc.compare.at(0), *data);
-  ASSERT_TRUE(exp.ok()) << exp.status().ToString();
-  emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
-  PoisoningTransport poisoned(engine.endpoint(2));
-  engine.Run([&](int rank) { (*exp)->RunWorker(rank, rank == 2 ? poisoned : engine.endpoint(rank)); });
-  auto r = (*exp)->Finish((dir_ / "out" / "poisoned").string());
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_TRUE(std::isfinite(r->final_val_loss)) << r->final_val_loss;
-  const std::string events = Slurp(dir_ / "out" / "poisoned" / "events.jsonl");
-  EXPECT_NE(events.find("nonfinite_outer_gradient"), std::string::npos) << events;
+  for (const std::string entry : {"diloco-h4", "{algorithm: streaming-diloco, inner_steps: 4, fragments: 2}",
+                                  "{algorithm: streaming-diloco, inner_steps: 4, fragments: 2, eager: true}"}) {
+    const core::Scenario sc = Make("workers: {count: 3}\ncompare: [" + entry + "]\n");
+    auto data = LoadDataset(sc, "");
+    ASSERT_TRUE(data.ok()) << data.status().ToString();
+    auto exp = Experiment::Create(sc, sc.compare.at(0), *data);
+    ASSERT_TRUE(exp.ok()) << exp.status().ToString();
+    emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+    PoisoningTransport poisoned(engine.endpoint(2));
+    engine.Run([&](int rank) { (*exp)->RunWorker(rank, rank == 2 ? poisoned : engine.endpoint(rank)); });
+    auto r = (*exp)->Finish((dir_ / "out" / "poisoned").string());
+    ASSERT_TRUE(r.ok()) << entry << ": " << r.status().ToString();
+    EXPECT_TRUE(std::isfinite(r->final_val_loss)) << entry << ": " << r->final_val_loss;
+    const std::string events = Slurp(dir_ / "out" / "poisoned" / "events.jsonl");
+    EXPECT_NE(events.find("nonfinite_outer_gradient"), std::string::npos) << entry << ": " << events;
+  }
 }
 
 }  // namespace

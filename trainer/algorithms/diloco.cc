@@ -20,10 +20,6 @@
 namespace narrows::trainer {
 namespace {
 
-bool AllFinite(const float* v, int64_t n) {
-  return std::all_of(v, v + n, [](float x) { return std::isfinite(x); });
-}
-
 struct DilocoOptions : OuterOptions {
   double drop_probability = 0.0;  // each worker's outer gradient is dropped with this probability
   // DyLU (Async Local-SGD, arXiv 2401.09135 §4.2): each worker takes floor(H * t_fastest / t_own)

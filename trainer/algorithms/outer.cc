@@ -30,6 +30,10 @@ std::optional<core::ShorthandKeys> InnerStepsShorthand(const std::string& prefix
   }
 }
 
+bool AllFinite(const float* v, int64_t n) {
+  return std::all_of(v, v + n, [](float x) { return std::isfinite(x); });
+}
+
 std::string RoundsName(const std::string& algorithm, const OuterOptions& o) {
   return algorithm + "-h" + std::to_string(o.inner_steps);
 }

@@ -32,6 +32,9 @@ void ReadOuterOptions(core::OptionReader& r, OuterOptions* o);
 // The one-word entries `prefix` (H = 50) and `prefix`-hN.
 std::optional<core::ShorthandKeys> InnerStepsShorthand(const std::string& prefix, const std::string& text);
 
+// Whether all of v[0, n) are finite: an outer gradient with NaN or infinity (a diverged replica,
+// a peer that sent them) never reaches an outer step.
+bool AllFinite(const float* v, int64_t n);
 // "<algorithm>-h<H>", the name of an entry that gives none.
 std::string RoundsName(const std::string& algorithm, const OuterOptions& o);
 

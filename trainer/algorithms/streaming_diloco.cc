@@ -19,6 +19,7 @@
 #include "trainer/algorithms/fragments.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
@@ -254,19 +255,32 @@ class StreamingDiloco final : public RoundAlgorithm {
     if (OverlapsRounds()) w_.CountSyncBytes(w_.Stats().bytes_sent - sent_before_);  // this fragment's bytes
     w_.roster->CountVotes(pending_round_.members, buffer.data() + frag.numel + 1);
     const float contributors = buffer[static_cast<size_t>(frag.numel)];
+    // A non-finite sum (a peer that sent NaN or infinity) never reaches the outer step: every
+    // member skips it alike and the fragment's global copy stays as it was.
+    const bool finite = contributors > 0 && std::isfinite(contributors) && AllFinite(buffer.data(), frag.numel);
+    if (!finite && w_.rank == pending_round_.members.front()) {
+      records_.Event({{"type", "nonfinite_outer_gradient"}, {"step", pending_round_.end}, {"fragment", pending_fragment_},
+                      {"participants", pending_round_.members}});
+    }
     if (o_.eager) {  // kept for the fragment's next synchronisation (EagerStep)
-      FromHost(buffer.data(), st.eager_sum);
+      if (finite) {
+        FromHost(buffer.data(), st.eager_sum);
+      } else {
+        st.eager_sum.zero_();
+      }
       return core::Status::Ok();
     }
-    for (int64_t i = 0; i < frag.numel; ++i) buffer[static_cast<size_t>(i)] /= contributors;
-    torch::Tensor delta = torch::empty_like(st.global);
-    FromHost(buffer.data(), delta);
-    OuterStep(o_, st.global, delta, st.outer);
+    if (finite) {
+      for (int64_t i = 0; i < frag.numel; ++i) buffer[static_cast<size_t>(i)] /= contributors;
+      torch::Tensor delta = torch::empty_like(st.global);
+      FromHost(buffer.data(), delta);
+      OuterStep(o_, st.global, delta, st.outer);
+    }
     Merge(st, frag);
     const Round& r = pending_round_;
     if (w_.rank == r.members.front()) {
       records_.OuterSync(r.end, w_.Now(),
-                   {{"participants", r.members}, {"contributors", static_cast<int>(contributors)},
+                   {{"participants", r.members}, {"contributors", finite ? static_cast<int>(contributors) : 0},
                     {"fragment", pending_fragment_}, {"sent_at", comm_from_}});
       if (records_.EvalDue(r.start, r.end)) records_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
     }
