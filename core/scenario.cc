@@ -314,6 +314,15 @@ void ReadFaults(Section& top, Scenario& sc) {
     } else {
       f.worker = static_cast<int>(item.Int("worker", 0, 0, sc.workers.count - 1));
       f.at_step = item.Int("at_step", 0, 0, sc.train.steps - 1);
+      if (item.Has("after_sends")) {
+        if (f.kind != FaultKind::kCrash) item.Error(node, item.path() + ".after_sends", "only a crash can come after sends");
+        f.after_sends = item.Int("after_sends", 0, 0, int64_t{1} << 40);
+        if (f.at_step == 0) item.Error(node, item.path() + ".after_sends", "needs at_step >= 1 (it dies inside step at_step - 1)");
+      }
+      if (item.Has("stall_s")) {
+        if (f.kind != FaultKind::kCrash) item.Error(node, item.path() + ".stall_s", "only a crash can stall first");
+        f.stall_s = item.Double("stall_s", 0.0, 0.0, 3600.0);
+      }
     }
     if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
     sc.faults.push_back(f);

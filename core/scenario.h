@@ -166,6 +166,10 @@ struct FaultSpec {
   FaultKind kind = FaultKind::kLeave;
   int worker = 0;        // leave, join, crash
   int64_t at_step = 0;   // leave, join, crash: takes effect before this step (0-based)
+  // crash, in a deployment only: the process dies inside step at_step - 1 instead, just before its
+  // (after_sends + 1)-th message of that step (inside the step's collective); -1: between steps.
+  int64_t after_sends = -1;
+  double stall_s = 0.0;  // crash, in a deployment only: the process hangs this long before it dies
   std::string link;      // link_down: "worker:N" or "wan:K"
   double from_s = 0.0, to_s = 0.0;  // link_down: the interval of virtual time
 };

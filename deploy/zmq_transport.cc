@@ -86,6 +86,7 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
     n.cv.notify_all();
     return Status::Ok();
   }
+  if (n.opt.before_send) n.opt.before_send(dst, tag, bytes);
   Node::Peer& p = *n.peers[static_cast<size_t>(dst)];
   {
     std::lock_guard<std::mutex> lock(n.mu);

@@ -78,6 +78,9 @@ struct ZmqOptions {
   CurveKeys keys;                    // with curve: the cluster key pair
   // Where reasons are logged (rejected frames, peers declared dead or rejoining); default stderr.
   std::function<void(const std::string&)> log;
+  // Called before each message to another rank leaves, from the sending thread (the deployment's
+  // fault layer counts them to crash a process inside a collective).
+  std::function<void(int dst, int tag, size_t bytes)> before_send;
 };
 
 class ZmqTransport : public core::MailboxTransport<ZmqPayload> {

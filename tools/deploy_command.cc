@@ -8,11 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -33,16 +35,38 @@ namespace narrows::tools {
 namespace {
 
 // The deployment's fault layer: a scenario's crash fault ends this worker's process with SIGKILL
-// before the step it names — a real crash, which the survivors find by their heartbeats.
-std::function<void(int, int64_t)> CrashAtScriptedSteps(const core::Scenario& sc) {
-  std::set<std::pair<int, int64_t>> crashes;
-  for (const auto& f : sc.faults) {
-    if (f.kind == core::FaultKind::kCrash) crashes.emplace(f.worker, f.at_step);
+// before the step it names — a real crash, which the survivors find by their heartbeats — or, with
+// `after_sends: K`, inside the step before it, just before the step's (K+1)-th message would leave
+// (inside its collective: the peers that got its last messages and those that did not differ).
+// With `stall_s` the process hangs that long first (its heartbeats go on), as one stuck and then
+// killed would.
+class CrashLayer {
+ public:
+  CrashLayer(const core::Scenario& sc, int rank) {
+    for (const auto& f : sc.faults) {
+      if (f.kind == core::FaultKind::kCrash && f.worker == rank) crashes_[f.at_step] = f;
+    }
   }
-  return [crashes](int rank, int64_t step) {
-    if (crashes.count({rank, step}) > 0) ::raise(SIGKILL);
-  };
-}
+  void BeforeStep(int64_t step) {
+    if (const auto now = crashes_.find(step); now != crashes_.end()) Die(now->second);
+    const auto next = crashes_.find(step + 1);
+    armed_ = next != crashes_.end() && next->second.after_sends >= 0 ? &next->second : nullptr;
+    sends_left_.store(armed_ != nullptr ? armed_->after_sends : -1);
+  }
+  void BeforeSend() {
+    if (sends_left_.load() < 0) return;
+    if (sends_left_.fetch_sub(1) == 0) Die(*armed_);
+  }
+
+ private:
+  static void Die(const core::FaultSpec& f) {
+    if (f.stall_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(f.stall_s));
+    ::raise(SIGKILL);
+  }
+  std::map<int64_t, core::FaultSpec> crashes_;  // by at_step
+  const core::FaultSpec* armed_ = nullptr;
+  std::atomic<int64_t> sends_left_{-1};  // armed inside the step before a crash with after_sends
+};
 
 using core::Status;
 
@@ -195,7 +219,8 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
 using Experiments = std::vector<std::unique_ptr<trainer::Experiment>>;
 
 core::Result<Experiments> CreateExperiments(const core::Scenario& sc, const std::vector<core::AlgorithmSpec>& entries,
-                                            const WorkerOptions& o, const std::string& run_dir) {
+                                            const WorkerOptions& o, const std::string& run_dir,
+                                            const std::shared_ptr<CrashLayer>& crashes) {
   auto data = trainer::LoadDataset(sc, o.data_root);
   if (!data.ok()) return data.status();
   Experiments experiments;
@@ -205,7 +230,7 @@ core::Result<Experiments> CreateExperiments(const core::Scenario& sc, const std:
     eo.rejoin = o.rejoin;
     eo.checkpoint_dir = run_dir + "/" + entry.name + "/checkpoints";
     eo.resume_from = o.resume;
-    if (!o.rejoin) eo.before_step = CrashAtScriptedSteps(sc);  // a restarted process does not crash again
+    if (!o.rejoin) eo.before_step = [crashes](int, int64_t step) { crashes->BeforeStep(step); };
     auto e = trainer::Experiment::Create(sc, entry, *data, eo);
     if (!e.ok()) return e.status();
     experiments.push_back(std::move(e).value());
@@ -293,7 +318,10 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
   auto z = NodeOptions(sc, *place, o);
   if (!z.ok()) return z.status();
   const std::string run_dir = sc.output.dir + "/" + sc.name;
-  auto experiments = CreateExperiments(sc, entries, o, run_dir);
+  // A restarted process does not crash again.
+  auto crashes = std::make_shared<CrashLayer>(o.rejoin ? core::Scenario{} : sc, rank);
+  z->before_send = [crashes](int, int, size_t) { crashes->BeforeSend(); };
+  auto experiments = CreateExperiments(sc, entries, o, run_dir, crashes);
   if (!experiments.ok()) return experiments.status();
   auto transport = deploy::ZmqTransport::Connect(*z);
   if (!transport.ok()) return transport.status();

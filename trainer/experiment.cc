@@ -32,6 +32,14 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
   if (impl->plan.AliveSet(0).empty()) {
     return core::Status::InvalidArgument("faults: no worker is alive at step 0");
   }
+  for (size_t i = 0; i < scenario.faults.size(); ++i) {
+    const core::FaultSpec& f = scenario.faults[i];
+    if ((f.after_sends >= 0 || f.stall_s > 0) && options.membership != Membership::kLive) {
+      return core::Status::InvalidArgument("faults[" + std::to_string(i) + (f.after_sends >= 0 ? "].after_sends" : "].stall_s") +
+                                           ": a crash inside a collective or after a stall needs a deployment "
+                                           "(narrows launch or narrows worker); the emulator crashes workers between steps");
+    }
+  }
   return std::unique_ptr<Experiment>(new Experiment(std::move(impl)));
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "core/group_guard.h"
 #include "trainer/worker.h"
@@ -64,10 +65,12 @@ class ScriptedRoster final : public Roster {
   }
   int Tag(int base, int64_t) const override { return base; }
   core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
-                   const std::function<core::Status(core::Transport&)>& collective) override {
+                   const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
     fill();
     return collective(w_.t);
   }
+  void Completed(const std::vector<int>&, int64_t, const float*, int64_t) override {}
+  core::Result<bool> Settle(const std::vector<int>&, int64_t, float*, int64_t) override { return false; }
   std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
   core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
   void Vote(const std::vector<int>&, float*) override {}
@@ -127,6 +130,7 @@ class LiveRoster final : public Roster {
   bool Present(int64_t) override { return true; }
   bool Trains(int64_t step) override {
     if (w_.entry.opt.before_step) w_.entry.opt.before_step(w_.rank, step);  // the deployment's fault layer
+    Serve();
     return true;
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
@@ -137,14 +141,84 @@ class LiveRoster final : public Roster {
   }
 
   core::Status Run(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const std::function<void()>& fill,
-                   const std::function<core::Status(core::Transport&)>& collective) override {
+                   const std::function<core::Status(core::Transport&)>& collective, float* data, int64_t count) override {
     while (true) {
+      Serve();
       fill();
       core::GroupGuard guard(w_.t, *group, w_.entry.sc.deploy.collective_timeout_s, generations_);
       const core::Status s = collective(guard);
-      if (s.ok() || s.code() != core::StatusCode::kPeerUnavailable) return s;
+      if (s.ok()) {
+        Completed(*group, step, data, count);
+        return s;
+      }
+      if (s.code() != core::StatusCode::kPeerUnavailable) return s;
+      auto settled = Settle(*group, step, data, count);
+      if (!settled.ok()) return settled.status();
+      if (*settled) {
+        Completed(*group, step, data, count);
+        return core::Status::Ok();
+      }
       NARROWS_RETURN_IF_ERROR(DropDead(group, step, on_failure, s));
     }
+  }
+
+  void Completed(const std::vector<int>& group, int64_t step, const float* data, int64_t count) override {
+    kept_.assign(data, data + count);
+    kept_group_ = group;
+    kept_notice_ = Tag(kTagSettleNotice, step);
+    kept_result_ = Tag(kTagSettleResult, step);
+  }
+
+  core::Result<bool> Settle(const std::vector<int>& group, int64_t step, float* data, int64_t count) override {
+    const int notice = Tag(kTagSettleNotice, step), result = Tag(kTagSettleResult, step);
+    const std::vector<int> lost = core::GroupGuard::Lost(w_.t, group, generations_);
+    std::vector<int> waiting;  // live members not heard from yet
+    for (int r : group) {
+      if (r != w_.rank && !std::binary_search(lost.begin(), lost.end(), r)) waiting.push_back(r);
+    }
+    const int64_t at = step;
+    for (int r : waiting) {
+      const core::Status sent = w_.t.Send(r, notice, &at, sizeof at);
+      if (!sent.ok() && sent.code() != core::StatusCode::kPeerUnavailable) return sent;
+    }
+    bool taken = false;
+    const double timeout_s = w_.entry.sc.deploy.collective_timeout_s;
+    const double start = w_.t.clock().Now();
+    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+    while (!waiting.empty()) {
+      Serve();  // a member that is settling an earlier collective this worker completed
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        const int r = *it;
+        int64_t theirs = 0;
+        core::Status got = w_.t.Recv(r, result, data, bytes, 0.0);
+        if (got.ok()) {
+          taken = true;
+        } else if (got.code() == core::StatusCode::kTimeout) {
+          got = w_.t.Recv(r, notice, &theirs, sizeof theirs, 0.0);
+        }
+        const bool gone = got.code() == core::StatusCode::kPeerUnavailable ||
+                          !core::GroupGuard::Lost(w_.t, {r}, generations_).empty();
+        if (got.ok() || gone) {
+          it = waiting.erase(it);
+        } else if (got.code() != core::StatusCode::kTimeout) {
+          return got;
+        } else {
+          ++it;
+        }
+      }
+      if (waiting.empty()) break;
+      if (w_.t.clock().Now() - start > timeout_s) {
+        return core::Status::Timeout("settling the collective of step " + std::to_string(step) + ": worker " +
+                                     std::to_string(waiting.front()) +
+                                     " neither completed it nor said that it failed within deploy.collective_timeout_s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (taken) {  // (each worker that takes a result says so)
+      w_.records.Event({{"type", "settled"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},
+                        {"lost", lost}});
+    }
+    return taken;
   }
   std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) override {
     return std::make_unique<core::GroupGuard>(w_.t, group, w_.entry.sc.deploy.collective_timeout_s, generations_);
@@ -207,12 +281,31 @@ class LiveRoster final : public Roster {
   void set_failures(int64_t failures) override { failures_ = failures; }
 
  private:
+  // Answers every member that says its attempt at the last collective this worker completed failed
+  // (Settle) with the kept result. Called before each step and while waiting on a collective.
+  void Serve() {
+    if (kept_group_.empty()) return;
+    for (int r : kept_group_) {
+      if (r == w_.rank) continue;
+      int64_t at = 0;
+      while (w_.t.Recv(r, kept_notice_, &at, sizeof at, 0.0).ok()) {
+        (void)w_.t.Send(r, kept_result_, kept_.data(), kept_.size() * sizeof(float));  // gone: nothing to answer
+      }
+    }
+  }
+
+  static constexpr int kTagSettleNotice = core::tags::kSettleNotice;
+  static constexpr int kTagSettleResult = core::tags::kSettleResult;
   WorkerContext& w_;
   std::vector<int> group_;    // this round's members
   std::vector<int> pending_;  // joiners of the next round, from the votes
   // The generation of each worker's process when it became a member (a restart is a new member).
   std::vector<int64_t> generations_;
   int64_t failures_ = 0;  // collectives that failed so far: part of every tag
+  // The result of the last collective this worker completed, for members whose attempt failed.
+  std::vector<float> kept_;
+  std::vector<int> kept_group_;
+  int kept_notice_ = 0, kept_result_ = 0;
 };
 
 }  // namespace

@@ -69,11 +69,25 @@ class Roster {
   // Tag of collective `base` at `step`: live tags carry the step and the failure count, so that a
   // repeated collective never reads a message of the attempt that failed, nor one of another step.
   virtual int Tag(int base, int64_t step) const = 0;
-  // Runs `collective` over `*group` (through a guard where members may die) after `fill`. Live: when
-  // members die, the survivors drop them (a crash event) and run it again, filling first; an error if
-  // this worker was dropped or may not continue (`on_failure` kStop).
+  // Runs `collective` over `*group` (through a guard where members may die) after `fill`; its result
+  // is `count` floats at `data`. Live: when it fails, the survivors first settle (Settle): if any of
+  // them completed it, the others take that result; if none did, they drop the dead (a crash event)
+  // and run it again, filling first. An error if this worker was dropped or may not continue
+  // (`on_failure` kStop).
   virtual core::Status Run(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const std::function<void()>& fill,
-                           const std::function<core::Status(core::Transport&)>& collective) = 0;
+                           const std::function<core::Status(core::Transport&)>& collective, float* data,
+                           int64_t count) = 0;
+  // Live, for collectives started by hand (Guard): `count` floats at `data` are the result of the
+  // collective of `group` at `step`, which this worker completed; it keeps a copy to give a member
+  // whose own attempt failed (a peer that died after its last message to this worker, but before
+  // its last to another, leaves one member with the whole result and another with none).
+  virtual void Completed(const std::vector<int>& group, int64_t step, const float* data, int64_t count) = 0;
+  // Live, after this worker's attempt at the collective of `group` at `step` failed: tells every
+  // live member so and hears from each whether its own attempt failed too or completed (then with
+  // the result, into `data`). True: a member completed it and `data` holds its result, so the
+  // collective counts as done by the whole group; false: every live member failed, and they all
+  // drop the dead (DropDead) and repeat it. Either way every live member decides alike.
+  virtual core::Result<bool> Settle(const std::vector<int>& group, int64_t step, float* data, int64_t count) = 0;
   // The transport for collectives started by hand over `group`: a guard when live; nullptr when the
   // worker's own transport serves.
   virtual std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) = 0;

@@ -354,7 +354,7 @@ core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64
       }
       return core::AllReduceSum(via, buffer.data(), count, o);
     });
-  });
+  }, buffer.data(), count);
 }
 
 WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& group, float* data, int64_t count,

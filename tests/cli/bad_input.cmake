@@ -48,6 +48,9 @@ file(WRITE ${WORK}/bad_compare.yaml "compare: [ddp, diloco-hfast]\noutput: {dir:
 expect_failure(bad_compare 2 "bad_compare.yaml:1:16: compare[1]: unknown algorithm 'diloco-hfast'" run bad_compare.yaml)
 expect_failure(bad_worker 2 "faults[0].worker: expected an integer in [0, 1]" run ${SRC}/scenarios/quickstart.yaml
                --set workers.count=2 --set "faults=[{type: leave, worker: 7}]")
+expect_failure(emulated_after_sends 2 "faults[0].after_sends: a crash inside a collective or after a stall needs a deployment"
+               run ${SRC}/scenarios/quickstart.yaml --set workers.count=2
+               --set "faults=[{type: crash, worker: 1, at_step: 3, after_sends: 2}]")
 
 # A whole `narrows run` on a tiny corpus: exit 0, the table, and the run folder's files.
 string(REPEAT "the quick brown fox jumps over the lazy dog. " 400 corpus)

@@ -388,6 +388,28 @@ TEST(ScenarioTest, DistributedErrors) {
   EXPECT_NE(ErrorOf("workers: {count: 2, speed: [1, 1, 1]}\n").find("expected 2 values"), std::string::npos);
   EXPECT_NE(ErrorOf("workers: {count: 2}\nfaults: [{type: leave, worker: 5}]\n").find("faults[0].worker"),
             std::string::npos);
+  // A crash inside a collective (a deployment's): only a crash, and inside a step that exists.
+  EXPECT_NE(ErrorOf("workers: {count: 2}\nfaults: [{type: leave, worker: 1, at_step: 3, after_sends: 2}]\n")
+                .find("faults[0].after_sends: only a crash can come after sends"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("workers: {count: 2}\nfaults: [{type: crash, worker: 1, at_step: 0, after_sends: 2}]\n")
+                .find("faults[0].after_sends: needs at_step >= 1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("workers: {count: 2}\nfaults: [{type: join, worker: 1, at_step: 3, stall_s: 1}]\n")
+                .find("faults[0].stall_s: only a crash can stall first"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("workers: {count: 2}\nfaults: [{type: crash, worker: 1, at_step: 3, after_sends: -1}]\n")
+                .find("faults[0].after_sends"),
+            std::string::npos);
+  {
+    auto sc = ParseScenario("workers: {count: 2}\nfaults: [{type: crash, worker: 1, at_step: 3, after_sends: 2, stall_s: 0.5},\n"
+                            "  {type: crash, worker: 0, at_step: 5}]\n", "f.yaml");
+    ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+    EXPECT_EQ(sc->faults[0].after_sends, 2);
+    EXPECT_DOUBLE_EQ(sc->faults[0].stall_s, 0.5);
+    EXPECT_EQ(sc->faults[1].after_sends, -1);
+    EXPECT_DOUBLE_EQ(sc->faults[1].stall_s, 0.0);
+  }
   EXPECT_NE(ErrorOf("workers: {count: 4}\nnetwork: {topology: islands, islands: [[0, 1], [2]]}\n")
                 .find("worker 3 must be in exactly one island"),
             std::string::npos);

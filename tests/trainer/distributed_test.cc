@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/collectives.h"
+#include "core/tags.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
 #include "tests/trainer/distributed_fixture.h"
@@ -321,19 +322,18 @@ TEST_F(DistributedTest, SizesOnlyTimesLikeTraining) {
 namespace narrows::trainer {
 namespace {
 
-// An authenticated peer gone bad: every large message it sends carries NaN in place of the first
-// half of its floats (well-formed, the right size; the exact tail at the end of the last chunk, the
-// contributor count, stays intact). Everything else passes through.
-class PoisoningTransport : public core::Transport {
+// An authenticated peer gone bad: every message it sends passes through `tamper` (tag, bytes)
+// first, which may change its bytes but not its size (so it stays well-formed). Everything else
+// passes through; what it starts is tampered with too.
+class TamperingTransport : public core::Transport {
  public:
-  explicit PoisoningTransport(core::Transport& inner) : t_(inner) {}
+  using Tamper = std::function<void(int tag, std::vector<uint8_t>& bytes)>;
+  TamperingTransport(core::Transport& inner, Tamper tamper) : t_(inner), tamper_(std::move(tamper)) {}
   int rank() const override { return t_.rank(); }
   int world_size() const override { return t_.world_size(); }
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override {
-    if (bytes < 1024) return t_.Send(dst, tag, data, bytes);
     std::vector<uint8_t> bad(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (size_t at = 0; at + 4 <= bytes / 2; at += 4) std::memcpy(bad.data() + at, &nan, 4);
+    tamper_(tag, bad);
     return t_.Send(dst, tag, bad.data(), bytes);
   }
   core::Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, core::SendLease&) override {
@@ -353,36 +353,82 @@ class PoisoningTransport : public core::Transport {
   std::vector<int> Members() override { return t_.Members(); }
   core::Clock& clock() override { return t_.clock(); }
   core::TransportStats stats() const override { return t_.stats(); }
-  std::unique_ptr<core::Work> Start(core::AsyncOp op) override {  // what it starts is poisoned too
-    return t_.Start([op = std::move(op)](core::Transport& child) {
-      PoisoningTransport poisoned(child);
-      return op(poisoned);
+  std::unique_ptr<core::Work> Start(core::AsyncOp op) override {
+    return t_.Start([op = std::move(op), tamper = tamper_](core::Transport& child) {
+      TamperingTransport tampered(child, tamper);
+      return op(tampered);
     });
   }
 
  private:
   core::Transport& t_;
+  Tamper tamper_;
 };
 
-// NaN from a peer never reaches DiLoCo's outer step: every member skips the rounds whose sum is
-// not finite (an event says so), the global model stays finite, and so does the final loss.
+// NaN in place of a large message's floats from byte 256 to the middle (a header at the front and
+// the exact tail at the end of the last chunk, the contributor count, stay intact).
+void Poison(int, std::vector<uint8_t>& bytes) {
+  if (bytes.size() < 1024) return;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t at = 256; at + 4 <= bytes.size() / 2; at += 4) std::memcpy(bytes.data() + at, &nan, 4);
+}
+
+// NaN from a peer never reaches an outer step: DiLoCo's and Streaming DiLoCo's members skip the
+// rounds (fragments) whose sum is not finite, DiPaCo's the units, async DiLoCo's server refuses the
+// push, NoLoCo's partner steps alone; an event says so each time, the global model stays finite,
+// and so does the final loss.
 TEST_F(DistributedTest, NonFiniteOuterGradientsNeverReachTheOuterStep) {
-  for (const std::string entry : {"diloco-h4", "{algorithm: streaming-diloco, inner_steps: 4, fragments: 2}",
-                                  "{algorithm: streaming-diloco, inner_steps: 4, fragments: 2, eager: true}"}) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"diloco-h4", "nonfinite_outer_gradient"},
+      {"{algorithm: streaming-diloco, inner_steps: 4, fragments: 2}", "nonfinite_outer_gradient"},
+      {"{algorithm: streaming-diloco, inner_steps: 4, fragments: 2, eager: true}", "nonfinite_outer_gradient"},
+      {"{algorithm: dipaco, inner_steps: 4, document_tokens: 256, levels: 1}", "nonfinite_outer_gradient"},
+      {"{algorithm: async-diloco, inner_steps: 4}", "\"reason\":\"non-finite\",\"step\""},
+      {"noloco-h4", "\"reason\":\"non-finite parameters\""}};
+  for (const auto& [entry, expected] : cases) {
     const core::Scenario sc = Make("workers: {count: 3}\ncompare: [" + entry + "]\n");
     auto data = LoadDataset(sc, "");
     ASSERT_TRUE(data.ok()) << data.status().ToString();
     auto exp = Experiment::Create(sc, sc.compare.at(0), *data);
     ASSERT_TRUE(exp.ok()) << exp.status().ToString();
     emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
-    PoisoningTransport poisoned(engine.endpoint(2));
+    TamperingTransport poisoned(engine.endpoint(2), Poison);
     engine.Run([&](int rank) { (*exp)->RunWorker(rank, rank == 2 ? poisoned : engine.endpoint(rank)); });
     auto r = (*exp)->Finish((dir_ / "out" / "poisoned").string());
     ASSERT_TRUE(r.ok()) << entry << ": " << r.status().ToString();
     EXPECT_TRUE(std::isfinite(r->final_val_loss)) << entry << ": " << r->final_val_loss;
     const std::string events = Slurp(dir_ / "out" / "poisoned" / "events.jsonl");
-    EXPECT_NE(events.find("nonfinite_outer_gradient"), std::string::npos) << entry << ": " << events;
+    EXPECT_NE(events.find(expected), std::string::npos) << entry << ": " << events;
   }
+}
+
+// A peer whose async pushes claim 2^30 inner steps (to spend the run's budget at once) is refused
+// with an event; nothing of it is applied, and the others train to the end.
+TEST_F(DistributedTest, AnImplausibleAsyncPushIsRefused) {
+  const core::Scenario sc = Make("workers: {count: 3}\ncompare: [{algorithm: async-diloco, inner_steps: 4}]\n");
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto exp = Experiment::Create(sc, sc.compare.at(0), *data);
+  ASSERT_TRUE(exp.ok()) << exp.status().ToString();
+  emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+  TamperingTransport lying(engine.endpoint(2), [](int tag, std::vector<uint8_t>& bytes) {
+    const int32_t steps = int32_t{1} << 30;  // PushHeader: kind, then steps
+    if (tag == core::tags::kAsyncPush && bytes.size() > 1024) std::memcpy(bytes.data() + 4, &steps, 4);
+  });
+  engine.Run([&](int rank) { (*exp)->RunWorker(rank, rank == 2 ? lying : engine.endpoint(rank)); });
+  auto r = (*exp)->Finish((dir_ / "out" / "lying").string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(std::isfinite(r->final_val_loss));
+  const std::string events = Slurp(dir_ / "out" / "lying" / "events.jsonl");
+  EXPECT_NE(events.find("\"reason\":\"async push of 1073741824 inner steps (at most 4)\",\"step\""), std::string::npos) << events;
+  // The honest workers' pushes spent the run's budget (3 workers x steps inner steps, 4 a push):
+  // a lie that had counted would have stopped the run after a few.
+  size_t applied = 0;
+  for (size_t at = events.find("\"type\":\"outer_sync\""); at != std::string::npos;
+       at = events.find("\"type\":\"outer_sync\"", at + 1)) {
+    ++applied;
+  }
+  EXPECT_GE(applied, static_cast<size_t>(3 * sc.train.steps / 4)) << events;
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "trainer/algorithms/algorithm.h"
@@ -125,16 +126,28 @@ class Server {
       }
       const int src = *from;
       auto header = ReadHeader<PushHeader>(m, payload, src, "async push");
-      if (!header.ok()) return header.status();
+      // A push that is malformed or claims what cannot be (a peer gone bad) is refused, not fatal:
+      // nothing of it is applied or counted, and the reply restarts the worker from the global model.
+      const std::string refused = header.ok() ? Implausible(*header) : header.status().message();
       ReplyHeader reply{kParams, static_cast<int32_t>(o_.inner_steps), version_, global_step_, 0, 0};
-      if (header->kind == kBye) {
+      if (!refused.empty()) {
+        records_.Event({{"type", "refused_message"}, {"step", global_step_}, {"time", t.clock().Now()},
+                        {"worker", src}, {"reason", refused}});
+      } else if (header->kind == kBye) {
         expected_[static_cast<size_t>(src)] = false;
         reply.kind = kAck;
       } else if (stopped_) {
         reply.kind = kStopped;  // spent after this worker started: its steps are not applied
       } else {
         codec_.Decode(m.data() + sizeof(PushHeader), n_params_, g.data());
-        Apply(g, *header, src, t.clock().Now());
+        if (!AllFinite(g.data(), n_params_)) {
+          // A diverged replica, or a peer that sent NaN or infinity: never applied, its steps not
+          // counted; the reply's global parameters restart the worker from the global model.
+          records_.Event({{"type", "dropped_outer_gradient"}, {"step", global_step_}, {"time", t.clock().Now()},
+                          {"worker", src}, {"reason", "non-finite"}});
+        } else {
+          Apply(g, *header, src, t.clock().Now());
+        }
         if (o_.dylu) reply.next_inner_steps = static_cast<int32_t>(NextInnerSteps(src));
         if (applied_steps_ >= budget) {
           stopped_ = true;
@@ -159,6 +172,20 @@ class Server {
   }
 
  private:
+  // Why a well-formed push cannot be an honest worker's ("" if it can).
+  std::string Implausible(const PushHeader& h) const {
+    if (h.kind != kUpdate && h.kind != kBye) return "async push of unknown kind " + std::to_string(h.kind);
+    if (h.kind == kBye) return "";
+    if (h.steps < 0 || h.steps > o_.inner_steps) {
+      return "async push of " + std::to_string(h.steps) + " inner steps (at most " + std::to_string(o_.inner_steps) + ")";
+    }
+    if (h.base_version < 0 || h.base_version > version_) {
+      return "async push from version " + std::to_string(h.base_version) + " (the server is at " + std::to_string(version_) + ")";
+    }
+    if (!std::isfinite(h.step_time_s) || h.step_time_s < 0) return "async push with step time " + std::to_string(h.step_time_s);
+    return "";
+  }
+
   void Apply(const std::vector<float>& values, const PushHeader& h, int src, double now) {
     torch::NoGradGuard no_grad;
     torch::Tensor g = torch::empty_like(global_);
@@ -288,7 +315,11 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
       torch::NoGradGuard no_grad;
       ToHost(base_ - w_.replica.model().flat_params(), g.data());
     }
-    error_feedback_.Apply(codec_, g.data(), n_params_);
+    // A diverged replica's pseudo-gradient goes out as it is (the server refuses it) but leaves the
+    // error-feedback residual alone, and the worker restarts from the global parameters sent back
+    // with a fresh inner optimiser.
+    const bool own_finite = AllFinite(g.data(), n_params_);
+    if (own_finite) error_feedback_.Apply(codec_, g.data(), n_params_);
     std::vector<uint8_t> out = Message(PushHeader{kUpdate, static_cast<int32_t>(steps), version_, step_time}, payload);
     codec_.Encode(g.data(), n_params_, out.data() + sizeof(PushHeader));
     std::vector<uint8_t> in;
@@ -302,6 +333,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
     torch::NoGradGuard no_grad;
     FromHost(reinterpret_cast<const float*>(in.data() + sizeof(ReplyHeader)), base_);
     w_.replica.model().flat_params().copy_(base_);
+    if (!own_finite) w_.replica.optimizer().Reset();
     version_ = reply->version;
     return reply;
   }

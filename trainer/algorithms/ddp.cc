@@ -88,6 +88,28 @@ class OverlappedGradients {
       b.work.reset();
     }
     w_.comm_s += w_.t.clock().Now() - backward_end;  // communication not hidden behind backward
+    if (w_.roster->live()) {
+      // Live: the sums of every bucket, end to end, are this step's result; a survivor whose
+      // attempt failed takes them from one that completed it (Roster::Settle) before repeating.
+      std::vector<float> sums;
+      sums.reserve(static_cast<size_t>(total_numel_ + 1));
+      for (auto& b : buckets_) sums.insert(sums.end(), b.host.begin(), b.host.end());
+      if (status.ok()) {
+        w_.roster->Completed(group_, step_, sums.data(), static_cast<int64_t>(sums.size()));
+      } else if (status.code() == core::StatusCode::kPeerUnavailable) {
+        auto settled = w_.roster->Settle(group_, step_, sums.data(), static_cast<int64_t>(sums.size()));
+        if (!settled.ok()) return settled.status();
+        if (*settled) {
+          size_t at = 0;
+          for (auto& b : buckets_) {
+            std::copy(sums.begin() + static_cast<std::ptrdiff_t>(at), sums.begin() + static_cast<std::ptrdiff_t>(at + b.host.size()),
+                      b.host.begin());
+            at += b.host.size();
+          }
+          status = core::Status::Ok();
+        }
+      }
+    }
     NARROWS_RETURN_IF_ERROR(status);
     const float inv = 1.0f / static_cast<float>(group_.size());
     const auto& slices = w_.replica.model().slices();

@@ -117,6 +117,7 @@ class Diloco final : public RoundAlgorithm {
     if (keep) {
       torch::NoGradGuard no_grad;
       w_.replica.model().flat_params().copy_(global_);
+      if (!own_finite) w_.replica.optimizer().Reset();  // its moments diverged with it
     }
     w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {

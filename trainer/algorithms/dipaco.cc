@@ -136,6 +136,15 @@ class Dipaco final : public RoundAlgorithm {
       torch::NoGradGuard no_grad;
       ToHost(global_ - w_.replica.model().flat_params(), delta_host_.data());
     }
+    // A replica that diverged contributes nothing (weight 0) and restarts from the global model
+    // with a fresh inner optimiser.
+    const bool own_finite = AllFinite(delta_host_.data(), static_cast<int64_t>(delta_host_.size()));
+    if (!own_finite) {
+      std::fill(delta_host_.begin(), delta_host_.end(), 0.0f);
+      records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}, {"reason", "non-finite"}});
+    }
+    const float contributed = own_finite ? weight : 0.0f;
+    std::vector<const Unit*> refused;  // units whose summed outer gradient is not finite
     auto& buffer = w_.buffer;
     for (size_t i = 0; i < units_.size(); ++i) {
       Unit& u = units_[i];
@@ -146,13 +155,22 @@ class Dipaco final : public RoundAlgorithm {
       NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, u.numel + 1, re, [&] {
         int64_t at = 0;
         for (const auto& [offset, numel] : u.ranges) {
-          for (int64_t j = 0; j < numel; ++j) buffer[static_cast<size_t>(at + j)] = weight * delta_host_[static_cast<size_t>(offset + j)];
+          for (int64_t j = 0; j < numel; ++j) buffer[static_cast<size_t>(at + j)] = contributed * delta_host_[static_cast<size_t>(offset + j)];
           at += numel;
         }
-        buffer[static_cast<size_t>(u.numel)] = weight;
+        buffer[static_cast<size_t>(u.numel)] = contributed;
       }, core::OnFailure::kStop, {&codec_, 1, &u.residuals}, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
       u.bytes_sent += w_.Stats().bytes_sent - sent_before;
       const float total = buffer[static_cast<size_t>(u.numel)];
+      // A non-finite sum (a peer that sent NaN or infinity) never reaches the outer step: every
+      // member of the unit's group sees the same sum and keeps the unit as it was.
+      if (!std::isfinite(total) || !AllFinite(buffer.data(), u.numel)) {
+        refused.push_back(&u);
+        if (w_.rank == group.front()) {
+          records_.Event({{"type", "nonfinite_outer_gradient"}, {"step", re}, {"unit", u.name}, {"participants", group}});
+        }
+        std::fill(buffer.begin(), buffer.begin() + u.numel + 1, 0.0f);
+      }
       int64_t at = 0;
       for (const auto& [offset, numel] : u.ranges) {
         for (int64_t j = 0; j < numel; ++j) {
@@ -163,10 +181,23 @@ class Dipaco final : public RoundAlgorithm {
     }
     torch::Tensor delta = torch::empty_like(global_);
     FromHost(delta_host_.data(), delta);
-    OuterStep(o_, global_, delta, outer_);
     {
       torch::NoGradGuard no_grad;
+      // The outer step moves a unit with a zero gradient too (momentum): a refused unit's global
+      // parameters and outer state are put back as they were.
+      std::vector<torch::Tensor> before;
+      if (!refused.empty()) before = {global_.clone(), outer_.momentum.clone(), outer_.adam_m.clone(), outer_.adam_v.clone()};
+      OuterStep(o_, global_, delta, outer_);
+      for (const Unit* u : refused) {
+        for (const auto& [offset, numel] : u->ranges) {
+          global_.narrow(0, offset, numel).copy_(before[0].narrow(0, offset, numel));
+          outer_.momentum.narrow(0, offset, numel).copy_(before[1].narrow(0, offset, numel));
+          outer_.adam_m.narrow(0, offset, numel).copy_(before[2].narrow(0, offset, numel));
+          outer_.adam_v.narrow(0, offset, numel).copy_(before[3].narrow(0, offset, numel));
+        }
+      }
       w_.replica.model().flat_params().copy_(global_);
+      if (!own_finite) w_.replica.optimizer().Reset();
     }
     w_.Record(re - 1, last_loss_);
     if (w_.rank == round->members.front()) {

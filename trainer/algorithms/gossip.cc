@@ -100,6 +100,14 @@ class Gossip final : public RoundAlgorithm {
     int partner = partners[static_cast<size_t>(w_.rank)];
     if (partner >= 0 && !round->Member(partner)) partner = -1;  // left or crashed: this worker steps alone
     torch::Tensor local = w_.replica.model().flat_params().detach();
+    if (!torch::isfinite(local).all().item<bool>()) {
+      // A diverged replica restarts from its anchor with a fresh inner optimiser and is averaged as
+      // that: nothing non-finite reaches the partner or the outer step.
+      torch::NoGradGuard no_grad;
+      local.copy_(anchor_);
+      w_.replica.optimizer().Reset();
+      records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}, {"reason", "non-finite"}});
+    }
     torch::Tensor mean_local = local, mean_anchor = anchor_;
     double distance = 0.0;
     if (partner >= 0) {
@@ -115,9 +123,11 @@ class Gossip final : public RoundAlgorithm {
         NARROWS_RETURN_IF_ERROR(via.Send(partner, tag, w_.buffer.data(), bytes));
         return via.Recv(partner, tag, theirs_.data(), bytes);
       });
-      if (s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout) {
+      // A partner that sent NaN or infinity is refused: this worker steps alone.
+      const bool refused = s.ok() && !AllFinite(theirs_.data(), static_cast<int64_t>(theirs_.size()));
+      if (s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout || refused) {
         records_.Event({{"type", "gossip_alone"}, {"step", re}, {"worker", w_.rank}, {"partner", partner},
-                        {"reason", s.message()}});
+                        {"reason", refused ? "non-finite parameters" : s.message()}});
         partner = -1;
       } else {
         NARROWS_RETURN_IF_ERROR(s);

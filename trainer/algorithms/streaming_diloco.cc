@@ -245,11 +245,20 @@ class StreamingDiloco final : public RoundAlgorithm {
     core::Status s = pending_.work->Wait();
     pending_ = {};
     w_.comm_s += w_.Now() - before;  // the part of the all-reduce not hidden behind inner steps
-    if (!s.ok() && s.code() == core::StatusCode::kPeerUnavailable) {
-      NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&pending_round_.members, pending_round_.end, core::OnFailure::kContinue, s));
-      s = w_.Reduce(&pending_round_.members, count_, pending_round_.end,
-                    [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, core::OnFailure::kContinue,
-                    {&codec_, 1 + x_.num_workers, &st.residuals});
+    if (s.ok()) {
+      w_.roster->Completed(pending_round_.members, pending_round_.end, buffer.data(), count_);
+    } else if (s.code() == core::StatusCode::kPeerUnavailable) {
+      // Did another survivor complete it? Then its result stands for every member; else repeat.
+      auto settled = w_.roster->Settle(pending_round_.members, pending_round_.end, buffer.data(), count_);
+      if (!settled.ok()) return settled.status();
+      if (*settled) {
+        s = core::Status::Ok();
+      } else {
+        NARROWS_RETURN_IF_ERROR(w_.roster->DropDead(&pending_round_.members, pending_round_.end, core::OnFailure::kContinue, s));
+        s = w_.Reduce(&pending_round_.members, count_, pending_round_.end,
+                      [&] { std::copy(contribution_.begin(), contribution_.end(), buffer.begin()); }, core::OnFailure::kContinue,
+                      {&codec_, 1 + x_.num_workers, &st.residuals});
+      }
     }
     NARROWS_RETURN_IF_ERROR(s);
     if (OverlapsRounds()) w_.CountSyncBytes(w_.Stats().bytes_sent - sent_before_);  // this fragment's bytes
