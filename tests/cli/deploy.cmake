@@ -301,7 +301,8 @@ expect_in(corrupt_checkpoint "rank-1.ckpt: " "${err}")
 string(REPLACE "train: {steps: 24, batch_size: 4, warmup_steps: 4}\n" "" one_text "${common}")
 file(WRITE ${WORK}/one.yaml "name: one\n${one_text}train: {steps: 2, batch_size: 2}\nworkers: {count: 1}\n"
      "output: {dir: out}\ndeploy: {security: plain}\n")
-math(EXPR port2 "${port} + 1")
+string(RANDOM LENGTH 4 ALPHABET 123456789 port_offset)
+math(EXPR port2 "20000 + ${port_offset} % 20000")
 run_ok(torchrun ${CMAKE_COMMAND} -E env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=${port2}
        ${NARROWS} worker one.yaml -q --bind 127.0.0.1)
 run_ok(slurm ${CMAKE_COMMAND} -E env SLURM_PROCID=0 SLURM_NTASKS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=${port2}
