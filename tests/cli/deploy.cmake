@@ -288,6 +288,19 @@ run_ok(resumed_dipaco ${NARROWS} launch --local 4 ck2.yaml -q --set deploy.check
 foreach(entry ddp dp)
   expect_same_metrics(resume_${entry} ${WORK}/uninterrupted-ck2-${entry}.jsonl ${WORK}/out/ck2/${entry}/metrics.jsonl 0)
 endforeach()
+# Streaming DiLoCo (its fragments' schedule and outer state; int8 outer gradients with error
+# feedback, so the residuals too) and NoLoCo (anchors and velocities) resume the same way.
+file(WRITE ${WORK}/ck3.yaml "name: ck3\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 1}\n"
+     "deploy: {security: plain, checkpoint_every: 1}\n"
+     "compare: [{name: sd, algorithm: streaming-diloco, inner_steps: 8, fragments: 2, overlap_steps: 0,\n"
+     "           outer_gradient: {format: int8, error_feedback: true}}, {name: nl, algorithm: noloco, inner_steps: 8}]\n")
+foreach(entry sd nl)
+  run_ok(checkpointed_${entry} ${NARROWS} launch --local 3 ck3.yaml -q --entry ${entry})
+  file(COPY_FILE ${WORK}/out/ck3/${entry}/metrics.jsonl ${WORK}/uninterrupted-ck3-${entry}.jsonl)
+  run_ok(resumed_${entry} ${NARROWS} launch --local 3 ck3.yaml -q --entry ${entry}
+         --resume out/ck3/${entry}/checkpoints/step-000016)
+  expect_same_metrics(resume_${entry} ${WORK}/uninterrupted-ck3-${entry}.jsonl ${WORK}/out/ck3/${entry}/metrics.jsonl 0)
+endforeach()
 file(READ ${WORK}/out/ck/dl/checkpoints/step-000008/rank-1.ckpt ckpt HEX LIMIT 4)
 if(NOT ckpt STREQUAL "4e525743")
   message(FATAL_ERROR "checkpoint magic: ${ckpt}")
