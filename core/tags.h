@@ -2,9 +2,10 @@
 // two modules' messages can meet. A collective started at tag t (core/collectives.h) uses t, t + 1
 // and t + 2 (kCollectiveSpan); whoever starts several at once spaces them by that span.
 //
-// Algorithms' tags lie below kAlgorithmEnd: a live roster (trainer/roster.cc) folds the step and its
-// failure count above them, kLiveBase + ((step % 1000) * 8 + failures % 8) * kAlgorithmEnd + tag,
-// so that a repeated collective never meets its failed attempt. Deployment control (tools/) lies
+// Algorithms' tags lie below kAlgorithmEnd: a live roster (trainer/roster.cc) folds the step and a
+// code of the collective's group above them, kLiveBase + ((step % kLiveSteps) * kLiveGroupCodes +
+// code % kLiveGroupCodes) * kAlgorithmEnd + tag, so that a repeated collective (over fewer
+// members) never meets its failed attempt, and survivors whose views differ miss each other. Deployment control (tools/) lies
 // above everything the roster can make.
 #pragma once
 
@@ -28,7 +29,9 @@ constexpr int kMaxModules = 601;    // levels x modules <= 600, plus the shared 
 constexpr int kAlgorithmEnd = 4096;
 
 constexpr int kLiveBase = 1'000'000;
-constexpr int kLiveEnd = kLiveBase + 1000 * 8 * kAlgorithmEnd;
+constexpr int kLiveSteps = 256;        // a live tag's step, modulo this
+constexpr int kLiveGroupCodes = 512;   // ... and its group's code, modulo this
+constexpr int kLiveEnd = kLiveBase + kLiveSteps * kLiveGroupCodes * kAlgorithmEnd;
 constexpr int kDeployStart = 900'000'001;     // tools/deploy_command.cc: the run starts
 constexpr int kDeployPartSize = 900'000'002;  // a worker process's records: their size
 constexpr int kDeployPart = 900'000'003;      // ... and the records

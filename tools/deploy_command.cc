@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "core/run_writer.h"
 #include "core/tags.h"
 #include "deploy/zmq_transport.h"
+#include "tools/chaos.h"
 #include "tools/format.h"
 #include "tools/linkemu_command.h"
 #include "tools/plan_command.h"
@@ -367,57 +369,80 @@ void SignalAll(const std::vector<pid_t>& pids, int signal) {
   }
 }
 
-// `narrows worker` for each rank on loopback, or each in its namespace of `net`; on a failure to
-// start one, the started are stopped.
-core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std::string& key, const EmulatedNetwork* net) {
-  auto self = ThisProgram();
-  if (!self.ok()) return self.status();
-  const int n = lo.local;
-  // In fresh namespaces every port is free.
-  const std::string master = net ? deploy::Ipv4Text(EmulatedNetwork::Address(0)) + ":29500"
-                                 : "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
-  std::vector<pid_t> pids(static_cast<size_t>(n), -1);
-  for (int r = 0; r < n; ++r) {
-    const std::string bind = net ? deploy::Ipv4Text(EmulatedNetwork::Address(r)) : "127.0.0.1";
-    std::vector<std::string> args = {*self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",
-                                      std::to_string(n), "--master", master, "--bind", bind};
-    for (const auto& s : lo.sets) args.insert(args.end(), {"--set", s});
-    if (!key.empty()) args.insert(args.end(), {"--key", key});
-    if (!lo.entry.empty()) args.insert(args.end(), {"--entry", lo.entry});
-    if (!lo.resume.empty()) args.insert(args.end(), {"--resume", lo.resume});
-    if (r != 0 || lo.quiet) args.push_back("--quiet");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    if (net) {
-      // Into the worker's namespace, then this program: only system calls between fork and exec.
-      const int ns = net->namespaces[static_cast<size_t>(r)].fd();
-      pid = ::fork();
-      if (pid == 0) {
-        if (::setns(ns, CLONE_NEWNET) != 0) ::_exit(127);
-        ::execve(self->c_str(), argv.data(), environ);
-        ::_exit(127);
-      }
-      if (pid < 0) {
-        SignalAll(pids, SIGTERM);
-        return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(errno));
-      }
-    } else if (const int err = ::posix_spawn(&pid, self->c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
-      SignalAll(pids, SIGTERM);
-      return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(err));
+// Starts `narrows worker` for rank `r` (with `extra` arguments) on loopback, or in its namespace of
+// `net`.
+core::Result<pid_t> SpawnWorker(const LaunchOptions& lo, const std::string& self, const std::string& master,
+                                const std::string& key, const EmulatedNetwork* net, int r,
+                                const std::vector<std::string>& extra) {
+  const std::string bind = net ? deploy::Ipv4Text(EmulatedNetwork::Address(r)) : "127.0.0.1";
+  std::vector<std::string> args = {self, "worker", lo.scenario_file, "--rank", std::to_string(r), "--world",
+                                    std::to_string(lo.local), "--master", master, "--bind", bind};
+  for (const auto& s : lo.sets) args.insert(args.end(), {"--set", s});
+  if (!key.empty()) args.insert(args.end(), {"--key", key});
+  if (!lo.entry.empty()) args.insert(args.end(), {"--entry", lo.entry});
+  if (!lo.resume.empty()) args.insert(args.end(), {"--resume", lo.resume});
+  args.insert(args.end(), extra.begin(), extra.end());
+  if (r != 0 || lo.quiet) args.push_back("--quiet");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (net) {
+    // Into the worker's namespace, then this program: only system calls between fork and exec.
+    const int ns = net->namespaces[static_cast<size_t>(r)].fd();
+    pid = ::fork();
+    if (pid == 0) {
+      if (::setns(ns, CLONE_NEWNET) != 0) ::_exit(127);
+      ::execve(self.c_str(), argv.data(), environ);
+      ::_exit(127);
     }
-    pids[static_cast<size_t>(r)] = pid;
+    if (pid < 0) return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(errno));
+  } else if (const int err = ::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
+    return Status::IoError(std::string("cannot start worker ") + std::to_string(r) + ": " + std::strerror(err));
+  }
+  return pid;
+}
+
+// The rendezvous of a local launch: a free loopback port, or in fresh namespaces, where every port
+// is free, rank 0's address.
+std::string LocalMaster(const EmulatedNetwork* net) {
+  return net ? deploy::Ipv4Text(EmulatedNetwork::Address(0)) + ":29500"
+             : "127.0.0.1:" + std::to_string(deploy::FreeLoopbackPort());
+}
+
+// `narrows worker` for each rank; on a failure to start one, the started are stopped.
+core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std::string& self, const std::string& master,
+                                              const std::string& key, const EmulatedNetwork* net) {
+  std::vector<pid_t> pids(static_cast<size_t>(lo.local), -1);
+  for (int r = 0; r < lo.local; ++r) {
+    auto pid = SpawnWorker(lo, self, master, key, net, r, {});
+    if (!pid.ok()) {
+      SignalAll(pids, SIGTERM);
+      return pid.status();
+    }
+    pids[static_cast<size_t>(r)] = *pid;
   }
   return pids;
 }
 
 // Waits for every worker. The first that fails ends the run for all; workers outliving rank 0 by
 // more than a minute have nobody to report to. The run's status is the first failure's, else rank 0's.
-Status Reap(std::vector<pid_t> pids) {
+// With `chaos`, the workers it kills are no failures and the processes it starts again are waited
+// for too; one of those that fails is noted, not fatal, and any still up when rank 0 is done (waiting
+// for a welcome that cannot come) is stopped.
+Status Reap(std::vector<pid_t> pids, Chaos* chaos = nullptr) {
   int remaining = static_cast<int>(pids.size()), rank0_status = -1, failed_status = 0, failed_rank = -1;
   auto rank0_done = std::chrono::steady_clock::time_point::max();
+  std::vector<pid_t> restarted;  // chaos: every process it started again, up or not
   while (remaining > 0) {
+    if (chaos) {
+      chaos->Tick(pids, &remaining);
+      for (pid_t p : pids) {
+        if (p > 0 && chaos->Restarted(p) && std::find(restarted.begin(), restarted.end(), p) == restarted.end()) {
+          restarted.push_back(p);
+        }
+      }
+    }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) {
@@ -430,6 +455,15 @@ Status Reap(std::vector<pid_t> pids) {
     const int r = static_cast<int>(it - pids.begin());
     *it = -1;
     --remaining;
+    if (chaos && chaos->KilledByChaos(pid)) continue;  // its restart is scheduled
+    if (chaos && chaos->Restarted(pid) && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      if (rank0_done == std::chrono::steady_clock::time_point::max()) {
+        std::fprintf(stderr, "narrows launch: worker %d, started again, ended with status %d\n", r,
+                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        chaos->NoteFailedRestart(r, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      }
+      continue;
+    }
     if (WIFSIGNALED(status)) {
       std::fprintf(stderr, "narrows launch: worker %d was killed by signal %d (%s)\n", r, WTERMSIG(status),
                    strsignal(WTERMSIG(status)));
@@ -445,6 +479,12 @@ Status Reap(std::vector<pid_t> pids) {
     if (r == 0) {
       rank0_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       rank0_done = std::chrono::steady_clock::now();
+      if (chaos) {
+        chaos->Stop();
+        for (pid_t p : restarted) {  // still waiting to be welcomed into a run that is over
+          if (std::find(pids.begin(), pids.end(), p) != pids.end()) ::kill(p, SIGTERM);
+        }
+      }
     }
   }
   if (failed_status != 0) {
@@ -486,6 +526,25 @@ void PrintBesidePrediction(const core::Scenario& sc, const std::string& run_dir)
 
 }  // namespace
 
+// Chaos's kills and restarts: <run>/chaos.jsonl, appended to the entry's events.jsonl (when the run
+// wrote one), and a line on stdout.
+Status WriteChaosEvents(const Chaos& chaos, const std::string& run_dir, const std::string& entry, bool quiet) {
+  std::string lines;
+  for (const auto& e : chaos.events()) lines += e.dump() + "\n";
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/chaos.jsonl", lines));
+  const std::string events = run_dir + "/" + entry + "/events.jsonl";
+  if (std::filesystem::exists(events)) {
+    std::ofstream out(events, std::ios::app);
+    out << lines;
+    if (!out) return Status::IoError(events + ": cannot append the chaos events");
+  }
+  if (!quiet) {
+    std::printf("chaos: %d kills, %d restarts (%d of them failed); %s/chaos.jsonl\n", chaos.kills(), chaos.restarts(),
+                chaos.failed_restarts(), run_dir.c_str());
+  }
+  return Status::Ok();
+}
+
 Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   NARROWS_RETURN_IF_ERROR(OneSeed(sc));
   const int n = lo.local;
@@ -502,17 +561,46 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
     key = run_dir + "/cluster.key";
     if (!std::filesystem::exists(key)) NARROWS_RETURN_IF_ERROR(deploy::WriteNewKeyFile(key));
   }
-  if (!lo.emulated_network) {
-    auto pids = SpawnWorkers(lo, key, nullptr);
-    if (!pids.ok()) return pids.status();
-    return Reap(std::move(*pids));
+  // Chaos: one entry (a restarted worker rejoins it by name); checked before anything starts.
+  std::optional<ChaosSpec> chaos_spec;
+  std::string chaos_entry;
+  if (!lo.chaos.empty()) {
+    auto spec = ParseChaos(lo.chaos);
+    if (!spec.ok()) return spec.status();
+    chaos_spec = *spec;
+    const auto entries = Entries(sc);
+    chaos_entry = lo.entry;
+    if (chaos_entry.empty() && entries.size() == 1) chaos_entry = entries.front().name;
+    if (chaos_entry.empty()) {
+      return Status::InvalidArgument("--chaos restarts killed workers into one entry: pass --entry NAME (compare has " +
+                                     std::to_string(entries.size()) + ")");
+    }
+    if (n < 2) return Status::InvalidArgument("--chaos needs at least 2 workers (rank 0 is never killed)");
   }
-  auto net = StartEmulatedNetwork(sc, "", lo.tcp);
-  if (!net.ok()) return net.status();
-  auto pids = SpawnWorkers(lo, key, net->get());
+  auto self = ThisProgram();
+  if (!self.ok()) return self.status();
+  std::unique_ptr<EmulatedNetwork> net;
+  if (lo.emulated_network) {
+    auto started = StartEmulatedNetwork(sc, "", lo.tcp);
+    if (!started.ok()) return started.status();
+    net = std::move(started).value();
+  }
+  const std::string master = LocalMaster(net.get());
+  std::unique_ptr<Chaos> chaos;
+  if (chaos_spec) {
+    chaos = std::make_unique<Chaos>(*chaos_spec, n, [&lo, &self, &master, &key, &net, &chaos_entry](int r) {
+      LaunchOptions again = lo;
+      again.entry = chaos_entry;
+      again.resume.clear();
+      return SpawnWorker(again, *self, master, key, net.get(), r, {"--rejoin"});
+    });
+  }
+  auto pids = SpawnWorkers(lo, *self, master, key, net.get());
   if (!pids.ok()) return pids.status();
-  const Status reaped = Reap(std::move(*pids));
-  const EmulatedNetwork::Report report = (*net)->Stop();
+  const Status reaped = Reap(std::move(*pids), chaos.get());
+  if (chaos) NARROWS_RETURN_IF_ERROR(WriteChaosEvents(*chaos, run_dir, chaos_entry, lo.quiet));
+  if (!net) return reaped;
+  const EmulatedNetwork::Report report = net->Stop();
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/links.json", report.Json().dump(1) + "\n"));
   if (!lo.quiet) std::printf("the emulated links (%s/links.json):\n%s", run_dir.c_str(), report.Table().c_str());
   NARROWS_RETURN_IF_ERROR(reaped);

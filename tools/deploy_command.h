@@ -57,6 +57,7 @@ struct LaunchOptions {
   // its own, the scenario's network: between them. Needs root.
   bool emulated_network = false;
   std::string tcp;  // with it: the namespaces' TCP congestion control ("": the host's)
+  std::string chaos;  // kills and restarts (tools/chaos.h ParseChaos); "": none
 };
 // Starts the workers (this program, `worker`), waits for them and reports how each ended.
 core::Status LaunchLocal(const core::Scenario& scenario, const LaunchOptions& options);

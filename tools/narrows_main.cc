@@ -173,6 +173,9 @@ Command AddLaunch(CLI::App& app) {
                   "or 'scenario' for the scenario's network: section (needs root)");
   cmd->add_option("--tcp", o->tcp, "with --network: the workers' TCP congestion control (cubic, reno, bbr; "
                                    "default: the host's)");
+  cmd->add_option("--chaos", o->chaos,
+                  "SIGKILL workers at seeded random times and start them again with --rejoin: "
+                  "{seed: 1, kills: 10, mean_interval_s: 5, restart_after_s: 1, from_s: 2, until_s: 1e9}");
   return {cmd, [args, o, network] {
             if (!network->empty() && *network != "scenario") args->sets.push_back("network.profile=" + *network);
             auto scenario = args->Load();

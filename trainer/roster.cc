@@ -63,7 +63,7 @@ class ScriptedRoster final : public Roster {
     }
     return out;
   }
-  int Tag(int base, int64_t) const override { return base; }
+  int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
   core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
                    const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
     fill();
@@ -116,7 +116,11 @@ class LiveRoster final : public Roster {
         msg[1] = failures_;
         for (int r : group_) msg[static_cast<size_t>(2 + r)] = 1;
         for (int r : pending_) msg[static_cast<size_t>(2 + r)] = 2;
-        for (int r : pending_) NARROWS_RETURN_IF_ERROR(w_.t.Send(r, kTagWelcome, msg.data(), msg.size() * 8));
+        for (int r : pending_) {
+          // A joiner that died again since its vote is dropped at the next collective.
+          const core::Status s = w_.t.Send(r, kTagWelcome, msg.data(), msg.size() * 8);
+          if (!s.ok() && s.code() != core::StatusCode::kPeerUnavailable) return s;
+        }
       }
       for (int r : pending_) generations_[static_cast<size_t>(r)] = w_.t.Generation(r);
       round->joiners = pending_;
@@ -135,8 +139,13 @@ class LiveRoster final : public Roster {
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
 
-  int Tag(int base, int64_t step) const override {
-    return core::tags::kLiveBase + static_cast<int>(((step % 1000) * 8 + failures_ % 8) * core::tags::kAlgorithmEnd) +
+  int Tag(int base, int64_t step, const std::vector<int>& group) const override {
+    uint64_t code = 14695981039346656037ull;  // FNV-1a over the members
+    for (int r : group) code = (code ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
+    return core::tags::kLiveBase +
+           static_cast<int>(((step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes +
+                             static_cast<int64_t>(code % core::tags::kLiveGroupCodes)) *
+                            core::tags::kAlgorithmEnd) +
            base % core::tags::kAlgorithmEnd;
   }
 
@@ -165,12 +174,12 @@ class LiveRoster final : public Roster {
   void Completed(const std::vector<int>& group, int64_t step, const float* data, int64_t count) override {
     kept_.assign(data, data + count);
     kept_group_ = group;
-    kept_notice_ = Tag(kTagSettleNotice, step);
-    kept_result_ = Tag(kTagSettleResult, step);
+    kept_notice_ = Tag(kTagSettleNotice, step, group);
+    kept_result_ = Tag(kTagSettleResult, step, group);
   }
 
   core::Result<bool> Settle(const std::vector<int>& group, int64_t step, float* data, int64_t count) override {
-    const int notice = Tag(kTagSettleNotice, step), result = Tag(kTagSettleResult, step);
+    const int notice = Tag(kTagSettleNotice, step, group), result = Tag(kTagSettleResult, step, group);
     const std::vector<int> lost = core::GroupGuard::Lost(w_.t, group, generations_);
     std::vector<int> waiting;  // live members not heard from yet
     for (int r : group) {

@@ -66,9 +66,12 @@ class Roster {
   // This worker's leaves and crashes among the steps of [start, end): (step, crashed). Scripted.
   virtual std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) = 0;
 
-  // Tag of collective `base` at `step`: live tags carry the step and the failure count, so that a
-  // repeated collective never reads a message of the attempt that failed, nor one of another step.
-  virtual int Tag(int base, int64_t step) const = 0;
+  // Tag of collective `base` at `step` over `group`: live tags carry the step and a code of the
+  // group, so that a repeated collective (always over fewer members) never reads a message of the
+  // attempt that failed, nor one of another step, and two survivors whose views of the group differ
+  // for a while (one saw a second death the other has not yet) do not read each other's messages;
+  // once their views agree, so do their tags, whatever path each took there.
+  virtual int Tag(int base, int64_t step, const std::vector<int>& group) const = 0;
   // Runs `collective` over `*group` (through a guard where members may die) after `fill`; its result
   // is `count` floats at `data`. Live: when it fails, the survivors first settle (Settle): if any of
   // them completed it, the others take that result; if none did, they drop the dead (a crash event)

@@ -346,7 +346,7 @@ core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64
                                    int tag) {
   return roster->Run(group, step, on_failure, fill, [&](core::Transport& via) {
     return Timed(Spent::kCommunicating, [&] {
-      const core::CollectiveOptions o = Options(*group, roster->Tag(tag, step));
+      const core::CollectiveOptions o = Options(*group, roster->Tag(tag, step, *group));
       NoteCollective(o, encoding);
       if (Encoded(encoding)) {
         return core::AllReduceSumEncoded(via, buffer.data(), count, encoding.exact_tail, *encoding.codec, o,
@@ -362,7 +362,7 @@ WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& 
   PendingReduce p;
   p.guard = roster->Guard(group);
   core::Transport& via = p.guard ? *p.guard : t;
-  core::CollectiveOptions o = Options(group, roster->Tag(kTagReduce, step));
+  core::CollectiveOptions o = Options(group, roster->Tag(kTagReduce, step, group));
   NoteCollective(o, encoding);
   if (Encoded(encoding)) {
     p.work = core::AllReduceSumEncodedAsync(via, data, count, encoding.exact_tail, *encoding.codec, std::move(o),
@@ -410,7 +410,16 @@ core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& j
   o.root = root;
   o.tag = tag;
   NARROWS_RETURN_IF_ERROR(w.Timed(is_root ? WorkerContext::Spent::kCommunicating : WorkerContext::Spent::kIdle, [&] {
-    return core::Broadcast(w.t, buf.data(), buf.size() * sizeof(float), o);
+    if (!w.live()) return core::Broadcast(w.t, buf.data(), buf.size() * sizeof(float), o);
+    // Live: the root sends to each joiner itself, so that one that died while joining (it is dropped
+    // at the next collective) costs the others nothing.
+    const size_t bytes = buf.size() * sizeof(float);
+    if (!is_root) return w.t.Recv(root, tag, buf.data(), bytes);
+    for (int j : joiners) {
+      const core::Status s = w.t.Send(j, tag, buf.data(), bytes);
+      if (!s.ok() && s.code() != core::StatusCode::kPeerUnavailable) return s;
+    }
+    return core::Status::Ok();
   }));
   if (!is_root) {
     int64_t off = 0;

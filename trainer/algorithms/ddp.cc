@@ -155,7 +155,7 @@ class OverlappedGradients {
     ToHost(grad.reshape({-1}), b.host.data() + place_[i].second);
     if (--b.pending > 0) return;
     if (&b == &buckets_[0]) b.host[static_cast<size_t>(b.numel)] = static_cast<float>(loss_);
-    const int tag = w_.roster->Tag(kTagBuckets + core::tags::kCollectiveSpan * place_[i].first, step_);
+    const int tag = w_.roster->Tag(kTagBuckets + core::tags::kCollectiveSpan * place_[i].first, step_, group_);
     const int64_t count = b.numel + (&b == &buckets_[0] ? 1 : 0);
     core::Transport& via = guard_ ? *guard_ : w_.t;
     core::CollectiveOptions options = w_.Options(group_, tag);

@@ -160,7 +160,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     if (!welcome.ok()) return welcome.status();
     const SharedState shared = a.Shared();
     NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(shared), shared.counter,
-                                          roster.Tag(WorkerContext::kTagJoin, welcome->step)));
+                                          roster.Tag(WorkerContext::kTagJoin, welcome->step, welcome->group)));
     a.OnJoin(welcome->step, InnerState::kLost);
     lost_state = false;
     first = welcome->step;
@@ -176,7 +176,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       if (!joining) NARROWS_RETURN_IF_ERROR(a.Finish());
       const SharedState shared = a.Shared();
       NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
-                                            roster.Tag(WorkerContext::kTagJoin, rs)));
+                                            roster.Tag(WorkerContext::kTagJoin, rs, round.members)));
       if (joining) {
         a.OnJoin(rs, lost_state ? InnerState::kLost : InnerState::kKept);
         lost_state = false;
