@@ -18,8 +18,10 @@ namespace narrows::core {
 class GroupGuard : public Transport {
  public:
   // `generations[r]`: the generation member r had when it joined the group (empty: all 0).
+  // `idle`, if given, is called between polls while a receive waits (on the receiving thread; not
+  // by the guards that Start makes).
   GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, std::vector<int64_t> generations = {},
-             double poll_s = 0.1);
+             double poll_s = 0.1, std::function<void()> idle = nullptr);
 
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
@@ -51,6 +53,7 @@ class GroupGuard : public Transport {
   double timeout_s_;
   std::vector<int64_t> generations_;
   double poll_s_;
+  std::function<void()> idle_;
 };
 
 }  // namespace narrows::core

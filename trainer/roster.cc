@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -70,6 +71,7 @@ class ScriptedRoster final : public Roster {
     return collective(w_.t);
   }
   void Completed(const std::vector<int>&, int64_t, const float*, int64_t) override {}
+  void Attempting(const std::vector<int>&, int64_t) override {}
   core::Result<bool> Settle(const std::vector<int>&, int64_t, float*, int64_t) override { return false; }
   std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
   core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
@@ -134,14 +136,13 @@ class LiveRoster final : public Roster {
   bool Present(int64_t) override { return true; }
   bool Trains(int64_t step) override {
     if (w_.entry.opt.before_step) w_.entry.opt.before_step(w_.rank, step);  // the deployment's fault layer
-    Serve();
+    Answer();
     return true;
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
 
   int Tag(int base, int64_t step, const std::vector<int>& group) const override {
-    uint64_t code = 14695981039346656037ull;  // FNV-1a over the members
-    for (int r : group) code = (code ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
+    const uint64_t code = GroupCode(group);
     return core::tags::kLiveBase +
            static_cast<int>(((step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes +
                              static_cast<int64_t>(code % core::tags::kLiveGroupCodes)) *
@@ -152,9 +153,12 @@ class LiveRoster final : public Roster {
   core::Status Run(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const std::function<void()>& fill,
                    const std::function<core::Status(core::Transport&)>& collective, float* data, int64_t count) override {
     while (true) {
-      Serve();
+      Answer();
       fill();
-      core::GroupGuard guard(w_.t, *group, w_.entry.sc.deploy.collective_timeout_s, generations_);
+      // While it waits, this worker answers members settling other attempts (Answer).
+      Begin(step, *group);
+      core::GroupGuard guard(w_.t, *group, w_.entry.sc.deploy.collective_timeout_s, generations_, 0.1,
+                             [this] { Answer(); });
       const core::Status s = collective(guard);
       if (s.ok()) {
         Completed(*group, step, data, count);
@@ -173,44 +177,50 @@ class LiveRoster final : public Roster {
 
   void Completed(const std::vector<int>& group, int64_t step, const float* data, int64_t count) override {
     kept_.assign(data, data + count);
-    kept_group_ = group;
-    kept_notice_ = Tag(kTagSettleNotice, step, group);
-    kept_result_ = Tag(kTagSettleResult, step, group);
+    kept_step_ = step;
+    kept_code_ = GroupCode(group);
+    if (attempt_.active) End(true, data, count);
   }
 
+  void Attempting(const std::vector<int>& group, int64_t step) override { Begin(step, group); }
+
   core::Result<bool> Settle(const std::vector<int>& group, int64_t step, float* data, int64_t count) override {
-    const int notice = Tag(kTagSettleNotice, step, group), result = Tag(kTagSettleResult, step, group);
+    if (attempt_.active) End(false, nullptr, 0);  // members that asked about it hear that it failed
+    const uint64_t code = GroupCode(group);
     const std::vector<int> lost = core::GroupGuard::Lost(w_.t, group, generations_);
-    std::vector<int> waiting;  // live members not heard from yet
+    std::vector<int> waiting;  // live members not heard from yet about this attempt
     for (int r : group) {
       if (r != w_.rank && !std::binary_search(lost.begin(), lost.end(), r)) waiting.push_back(r);
     }
-    const int64_t at = step;
+    const Notice notice{step, code};
     for (int r : waiting) {
-      const core::Status sent = w_.t.Send(r, notice, &at, sizeof at);
+      const core::Status sent = w_.t.Send(r, NoticeTag(step), &notice, sizeof notice);
       if (!sent.ok() && sent.code() != core::StatusCode::kPeerUnavailable) return sent;
     }
     bool taken = false;
     const double timeout_s = w_.entry.sc.deploy.collective_timeout_s;
     const double start = w_.t.clock().Now();
     const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+    std::vector<uint8_t> msg;
     while (!waiting.empty()) {
-      Serve();  // a member that is settling an earlier collective this worker completed
+      Answer(step);  // the others settling this step (each hears that this worker failed it), or others
       for (auto it = waiting.begin(); it != waiting.end();) {
         const int r = *it;
-        int64_t theirs = 0;
-        core::Status got = w_.t.Recv(r, result, data, bytes, 0.0);
-        if (got.ok()) {
-          taken = true;
-        } else if (got.code() == core::StatusCode::kTimeout) {
-          got = w_.t.Recv(r, notice, &theirs, sizeof theirs, 0.0);
+        bool heard = false;
+        while (w_.t.RecvMessage(r, AnswerTag(step), &msg, 0.0).ok()) {
+          AnswerHeader h{};
+          if (msg.size() < sizeof h) continue;  // not an answer of this protocol: dropped
+          std::memcpy(&h, msg.data(), sizeof h);
+          if (h.step != step || h.code != code) continue;  // about another attempt of this step
+          if (h.completed != 0 && msg.size() == sizeof h + bytes) {
+            std::memcpy(data, msg.data() + sizeof h, bytes);
+            taken = true;
+          }
+          heard = true;
+          break;
         }
-        const bool gone = got.code() == core::StatusCode::kPeerUnavailable ||
-                          !core::GroupGuard::Lost(w_.t, {r}, generations_).empty();
-        if (got.ok() || gone) {
+        if (heard || !core::GroupGuard::Lost(w_.t, {r}, generations_).empty()) {
           it = waiting.erase(it);
-        } else if (got.code() != core::StatusCode::kTimeout) {
-          return got;
         } else {
           ++it;
         }
@@ -229,6 +239,7 @@ class LiveRoster final : public Roster {
     }
     return taken;
   }
+
   std::unique_ptr<core::Transport> Guard(const std::vector<int>& group) override {
     return std::make_unique<core::GroupGuard>(w_.t, group, w_.entry.sc.deploy.collective_timeout_s, generations_);
   }
@@ -290,15 +301,68 @@ class LiveRoster final : public Roster {
   void set_failures(int64_t failures) override { failures_ = failures; }
 
  private:
-  // Answers every member that says its attempt at the last collective this worker completed failed
-  // (Settle) with the kept result. Called before each step and while waiting on a collective.
-  void Serve() {
-    if (kept_group_.empty()) return;
-    for (int r : kept_group_) {
-      if (r == w_.rank) continue;
-      int64_t at = 0;
-      while (w_.t.Recv(r, kept_notice_, &at, sizeof at, 0.0).ok()) {
-        (void)w_.t.Send(r, kept_result_, kept_.data(), kept_.size() * sizeof(float));  // gone: nothing to answer
+  // Settling (Settle): a member whose attempt at a collective failed sends every live member a
+  // notice naming the attempt (its step and its group's code) and waits for each one's answer about
+  // that attempt: completed, with the result, or not. Notices and answers carry the step in their
+  // tags and the attempt in their bytes, so that members whose views of the group differ (and so
+  // made different attempts) still hear each other.
+  struct Notice {
+    int64_t step;
+    uint64_t code;
+  };
+  struct AnswerHeader {
+    int64_t step;
+    uint64_t code;
+    int64_t completed;  // 1: the result follows
+  };
+  static uint64_t GroupCode(const std::vector<int>& group) {
+    uint64_t code = 14695981039346656037ull;  // FNV-1a over the members
+    for (int r : group) code = (code ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
+    return code;
+  }
+  int NoticeTag(int64_t step) const { return Tag(kTagSettleNotice, step, {}); }
+  int AnswerTag(int64_t step) const { return Tag(kTagSettleResult, step, {}); }
+
+  void Send(int dst, const AnswerHeader& h, const float* data, int64_t count) {
+    std::vector<uint8_t> out(sizeof h + (h.completed != 0 ? static_cast<size_t>(count) * sizeof(float) : 0));
+    std::memcpy(out.data(), &h, sizeof h);
+    if (h.completed != 0) std::memcpy(out.data() + sizeof h, data, static_cast<size_t>(count) * sizeof(float));
+    (void)w_.t.Send(dst, AnswerTag(h.step), out.data(), out.size());  // a member gone needs no answer
+  }
+
+  // The attempt this worker is making now: a notice about it waits for its end.
+  void Begin(int64_t step, const std::vector<int>& group) {
+    attempt_ = {true, step, GroupCode(group), {}};
+  }
+  void End(bool completed, const float* data, int64_t count) {
+    for (int r : attempt_.deferred) Send(r, {attempt_.step, attempt_.code, completed ? 1 : 0}, data, count);
+    attempt_ = {};
+  }
+
+  // Answers the notices of members settling an attempt: with the kept result if it is the last
+  // collective this worker completed; not completed if this worker is not making it now (it failed
+  // it, or never made it: its view differed); after its end if it is the one in progress. Before
+  // each step, while a collective waits, and while settling step `settling` (notices about it too).
+  void Answer(int64_t settling = -1) {
+    std::vector<int64_t> steps;
+    for (int64_t s : {kept_step_, attempt_.active ? attempt_.step : int64_t{-1}, settling}) {
+      if (s >= 0 && std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(s);
+    }
+    std::vector<uint8_t> msg;
+    for (int64_t step : steps) {
+      while (true) {
+        auto from = w_.t.RecvMessage(core::kAnySource, NoticeTag(step), &msg, 0.0);
+        if (!from.ok()) break;
+        Notice n{};
+        if (msg.size() != sizeof n) continue;  // not a notice of this protocol: dropped
+        std::memcpy(&n, msg.data(), sizeof n);
+        if (n.step == kept_step_ && n.code == kept_code_) {
+          Send(*from, {n.step, n.code, 1}, kept_.data(), static_cast<int64_t>(kept_.size()));
+        } else if (attempt_.active && n.step == attempt_.step && n.code == attempt_.code) {
+          attempt_.deferred.push_back(*from);
+        } else {
+          Send(*from, {n.step, n.code, 0}, nullptr, 0);
+        }
       }
     }
   }
@@ -313,8 +377,14 @@ class LiveRoster final : public Roster {
   int64_t failures_ = 0;  // collectives that failed so far: part of every tag
   // The result of the last collective this worker completed, for members whose attempt failed.
   std::vector<float> kept_;
-  std::vector<int> kept_group_;
-  int kept_notice_ = 0, kept_result_ = 0;
+  int64_t kept_step_ = -1;
+  uint64_t kept_code_ = 0;
+  struct Attempt {
+    bool active = false;
+    int64_t step = -1;
+    uint64_t code = 0;
+    std::vector<int> deferred;  // members whose notice about it waits for its end
+  } attempt_;
 };
 
 }  // namespace

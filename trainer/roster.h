@@ -85,6 +85,9 @@ class Roster {
   // whose own attempt failed (a peer that died after its last message to this worker, but before
   // its last to another, leaves one member with the whole result and another with none).
   virtual void Completed(const std::vector<int>& group, int64_t step, const float* data, int64_t count) = 0;
+  // Live, for collectives started by hand: this worker starts the collective of `group` at `step`
+  // (until Completed or Settle, a member settling it waits for this worker's outcome).
+  virtual void Attempting(const std::vector<int>& group, int64_t step) = 0;
   // Live, after this worker's attempt at the collective of `group` at `step` failed: tells every
   // live member so and hears from each whether its own attempt failed too or completed (then with
   // the result, into `data`). True: a member completed it and `data` holds its result, so the

@@ -360,6 +360,7 @@ core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64
 WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& group, float* data, int64_t count,
                                                         int64_t step, Encoding encoding) {
   PendingReduce p;
+  roster->Attempting(group, step);
   p.guard = roster->Guard(group);
   core::Transport& via = p.guard ? *p.guard : t;
   core::CollectiveOptions o = Options(group, roster->Tag(kTagReduce, step, group));

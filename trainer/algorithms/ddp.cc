@@ -69,6 +69,7 @@ class OverlappedGradients {
   core::Result<double> Step(const TokenBatch& batch, const std::vector<int>& group, int64_t step) {
     group_ = group;
     step_ = step;
+    w_.roster->Attempting(group, step);
     guard_ = w_.roster->Guard(group);
     ready_numel_ = 0;
     for (auto& b : buckets_) b.pending = static_cast<int>(b.slices.size());
