@@ -1,6 +1,5 @@
 """The body of tools/bench/soak (see there)."""
 import argparse
-import json
 import os
 import pathlib
 import shutil
@@ -64,16 +63,18 @@ def main():
            "--set", f"workers.count={a.workers}", "--set", "train.steps=10000000",
            "--set", "train.batch_size=4", "--set", "eval.every=200", "--set", "eval.batches=2",
            "--set", "output.log_every=50", "--set", f"compare=[{a.entry}]"]
-    launcher = subprocess.Popen(cmd, cwd=HERE, start_new_session=True, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+    # The launcher's output goes to a file, not a pipe that nobody reads while the run goes on.
+    progress = open(OUT / "soak.log", "w")
+    launcher = subprocess.Popen(cmd, cwd=HERE, start_new_session=True, stdout=progress, stderr=subprocess.STDOUT,
+                                text=True)
     samples = {}  # pid -> [(t, rss, fds, threads)]
     names = {}  # pid -> "rank R", from its command line
     start = time.monotonic()
     try:
         while time.monotonic() - start < duration:
             if launcher.poll() is not None:
-                sys.exit(f"tools/bench/soak: the deployment ended early (exit {launcher.returncode}):\n"
-                         f"{launcher.stderr.read()}")
+                sys.exit(f"tools/bench/soak: the deployment ended early (exit {launcher.returncode}); "
+                         f"its output: {OUT / 'soak.log'}")
             t = time.monotonic() - start
             for pid in [launcher.pid] + children(launcher.pid):
                 s = sample(pid)
@@ -107,12 +108,7 @@ def main():
         name = "launcher" if pid == launcher.pid else names.get(pid, f"pid {pid}")
         print(f"{name:>10} {rss[0]:>7.1f} → {rss[1]:>6.1f} {growth:>+7.2f}% {fds[0]:>5.0f} → {fds[1]:<4.0f} "
               f"{thr[0]:>4.0f} → {thr[1]:<3.0f}")
-    steps = 0
-    for metrics in OUT.glob("soak/*/metrics.jsonl"):
-        lines = metrics.read_text().splitlines()
-        if lines:
-            steps = max(steps, json.loads(lines[-1])["step"])
-    print(f"steps trained: {steps} (the last logged)")
+    progress.close()
     verdict = "flat within 1%" if worst <= 1.0 else "NOT flat within 1%"
     print(f"largest growth {worst:.2f}%: {verdict}")
 
