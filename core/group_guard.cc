@@ -7,7 +7,7 @@
 namespace narrows::core {
 
 GroupGuard::GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, std::vector<int64_t> generations,
-                       double poll_s, std::function<void()> idle)
+                       double poll_s, std::function<bool()> idle)
     : inner_(inner), group_(std::move(group)), timeout_s_(timeout_s), generations_(std::move(generations)),
       poll_s_(poll_s), idle_(std::move(idle)) {}
 
@@ -33,7 +33,7 @@ Result<int> GroupGuard::Guarded(int src, double timeout_s, const std::function<R
     if (got.ok() || got.status().code() != StatusCode::kTimeout) return got;
     const auto lost = Lost(inner_, group_, generations_);
     if (!lost.empty()) return Status::PeerUnavailable("rank " + std::to_string(lost.front()) + " left the group");
-    if (idle_) idle_();
+    if (idle_ && idle_()) return Status::PeerUnavailable("a member of the group failed this collective");
   }
 }
 

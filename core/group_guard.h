@@ -19,9 +19,9 @@ class GroupGuard : public Transport {
  public:
   // `generations[r]`: the generation member r had when it joined the group (empty: all 0).
   // `idle`, if given, is called between polls while a receive waits (on the receiving thread; not
-  // by the guards that Start makes).
+  // by the guards that Start makes); when it returns true the receive gives up (PeerUnavailable).
   GroupGuard(Transport& inner, std::vector<int> group, double timeout_s, std::vector<int64_t> generations = {},
-             double poll_s = 0.1, std::function<void()> idle = nullptr);
+             double poll_s = 0.1, std::function<bool()> idle = nullptr);
 
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
@@ -53,7 +53,7 @@ class GroupGuard : public Transport {
   double timeout_s_;
   std::vector<int64_t> generations_;
   double poll_s_;
-  std::function<void()> idle_;
+  std::function<bool()> idle_;
 };
 
 }  // namespace narrows::core

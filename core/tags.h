@@ -18,6 +18,7 @@ constexpr int kJoin = 200;          // trainer: the shared state sent to joiners
 constexpr int kWelcome = 300;       // trainer: a live roster's welcome of restarted workers
 constexpr int kSettleNotice = 301;  // trainer: a live roster's "my attempt at this collective failed"
 constexpr int kSettleResult = 302;  // ... answered with the result by a member whose attempt succeeded
+constexpr int kSettleView = 303;    // ... the coordinator's view of the group for the repeat
 constexpr int kAsyncPush = 400;     // async-diloco: worker -> server, a pseudo-gradient
 constexpr int kAsyncReply = 401;    // async-diloco: server -> worker, the global parameters
 constexpr int kAsyncStop = 402;     // async-diloco: server -> worker, the budget is spent
@@ -38,7 +39,7 @@ constexpr int kDeployPart = 900'000'003;      // ... and the records
 constexpr int kDeployAck = 900'000'004;       // the merging process has them
 
 static_assert(kReduce + kCollectiveSpan <= kJoin && kJoin + kCollectiveSpan <= kWelcome &&
-              kSettleResult < kAsyncPush && kAsyncStop < kGossip && kGossip < kDdpBuckets);
+              kSettleView < kAsyncPush && kAsyncStop < kGossip && kGossip < kDdpBuckets);
 static_assert(kDdpBuckets + kCollectiveSpan * kMaxDdpBuckets <= kModules);
 static_assert(kModules + kCollectiveSpan * kMaxModules <= kAlgorithmEnd);
 static_assert(kLiveEnd < kDeployStart);

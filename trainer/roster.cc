@@ -115,7 +115,7 @@ class LiveRoster final : public Roster {
         const int n = w_.entry.num_workers;
         std::vector<int64_t> msg(static_cast<size_t>(2 + n), 0);
         msg[0] = start;
-        msg[1] = failures_;
+        msg[1] = epoch_step_ == start ? epoch_ : 0;  // the views at `start`: its tags depend on them
         for (int r : group_) msg[static_cast<size_t>(2 + r)] = 1;
         for (int r : pending_) msg[static_cast<size_t>(2 + r)] = 2;
         for (int r : pending_) {
@@ -142,7 +142,7 @@ class LiveRoster final : public Roster {
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
 
   int Tag(int base, int64_t step, const std::vector<int>& group) const override {
-    const uint64_t code = GroupCode(group);
+    const uint64_t code = AttemptCode(group, step);
     return core::tags::kLiveBase +
            static_cast<int>(((step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes +
                              static_cast<int64_t>(code % core::tags::kLiveGroupCodes)) *
@@ -157,8 +157,10 @@ class LiveRoster final : public Roster {
       fill();
       // While it waits, this worker answers members settling other attempts (Answer).
       Begin(step, *group);
-      core::GroupGuard guard(w_.t, *group, w_.entry.sc.deploy.collective_timeout_s, generations_, 0.1,
-                             [this] { Answer(); });
+      core::GroupGuard guard(w_.t, *group, w_.entry.sc.deploy.collective_timeout_s, generations_, 0.1, [this] {
+        Answer();
+        return attempt_.abandoned;  // a member failed it: it cannot complete here, so settle now
+      });
       const core::Status s = collective(guard);
       if (s.ok()) {
         Completed(*group, step, data, count);
@@ -178,7 +180,7 @@ class LiveRoster final : public Roster {
   void Completed(const std::vector<int>& group, int64_t step, const float* data, int64_t count) override {
     kept_.assign(data, data + count);
     kept_step_ = step;
-    kept_code_ = GroupCode(group);
+    kept_code_ = AttemptCode(group, step);
     if (attempt_.active) End(true, data, count);
   }
 
@@ -186,7 +188,7 @@ class LiveRoster final : public Roster {
 
   core::Result<bool> Settle(const std::vector<int>& group, int64_t step, float* data, int64_t count) override {
     if (attempt_.active) End(false, nullptr, 0);  // members that asked about it hear that it failed
-    const uint64_t code = GroupCode(group);
+    const uint64_t code = AttemptCode(group, step);
     const std::vector<int> lost = core::GroupGuard::Lost(w_.t, group, generations_);
     std::vector<int> waiting;  // live members not heard from yet about this attempt
     for (int r : group) {
@@ -245,21 +247,57 @@ class LiveRoster final : public Roster {
   }
   core::Status DropDead(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const core::Status& why) override {
     ++failures_;
-    const std::vector<int> dead = core::GroupGuard::Lost(w_.t, *group, generations_);
-    if (dead.empty() || std::find(dead.begin(), dead.end(), w_.rank) != dead.end()) return why;
-    std::string names;
-    for (int d : dead) names += (names.empty() ? "" : ", ") + std::to_string(d);
+    const uint64_t attempt = AttemptCode(*group, step);
+    const std::vector<int> lost = core::GroupGuard::Lost(w_.t, *group, generations_);
+    if (std::find(lost.begin(), lost.end(), w_.rank) != lost.end()) return why;
     if (on_failure == core::OnFailure::kStop) {
+      if (lost.empty()) return why;
+      std::string names;
+      for (int d : lost) names += (names.empty() ? "" : ", ") + std::to_string(d);
       return core::Status::Aborted("worker " + names + " died at step " + std::to_string(step) +
                                    "; stopping (deploy.on_failure: stop)");
     }
-    std::vector<int> survivors;
-    std::set_difference(group->begin(), group->end(), dead.begin(), dead.end(), std::back_inserter(survivors));
-    *group = survivors;
+    // The repeat's group is the coordinator's view — the lowest member this worker sees alive —
+    // so that survivors whose failure detectors disagree for a while (one saw a death the other
+    // has not, or suspects a live member) repeat over the same group; each repeat at a step has a
+    // view count of its own in its tags, so none reads a piece of the attempt before.
+    std::vector<int> candidates;
+    std::set_difference(group->begin(), group->end(), lost.begin(), lost.end(), std::back_inserter(candidates));
+    std::vector<int> view;
+    int64_t epoch = 0;
+    while (true) {
+      const int coordinator = candidates.front();  // this worker is a candidate: never empty
+      if (coordinator == w_.rank) {
+        view = candidates;
+        epoch = (step == epoch_step_ ? epoch_ : 0) + 1;
+        std::vector<int64_t> msg = {step, static_cast<int64_t>(attempt), epoch};
+        msg.insert(msg.end(), view.begin(), view.end());
+        for (int r : *group) {
+          if (r != w_.rank) (void)w_.t.Send(r, ViewTag(step), msg.data(), msg.size() * sizeof(int64_t));  // gone: no matter
+        }
+        break;
+      }
+      auto got = AwaitView(coordinator, step, attempt, &epoch);
+      if (got.ok()) {
+        view = *got;
+        break;
+      }
+      if (got.status().code() != core::StatusCode::kPeerUnavailable) return got.status();
+      candidates.erase(candidates.begin());  // the coordinator died: the next one
+    }
+    if (!std::binary_search(view.begin(), view.end(), w_.rank)) {
+      return core::Status::PeerUnavailable("the coordinator of step " + std::to_string(step) +
+                                           " left this worker out of the group");
+    }
+    std::vector<int> dropped;
+    std::set_difference(group->begin(), group->end(), view.begin(), view.end(), std::back_inserter(dropped));
+    epoch_step_ = step;
+    epoch_ = epoch;
+    *group = view;
     if (w_.rank == group->front()) {
-      for (int d : dead) {
+      for (int d : dropped) {
         w_.records.Event({{"type", "crash"}, {"step", step}, {"time", w_.Now()}, {"worker", d},
-                    {"detected", "heartbeat"}, {"survivors", *group}});
+                          {"detected", "heartbeat"}, {"survivors", *group}});
       }
     }
     return core::Status::Ok();
@@ -286,7 +324,8 @@ class LiveRoster final : public Roster {
         Welcome wel;
         wel.root = r;
         wel.step = msg[0];
-        failures_ = msg[1];
+        epoch_step_ = msg[0];
+        epoch_ = msg[1];
         for (int q = 0; q < n; ++q) {
           if (msg[static_cast<size_t>(2 + q)] >= 1) wel.group.push_back(q);
           if (msg[static_cast<size_t>(2 + q)] == 2) wel.joiners.push_back(q);
@@ -315,13 +354,52 @@ class LiveRoster final : public Roster {
     uint64_t code;
     int64_t completed;  // 1: the result follows
   };
+  // An attempt's code: its group's, and the coordinator's view count at its step.
+  uint64_t AttemptCode(const std::vector<int>& group, int64_t step) const {
+    const uint64_t epoch = step == epoch_step_ ? static_cast<uint64_t>(epoch_) : 0;
+    return (GroupCode(group) ^ (epoch * 0x9e3779b97f4a7c15ull)) * 1099511628211ull;
+  }
   static uint64_t GroupCode(const std::vector<int>& group) {
     uint64_t code = 14695981039346656037ull;  // FNV-1a over the members
     for (int r : group) code = (code ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
     return code;
   }
-  int NoticeTag(int64_t step) const { return Tag(kTagSettleNotice, step, {}); }
-  int AnswerTag(int64_t step) const { return Tag(kTagSettleResult, step, {}); }
+  int NoticeTag(int64_t step) const { return SettleTag(kTagSettleNotice, step); }
+  int ViewTag(int64_t step) const { return SettleTag(core::tags::kSettleView, step); }
+  // Settling's tags: the step alone (what they are about is in their bytes).
+  int SettleTag(int base, int64_t step) const {
+    return core::tags::kLiveBase + static_cast<int>((step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes *
+                                                    core::tags::kAlgorithmEnd) + base;
+  }
+
+  // The coordinator's view of the group for the repeat of attempt `attempt` at `step` (and its view
+  // count, into *epoch); PeerUnavailable if the coordinator is lost first.
+  core::Result<std::vector<int>> AwaitView(int coordinator, int64_t step, uint64_t attempt, int64_t* epoch) {
+    const double start = w_.t.clock().Now();
+    std::vector<uint8_t> msg;
+    while (w_.t.clock().Now() - start < w_.entry.sc.deploy.collective_timeout_s) {
+      Answer(step);
+      if (!core::GroupGuard::Lost(w_.t, {coordinator}, generations_).empty()) {
+        return core::Status::PeerUnavailable("coordinator " + std::to_string(coordinator) + " is gone");
+      }
+      if (!w_.t.RecvMessage(coordinator, ViewTag(step), &msg, 0.02).ok()) continue;
+      if (msg.size() < 3 * sizeof(int64_t) || msg.size() % sizeof(int64_t) != 0) continue;  // not a view
+      std::vector<int64_t> v(msg.size() / sizeof(int64_t));
+      std::memcpy(v.data(), msg.data(), msg.size());
+      if (v[0] != step || static_cast<uint64_t>(v[1]) != attempt) continue;  // of another attempt
+      *epoch = v[2];
+      std::vector<int> view;
+      for (size_t i = 3; i < v.size(); ++i) {
+        if (v[i] < 0 || v[i] >= w_.entry.num_workers) return core::Status::InvalidArgument("a view names worker " + std::to_string(v[i]));
+        view.push_back(static_cast<int>(v[i]));
+      }
+      std::sort(view.begin(), view.end());
+      return view;
+    }
+    return core::Status::Timeout("no view of the group from coordinator " + std::to_string(coordinator) +
+                                 " within deploy.collective_timeout_s");
+  }
+  int AnswerTag(int64_t step) const { return SettleTag(kTagSettleResult, step); }
 
   void Send(int dst, const AnswerHeader& h, const float* data, int64_t count) {
     std::vector<uint8_t> out(sizeof h + (h.completed != 0 ? static_cast<size_t>(count) * sizeof(float) : 0));
@@ -332,7 +410,7 @@ class LiveRoster final : public Roster {
 
   // The attempt this worker is making now: a notice about it waits for its end.
   void Begin(int64_t step, const std::vector<int>& group) {
-    attempt_ = {true, step, GroupCode(group), {}};
+    attempt_ = {true, step, AttemptCode(group, step), {}, false};
   }
   void End(bool completed, const float* data, int64_t count) {
     for (int r : attempt_.deferred) Send(r, {attempt_.step, attempt_.code, completed ? 1 : 0}, data, count);
@@ -360,6 +438,7 @@ class LiveRoster final : public Roster {
           Send(*from, {n.step, n.code, 1}, kept_.data(), static_cast<int64_t>(kept_.size()));
         } else if (attempt_.active && n.step == attempt_.step && n.code == attempt_.code) {
           attempt_.deferred.push_back(*from);
+          attempt_.abandoned = true;
         } else {
           Send(*from, {n.step, n.code, 0}, nullptr, 0);
         }
@@ -384,7 +463,10 @@ class LiveRoster final : public Roster {
     int64_t step = -1;
     uint64_t code = 0;
     std::vector<int> deferred;  // members whose notice about it waits for its end
+    bool abandoned = false;     // a member said it failed this attempt
   } attempt_;
+  // Views the coordinator gave at step epoch_step_ (each repeat of a collective after one).
+  int64_t epoch_step_ = -1, epoch_ = 0;
 };
 
 }  // namespace
