@@ -453,7 +453,7 @@ class LiveRoster final : public Roster {
   std::vector<int> pending_;  // joiners of the next round, from the votes
   // The generation of each worker's process when it became a member (a restart is a new member).
   std::vector<int64_t> generations_;
-  int64_t failures_ = 0;  // collectives that failed so far: part of every tag
+  int64_t failures_ = 0;  // collectives that failed so far (checkpoints keep it; no tag depends on it)
   // The result of the last collective this worker completed, for members whose attempt failed.
   std::vector<float> kept_;
   int64_t kept_step_ = -1;

@@ -2,15 +2,7 @@
 # random times (once a worker restarted a moment before, while it joins) and starts each again with
 # --rejoin; the run finishes, the restarted workers are welcomed back, and all four are in the last
 # outer step. Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-file(GLOB docs ${SRC}/docs/*.md)
-set(corpus "")
-foreach(f ${SRC}/README.md ${docs})
-  file(READ ${f} text)
-  string(APPEND corpus "${text}")
-endforeach()
-file(WRITE ${WORK}/corpus.txt "${corpus}")
+include(${SRC}/tests/cli/deploy_corpus.cmake)
 file(WRITE ${WORK}/chaos.yaml "name: chaos\nseed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
      "train: {steps: 4000, batch_size: 4, warmup_steps: 4}\neval: {every: 100, batches: 2, batch_size: 4}\n"
      "workers: {count: 4}\noutput: {dir: out, log_every: 50}\n"

@@ -5,17 +5,7 @@
 #  - a run resumed from a checkpoint continues exactly as the uninterrupted run;
 #  - rank and world come from torchrun's, Slurm's and Open MPI's variables, with clear errors.
 # Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-
-# Real text for a corpus: the project's own documentation.
-file(GLOB docs ${SRC}/docs/*.md)
-set(corpus "")
-foreach(f ${SRC}/README.md ${docs})
-  file(READ ${f} text)
-  string(APPEND corpus "${text}")
-endforeach()
-file(WRITE ${WORK}/corpus.txt "${corpus}")
+include(${SRC}/tests/cli/deploy_corpus.cmake)
 
 string(CONCAT common "seed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
            "train: {steps: 24, batch_size: 4, warmup_steps: 4}\neval: {every: 8, batches: 2, batch_size: 4}\n"

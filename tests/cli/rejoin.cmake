@@ -3,17 +3,7 @@
 # usually before the survivors' heartbeats have declared its first process dead. Its own test so
 # that it can be repeated (`ctest -R cli_rejoin --repeat until-fail:50`).
 # Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-
-# Real text for a corpus: the project's own documentation.
-file(GLOB docs ${SRC}/docs/*.md)
-set(corpus "")
-foreach(f ${SRC}/README.md ${docs})
-  file(READ ${f} text)
-  string(APPEND corpus "${text}")
-endforeach()
-file(WRITE ${WORK}/corpus.txt "${corpus}")
+include(${SRC}/tests/cli/deploy_corpus.cmake)
 
 # Two crashes of rank 2, each restarted at once: (1) between steps, just after the outer step's
 # all-reduce; (2) inside that all-reduce, after 3 of its 4 messages (a ring of 3 sends 2(n-1); the
