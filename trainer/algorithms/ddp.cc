@@ -92,8 +92,8 @@ class OverlappedGradients {
     if (w_.roster->live()) {
       // Live: the sums of every bucket, end to end, are this step's result; a survivor whose
       // attempt failed takes them from one that completed it (Roster::Settle) before repeating.
-      std::vector<float> sums;
-      sums.reserve(static_cast<size_t>(total_numel_ + 1));
+      std::vector<float>& sums = sums_;  // reused: no allocation per step
+      sums.clear();
       for (auto& b : buckets_) sums.insert(sums.end(), b.host.begin(), b.host.end());
       if (status.ok()) {
         w_.roster->Completed(group_, step_, sums.data(), static_cast<int64_t>(sums.size()));
@@ -171,6 +171,7 @@ class OverlappedGradients {
   std::vector<int> group_;
   int64_t step_ = 0;
   std::unique_ptr<core::Transport> guard_;  // live: the buckets' collectives go through it
+  std::vector<float> sums_;  // live: every bucket's sums end to end, the step's result
   int64_t total_numel_ = 0, ready_numel_ = 0;
   bool active_ = false;
   SteadyClock::time_point mark_;
