@@ -274,6 +274,8 @@ void ReadTrain(Section t, Scenario& sc) {
   tr.beta2 = t.Double("beta2", 0.95, 0.0, 1.0);
   tr.eps = t.Double("eps", 1e-8, 0.0, 1.0, Bound::kExclusive);
   tr.grad_clip = t.Double("grad_clip", 1.0, 0.0, 1e9);
+  tr.precision = t.Enum<Precision>("precision", Precision::kFp32,
+                                   {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}});
   tr.optimizer = t.String("optimizer", "adamw");
   tr.optimizer_options = ReadBlockPlugin(t, BlockSlot::kInnerOptimizer, "optimizer", tr.optimizer, sc);
   t.Finish();

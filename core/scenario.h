@@ -24,6 +24,10 @@ enum class Parameterization { kStandard, kCompleteP };
 enum class DataFormat { kAuto, kAusten, kMulti, kText, kShards };
 enum class Sampling { kIid, kNonIid, kByDomain };
 enum class LrSchedule { kCosine, kConstant };
+// The arithmetic of a replica's forward and backward passes. kBf16: matrix products, attention and
+// GELU in bfloat16; LayerNorm, the residual stream, the loss, the gradients, the master weights and
+// the optimiser in float32 (as PyTorch's autocast to bfloat16).
+enum class Precision { kFp32, kBf16 };
 
 struct ModelSpec {
   std::string preset = "tiny";
@@ -71,6 +75,7 @@ struct TrainSpec {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;  // global L2 norm; 0 disables
+  Precision precision = Precision::kFp32;
   // The inner optimiser, a registered plug-in (trainer/inner_optimizer.h), and what it read from
   // train.<optimizer> (null: its defaults). weight_decay, beta1, beta2 and eps above are shared by
   // the Adam-family updates every built-in optimiser applies somewhere.

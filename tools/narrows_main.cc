@@ -11,17 +11,19 @@
 
 #include "core/codec.h"
 #include "core/scenario.h"
-#include "deploy/zmq_transport.h"
-#include "tools/deploy_command.h"
 #include "tools/fit_command.h"
 #include "tools/format.h"
 #include "tools/plan_command.h"
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
-#include "tools/linkemu_command.h"
 #include "tools/tune_command.h"
 #include "tools/run_command.h"
 #include "tools/sizes_only.h"
+#ifdef NARROWS_WITH_DEPLOY
+#include "deploy/zmq_transport.h"
+#include "tools/deploy_command.h"
+#include "tools/linkemu_command.h"
+#endif
 #include "trainer/algorithms/plugin.h"
 #include "trainer/inner_optimizer.h"
 #include "trainer/train.h"
@@ -136,6 +138,7 @@ Command AddRun(CLI::App& app) {
           })};
 }
 
+#ifdef NARROWS_WITH_DEPLOY
 Command AddWorker(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   auto o = std::make_shared<narrows::tools::WorkerOptions>();
@@ -203,6 +206,8 @@ Command AddLinkEmu(CLI::App& app) {
             return Done(narrows::tools::LinkEmuCommand(scenario, *o));
           })};
 }
+
+#endif  // NARROWS_WITH_DEPLOY
 
 Command AddPlan(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
@@ -347,6 +352,7 @@ Command AddAlgorithms(CLI::App& app) {
           }};
 }
 
+#ifdef NARROWS_WITH_DEPLOY
 Command AddKeygen(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("keygen", "write a new CURVE key pair for deploy.key_file");
@@ -359,6 +365,8 @@ Command AddKeygen(CLI::App& app) {
             return 0;
           }};
 }
+
+#endif  // NARROWS_WITH_DEPLOY
 
 Command AddValidate(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
@@ -382,9 +390,12 @@ int main(int argc, char** argv) {
   CLI::App app{"narrows: a testbed for low-bandwidth training of language models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "narrows 0.1.0");
-  const std::vector<Command> commands = {AddTrain(app),  AddRun(app),    AddWorker(app),     AddLaunch(app),
-                                         AddPlan(app),   AddSweep(app),  AddTune(app),       AddReport(app),     AddFit(app),
-                                         AddAlgorithms(app), AddKeygen(app), AddValidate(app), AddLinkEmu(app)};
+  std::vector<Command> commands = {AddTrain(app), AddRun(app),    AddPlan(app),       AddSweep(app),
+                                   AddTune(app),  AddReport(app), AddFit(app),        AddAlgorithms(app),
+                                   AddValidate(app)};
+#ifdef NARROWS_WITH_DEPLOY
+  for (auto add : {AddWorker, AddLaunch, AddKeygen, AddLinkEmu}) commands.push_back(add(app));
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

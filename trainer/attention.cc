@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <cblas.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -149,7 +150,7 @@ torch::Tensor CausalAttentionReference(const torch::Tensor& qkv, int64_t n_heads
   auto q = parts[0].reshape({s.b * s.h, s.t, s.hd});
   auto k = parts[1].reshape({s.b * s.h, s.t, s.hd});
   auto v = parts[2].reshape({s.b * s.h, s.t, s.hd});
-  const auto mask = causal_bias.narrow(0, 0, s.t).narrow(1, 0, s.t);
+  const auto mask = causal_bias.narrow(0, 0, s.t).narrow(1, 0, s.t).to(qkv.scalar_type());
   auto att = torch::softmax(torch::baddbmm(mask, q, k.transpose(1, 2), 1.0, scale), -1);
   return torch::bmm(att, v).view({s.b, s.h, s.t, s.hd}).transpose(1, 2).reshape({s.b, s.t, s.d});
 }
@@ -159,6 +160,15 @@ torch::Tensor CausalAttention(const torch::Tensor& qkv, int64_t n_heads, const t
   if (qkv.is_cpu() && qkv.scalar_type() == torch::kFloat32) {
     return FusedCausalAttention::apply(qkv, n_heads, scale);
   }
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  if (!qkv.is_cpu()) {
+    // PyTorch's fused kernels (flash attention for bfloat16 on recent GPUs), causal, at our scale.
+    const Shape s = ShapeOf(qkv, n_heads);
+    auto parts = qkv.view({s.b, s.t, 3, s.h, s.hd}).permute({2, 0, 3, 1, 4});  // [3, B, H, T, hd]
+    auto y = at::scaled_dot_product_attention(parts[0], parts[1], parts[2], {}, 0.0, /*is_causal=*/true, scale);
+    return y.transpose(1, 2).reshape({s.b, s.t, s.d});
+  }
+#endif
   return CausalAttentionReference(qkv, n_heads, causal_bias, scale);
 }
 

@@ -7,8 +7,10 @@
 // or copies), the scaled scores and the causal mask come out of one GEMM, softmax runs on cache-hot
 // rows, and the output and gradients are written straight into their packed layouts. BLAS runs
 // single-threaded inside ATen's parallel region, so two cores work on two heads at once instead of
-// splitting every small GEMM between them. Elsewhere (CUDA, other dtypes) it is the same maths with
-// plain batched ops. Both paths agree to float rounding (tests/trainer/model_test.cc).
+// splitting every small GEMM between them. On a GPU with LibTorch >= 2.1 it is PyTorch's
+// scaled_dot_product_attention (flash attention in bfloat16); elsewhere (other dtypes, older
+// LibTorch) the same maths with plain batched ops. The paths agree to float rounding
+// (tests/trainer/model_test.cc).
 #pragma once
 
 #include "trainer/torch_pch.h"

@@ -141,18 +141,18 @@ torch::Tensor Gpt::ApplyRope(const torch::Tensor& x) const {
   auto cos = rope_cos_.narrow(0, 0, t).unsqueeze(1);  // [T, 1, hd/2]
   auto sin = rope_sin_.narrow(0, 0, t).unsqueeze(1);
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
+  return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1).to(x.scalar_type());
 }
 
 torch::Tensor Gpt::Attention(const Layer& l, const torch::Tensor& x) const {
   const int64_t b = x.size(0), t = x.size(1), d = spec_.d_model, h = spec_.n_heads;
-  auto qkv = torch::linear(x, l.qkv_w, l.qkv_b);  // [B, T, 3d]
+  auto qkv = torch::linear(Low(x), Low(l.qkv_w), Low(l.qkv_b));  // [B, T, 3d]
   if (spec_.positions == core::Positions::kRope) {
     auto parts = qkv.view({b, t, 3, h, d / h});
     auto q = ApplyRope(parts.select(2, 0)), k = ApplyRope(parts.select(2, 1));
     qkv = torch::stack({q, k, parts.select(2, 2)}, 2).view({b, t, 3 * d});
   }
-  return torch::linear(CausalAttention(qkv, h, causal_bias_, scales_.attention), l.proj_w, l.proj_b);
+  return torch::linear(CausalAttention(qkv, h, causal_bias_, scales_.attention), Low(l.proj_w), Low(l.proj_b));
 }
 
 torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {
@@ -163,13 +163,13 @@ torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {
   const double r = scales_.residual;
   for (const Layer& l : layers_) {
     auto a = Attention(l, torch::layer_norm(x, {d}, l.ln1_w, l.ln1_b, 1e-5));
-    x = torch::add(x, a, r);
-    auto m = torch::linear(torch::layer_norm(x, {d}, l.ln2_w, l.ln2_b, 1e-5), l.fc_w);
-    m = torch::linear(BiasGelu(m, l.fc_b), l.fc2_w, l.fc2_b);
+    x = torch::add(x, a, r);  // a float32 residual stream whatever the products' type
+    auto m = torch::linear(Low(torch::layer_norm(x, {d}, l.ln2_w, l.ln2_b, 1e-5)), Low(l.fc_w));
+    m = torch::linear(BiasGelu(m, Low(l.fc_b)), Low(l.fc2_w), Low(l.fc2_b));
     x = torch::add(x, m, r);
   }
   x = torch::layer_norm(x, {d}, lnf_w_, lnf_b_, 1e-5);
-  auto logits = torch::linear(x, wte_);
+  auto logits = torch::linear(Low(x), Low(wte_)).to(torch::kFloat32);  // the loss in float32
   if (scales_.logits != 1.0) logits = logits * scales_.logits;
   return logits;
 }

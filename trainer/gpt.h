@@ -61,6 +61,10 @@ class Gpt {
   // (Kaplan et al. 2020 with the attention term, as in PaLM App. B).
   double TrainFlopsPerToken() const;
   torch::Device device() const { return device_; }
+  // The arithmetic of Forward (core::Precision): float32, or bfloat16 products over float32 weights.
+  void set_precision(core::Precision precision) {
+    compute_ = precision == core::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat32;
+  }
 
  private:
   struct Layer {
@@ -77,10 +81,13 @@ class Gpt {
   void BuildAttentionConstants();
   torch::Tensor Attention(const Layer& layer, const torch::Tensor& x) const;
   torch::Tensor ApplyRope(const torch::Tensor& x) const;  // x: [B, T, H, hd]
+  // t in the products' type: a differentiable cast, so gradients reach the float32 weights.
+  torch::Tensor Low(const torch::Tensor& t) const { return t.scalar_type() == compute_ ? t : t.to(compute_); }
 
   core::ModelSpec spec_;
   ParameterizationScales scales_;
   torch::Device device_;
+  torch::ScalarType compute_ = torch::kFloat32;
   torch::Tensor wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<Layer> layers_;
   torch::Tensor causal_bias_;         // [T, T]: 0 on and below the diagonal, -inf above

@@ -27,6 +27,10 @@ core::Result<torch::Device> ResolveDevice(const std::string& name) {
   return core::Status::InvalidArgument("device: expected cpu, cuda or cuda:N; got '" + name + "'");
 }
 
+void Replica::FinishOnDevice() const {
+  if (device().is_cuda()) torch::cuda::synchronize(device().index());
+}
+
 int ConfigureThreads(int64_t threads) {
   core::KeepLargeBlocksOnTheHeap();  // every step's activations are reused, not mapped afresh
   const int n = threads > 0 ? static_cast<int>(threads)
@@ -36,7 +40,9 @@ int ConfigureThreads(int64_t threads) {
 }
 
 Replica::Replica(const core::ModelSpec& model, const core::TrainSpec& train, torch::Device device)
-    : train_(train), model_(model, device), optimizer_(MakeInnerOptimizer(model_, train)) {}
+    : train_(train), model_(model, device), optimizer_(MakeInnerOptimizer(model_, train)) {
+  model_.set_precision(train.precision);
+}
 
 torch::Tensor Replica::ToDevice(const std::vector<int64_t>& ids, int64_t rows, int64_t row_offset,
                                 int64_t seq_len) const {

@@ -56,6 +56,11 @@ class Replica {
   InnerOptimizer& optimizer() { return *optimizer_; }
   torch::Device device() const { return model_.device(); }
 
+  // Waits for this replica's queued GPU kernels (nothing on the CPU). Emulated replicas that share a
+  // GPU compute one at a time (emu/engine.h); a step timed on the host up to here is this replica's
+  // GPU time, not partly the next one's.
+  void FinishOnDevice() const;
+
  private:
   torch::Tensor ToDevice(const std::vector<int64_t>& ids, int64_t rows, int64_t row_offset,
                          int64_t seq_len) const;

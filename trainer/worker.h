@@ -171,6 +171,7 @@ struct WorkerContext {
   auto Compute(double modelled_flops, Fn&& fn) {
     const auto start = std::chrono::steady_clock::now();
     auto out = fn();
+    replica.FinishOnDevice();  // a GPU's queued kernels are this replica's, not the next one's
     ChargeCompute(modelled_flops, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return out;
   }

@@ -86,6 +86,42 @@ TEST(GptTest, LossAtInitIsNearUniform) {
   EXPECT_NEAR(model.Loss(tokens, targets).item<double>(), std::log(64.0), 0.1);
 }
 
+// Loss and flat float32 gradients of one batch, with the model's products in `precision`.
+std::pair<double, torch::Tensor> LossAndGradients(core::Positions positions, core::Precision precision,
+                                                  torch::Device device) {
+  torch::manual_seed(4);
+  Gpt model(Nano(positions), device);
+  model.set_precision(precision);
+  torch::manual_seed(5);
+  auto tokens = torch::randint(0, 64, {4, 16}, torch::kInt64).to(device);
+  model.ZeroGrad();
+  auto loss = model.Loss(tokens, tokens.roll(1, 1));
+  loss.backward();
+  return {loss.item<double>(), model.flat_grads().cpu().clone()};
+}
+
+void ExpectBf16TracksFloat32(core::Positions positions, torch::Device device) {
+  const auto [loss32, grad32] = LossAndGradients(positions, core::Precision::kFp32, torch::kCPU);
+  const auto [loss16, grad16] = LossAndGradients(positions, core::Precision::kBf16, device);
+  EXPECT_EQ(grad16.scalar_type(), torch::kFloat32) << "master gradients stay float32";
+  EXPECT_NE(loss16, loss32) << "the products did not run in bfloat16";
+  EXPECT_NEAR(loss16, loss32, 0.02 * loss32);  // bfloat16 keeps 8 bits of mantissa
+  const double cosine = (grad16 * grad32).sum().item<double>() / grad16.norm().item<double>() /
+                        grad32.norm().item<double>();
+  EXPECT_GT(cosine, 0.99);
+}
+
+TEST(GptTest, Bf16ProductsTrackFloat32LearnedPositions) {
+  ExpectBf16TracksFloat32(core::Positions::kLearned, torch::kCPU);
+}
+TEST(GptTest, Bf16ProductsTrackFloat32Rope) { ExpectBf16TracksFloat32(core::Positions::kRope, torch::kCPU); }
+// On a GPU with LibTorch >= 2.1 this is scaled_dot_product_attention's path.
+TEST(GptTest, Bf16OnTheGpuTracksFloat32OnTheCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  ExpectBf16TracksFloat32(core::Positions::kLearned, torch::Device("cuda:0"));
+  ExpectBf16TracksFloat32(core::Positions::kRope, torch::Device("cuda:0"));
+}
+
 TEST(ParameterizationTest, StandardIsGpt2) {
   const auto s = ComputeScales(Nano());
   EXPECT_EQ(s.residual, 1.0);

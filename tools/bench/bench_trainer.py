@@ -1,8 +1,11 @@
 """The Python PyTorch peer of tools/bench/bench_trainer.cc: the same GPT (pre-LayerNorm, causal
 attention written out as nanoGPT does without flash attention, GELU MLP, tied unembedding, learned
 positions), the same shapes and batch, AdamW with foreach=True (PyTorch's multi-tensor path).
+On a GPU the peer is PyTorch at its best as a user would write it: attention through
+F.scaled_dot_product_attention (flash), AdamW with fused=True, bf16 through torch.autocast, and
+optionally torch.compile.
 
-    python3 bench_trainer.py PRESET BATCH THREADS STEPS WARMUP
+    python3 bench_trainer.py PRESET BATCH THREADS STEPS WARMUP [DEVICE [PRECISION [compile]]]
 Prints one JSON line like the C++ benchmark."""
 import json
 import math
@@ -40,6 +43,9 @@ class Block(nn.Module):
         q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
         k = k.view(b, t, self.h, d // self.h).transpose(1, 2)
         v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
+        if not x.is_cpu:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).contiguous().view(b, t, d))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -61,31 +67,38 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         t = idx.size(1)
-        x = self.wte(idx) + self.wpe(torch.arange(t))
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for block in self.blocks:
             x = block(x)
-        logits = F.linear(self.ln_f(x), self.wte.weight)
+        logits = F.linear(self.ln_f(x), self.wte.weight).float()
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 def main():
     preset, batch, threads, steps, warmup = sys.argv[1], *map(int, sys.argv[2:6])
+    device = torch.device(sys.argv[6] if len(sys.argv) > 6 else "cpu")
+    precision = sys.argv[7] if len(sys.argv) > 7 else "fp32"
+    compiled = len(sys.argv) > 8 and sys.argv[8] == "compile"
+    gpu = device.type == "cuda"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     d, layers, h, t, vocab = PRESETS[preset]
-    model = GPT(d, layers, h, t, vocab)
+    model = GPT(d, layers, h, t, vocab).to(device)
+    forward = torch.compile(model) if compiled else model
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95), foreach=True)
-    x = torch.randint(0, vocab, (batch, t))
-    y = torch.randint(0, vocab, (batch, t))
+                            lr=1e-3, betas=(0.9, 0.95), **({"fused": True} if gpu else {"foreach": True}))
+    x = torch.randint(0, vocab, (batch, t), device=device)
+    y = torch.randint(0, vocab, (batch, t), device=device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     step_s, opt_s = [], []
     for s in range(warmup + steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with autocast:
+            loss = forward(x, y)
         loss.backward()
         t1 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -98,7 +111,8 @@ def main():
     step_s.sort()
     opt_s.sort()
     tokens = batch * t
-    print(json.dumps({"impl": "pytorch", "preset": preset,
+    print(json.dumps({"impl": "pytorch-compile" if compiled else "pytorch", "preset": preset,
+                      "device": str(device), "precision": precision,
                       "params": sum(p.numel() for p in model.parameters()),
                       "tokens_per_s": tokens / step_s[0],
                       "median_tokens_per_s": tokens / step_s[len(step_s) // 2],

@@ -18,8 +18,46 @@ def run(cmd):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def gpu_main(cpp, py, presets, device):
+    """On a GPU: narrows against PyTorch eager and torch.compile (PyTorch's own LibTorch in the same
+    process tree), interleaved the same way; model FLOP utilisation against a bf16 GEMM's measured
+    peak. PRECISION (default bf16) applies to both."""
+    python = os.environ.get("PYTHON", "python3")
+    precision = os.environ.get("PRECISION", "bf16")
+    batch = int(os.environ.get("BATCH", 16))
+    peak = run([cpp, "gemm", "1", device])["gemm_gflops"]
+    print(f"{device}, {precision}, batch {batch}; 8192^3 bf16 GEMM peak through LibTorch: {peak / 1e3:.0f} TFLOP/s")
+    print(f"{'preset':10} {'params':>10} {'narrows tok/s':>14} {'eager tok/s':>12} {'compile tok/s':>14} "
+          f"{'vs eager':>8} {'vs compile':>10} {'MFU narrows':>11} {'MFU eager':>9} {'MFU compile':>11}")
+    for preset in presets:
+        steps, warmup = GPU_STEPS.get(preset, (20, 5))
+        rounds = int(os.environ.get("ROUNDS", 2))
+        best = {"c": 0.0, "e": 0.0, "k": 0.0}
+        flops = params = None
+        for r in range(rounds):
+            for kind in (["c", "e", "k"] if r % 2 == 0 else ["k", "e", "c"]):
+                args = [preset, str(batch), "1", str(steps), str(warmup), device, precision]
+                if kind == "c":
+                    res = run([cpp] + args)
+                    flops, params = res["flops_per_token"], res["params"]
+                else:
+                    res = run([python, py] + args + (["compile"] if kind == "k" else []))
+                best[kind] = max(best[kind], res["tokens_per_s"])
+        mfu = {k: v * flops / 1e9 / peak for k, v in best.items()}
+        print(f"{preset:10} {params:10d} {best['c']:14.0f} {best['e']:12.0f} {best['k']:14.0f} "
+              f"{best['c'] / best['e']:8.2f} {best['c'] / best['k']:10.2f} {mfu['c']:11.1%} {mfu['e']:9.1%} "
+              f"{mfu['k']:11.1%}")
+    print("targets on a GPU: narrows >= PyTorch eager, and >= 40% MFU on gpt2-124m")
+
+
+GPU_STEPS = {"small": (30, 5), "medium": (20, 5), "gpt2-124m": (20, 5)}
+
+
 def main():
     cpp, py = sys.argv[1], sys.argv[2]
+    device = os.environ.get("DEVICE", "cpu")
+    if device != "cpu":
+        return gpu_main(cpp, py, sys.argv[3:] or ["medium", "gpt2-124m"], device)
     presets = sys.argv[3:] or ["tiny", "small"]
     threads = int(os.environ.get("THREADS", os.cpu_count()))
     batch = int(os.environ.get("BATCH", 16))

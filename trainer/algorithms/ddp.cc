@@ -79,6 +79,7 @@ class OverlappedGradients {
     charged_flops_ = 0.0;
     // The loss is known before backward: it travels in the first bucket.
     w_.replica.ComputeGradients(batch, [this](double loss) { loss_ = loss; });
+    w_.replica.FinishOnDevice();  // this replica's kernels are charged to it
     active_ = false;
     ChargeUntilNow(step_flops_);
     const double backward_end = w_.t.clock().Now();
