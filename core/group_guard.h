@@ -36,6 +36,7 @@ class GroupGuard : public Transport {
                      double timeout_s = kForever) override;
   std::vector<int> Members() override { return inner_.Members(); }
   int64_t Generation(int rank) override { return inner_.Generation(rank); }
+  int64_t DiscardQueued(const std::function<bool(int, int)>& stale) override { return inner_.DiscardQueued(stale); }
   Clock& clock() override { return inner_.clock(); }
   TransportStats stats() const override { return inner_.stats(); }
   std::unique_ptr<Work> Start(AsyncOp op) override;

@@ -44,6 +44,10 @@ class LoopbackHub::Endpoint : public MailboxTransport<std::vector<uint8_t>> {
     s.messages_sent = hub_->sent_[rank_].messages_sent;
     return s;
   }
+  int64_t DiscardQueued(const std::function<bool(int, int)>& stale) override {
+    std::lock_guard<std::mutex> lock(hub_->mu_);
+    return hub_->mailboxes_[rank_].DiscardIf(stale);
+  }
   std::unique_ptr<Work> Start(AsyncOp op) override {
     auto child = std::make_shared<Endpoint>(hub_, rank_);
     return std::make_unique<ThreadWork>([child, op = std::move(op)] { return op(*child); });

@@ -77,6 +77,21 @@ class Mailbox {
     }
   }
 
+  // Drops every queued message for which stale(src, tag) holds; returns how many.
+  template <typename Stale>
+  int64_t DiscardIf(const Stale& stale) {
+    int64_t dropped = 0;
+    for (auto it = queues_.begin(); it != queues_.end();) {
+      if (stale(it->first.first, it->first.second)) {
+        dropped += static_cast<int64_t>(it->second.size());
+        it = queues_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return dropped;
+  }
+
   // bytes_received and messages_received of what Take handed out (the sent fields stay 0).
   const TransportStats& received() const { return received_; }
 

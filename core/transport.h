@@ -137,6 +137,11 @@ class Transport {
   // collective is only valid while no member's generation changes. Transports whose ranks cannot
   // restart (loopback, the emulator) keep 0.
   virtual int64_t Generation(int /*rank*/) { return 0; }
+  // Drops the messages queued for this rank for which `stale(src, tag)` holds — pieces of an
+  // attempt that was abandoned, which a later receive under the same tag must not read — and
+  // returns how many. Transports whose runs never abandon an attempt (the emulator's faults are
+  // scripted) may keep the default, which drops nothing.
+  virtual int64_t DiscardQueued(const std::function<bool(int src, int tag)>& /*stale*/) { return 0; }
   virtual Clock& clock() = 0;
   // Bytes and messages of this rank, all of its endpoints together.
   virtual TransportStats stats() const = 0;

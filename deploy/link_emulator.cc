@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstring>
@@ -46,6 +47,7 @@ struct LinkEmulator::Impl {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   uint64_t order = 0;
   std::vector<LinkState> links;
+  std::unique_ptr<std::atomic<bool>[]> cut;  // per link: cut by Partition (set from any thread)
   std::mt19937_64 rng;
   std::uniform_real_distribution<double> uniform{0.0, 1.0};
   Clock::time_point start = Clock::now();
@@ -98,7 +100,7 @@ struct LinkEmulator::Impl {
     const double size = static_cast<double>(packet->bytes.size());
     std::lock_guard<std::mutex> lock(mu);
     LinkStats& st = stats[static_cast<size_t>(index)];
-    if (l.bandwidth <= 0.0) {
+    if (l.bandwidth <= 0.0 || cut[static_cast<size_t>(index)].load(std::memory_order_relaxed)) {
       ++st.dropped_down;
       return;
     }
@@ -168,6 +170,8 @@ core::Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Create(LinkEmulatorOpt
     s.name = link.name;
     impl->stats.push_back(s);
   }
+  impl->cut = std::make_unique<std::atomic<bool>[]>(impl->links.size());
+  for (size_t l = 0; l < impl->links.size(); ++l) impl->cut[l] = false;
   impl->o = std::move(options);
   impl->tuns = std::move(tuns);
   for (const auto& tun : impl->tuns) {
@@ -203,6 +207,19 @@ void LinkEmulator::Stop() {
 std::vector<LinkStats> LinkEmulator::Stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
+}
+
+void LinkEmulator::Partition(int worker, bool cut) {
+  const Impl& x = *impl_;
+  const int n = x.o.workers;
+  if (worker < 0 || worker >= n) return;
+  for (int other = 0; other < n; ++other) {
+    if (other == worker) continue;
+    const auto& out = x.o.routes[static_cast<size_t>(worker * n + other)];
+    const auto& in = x.o.routes[static_cast<size_t>(other * n + worker)];
+    if (!out.empty()) x.cut[static_cast<size_t>(out.front())] = cut;
+    if (!in.empty()) x.cut[static_cast<size_t>(in.back())] = cut;
+  }
 }
 
 double LinkEmulator::cpu_s() const { return impl_->thread.joinable() ? 0.0 : impl_->cpu_s; }

@@ -66,6 +66,10 @@ class LinkEmulator {
   void Start();
   void Stop();
   std::vector<LinkStats> Stats() const;
+  // Cuts (or heals) `worker` off from every other: the first link of each of its routes out and
+  // the last of each route in (its access links, whatever the topology) drop every packet, counted
+  // as dropped_down. Thread-safe; takes effect for the next packet.
+  void Partition(int worker, bool cut);
   // CPU seconds the forwarding loop used, after Stop (the share of the machine it took from the
   // processes it connects).
   double cpu_s() const;

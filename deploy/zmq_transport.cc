@@ -122,6 +122,12 @@ core::Result<core::Envelope<ZmqPayload>> ZmqTransport::Await(int src, int tag, s
   }
 }
 
+int64_t ZmqTransport::DiscardQueued(const std::function<bool(int, int)>& stale) {
+  Node& n = *node_;
+  std::lock_guard<std::mutex> lock(n.mu);
+  return n.mailbox.DiscardIf(stale);
+}
+
 std::vector<int> ZmqTransport::Members() {
   Node& n = *node_;
   std::lock_guard<std::mutex> lock(n.mu);

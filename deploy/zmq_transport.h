@@ -15,7 +15,9 @@
 // dead (Recv from it returns PeerUnavailable once its queued messages are read, Send to it fails),
 // and a peer that says bye has left. A restarted process (new incarnation) says hello and is a
 // member again. A rank that learns it was declared dead by a peer stops: its calls return
-// PeerUnavailable.
+// PeerUnavailable. So does a rank that declares rank 0 dead: rank 0 hosts the rendezvous and
+// writes the results, so the side of a partition without it stops (and may rejoin once healed)
+// instead of training on as a second group.
 //
 // Security: with `curve` set, every socket uses ZeroMQ's CURVE (authenticated encryption) with
 // one cluster key pair read from a key file, and a ZAP handler admits only clients that prove they
@@ -102,6 +104,7 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   void AwaitLent(core::SendLease& lease) override;
   std::vector<int> Members() override;
   int64_t Generation(int rank) override;
+  int64_t DiscardQueued(const std::function<bool(int src, int tag)>& stale) override;
   core::Clock& clock() override;
   core::TransportStats stats() const override;
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override;

@@ -456,6 +456,12 @@ Status Reap(std::vector<pid_t> pids, Chaos* chaos = nullptr) {
     *it = -1;
     --remaining;
     if (chaos && chaos->KilledByChaos(pid)) continue;  // its restart is scheduled
+    if (chaos && chaos->CutOff(pid) && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
+        rank0_done == std::chrono::steady_clock::time_point::max()) {
+      // Cut off by a partition, it stopped (or was declared dead): it starts again like a killed one.
+      chaos->Fenced(r, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      continue;
+    }
     if (chaos && chaos->Restarted(pid) && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       if (rank0_done == std::chrono::steady_clock::time_point::max()) {
         std::fprintf(stderr, "narrows launch: worker %d, started again, ended with status %d\n", r,
@@ -576,6 +582,10 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
                                      std::to_string(entries.size()) + ")");
     }
     if (n < 2) return Status::InvalidArgument("--chaos needs at least 2 workers (rank 0 is never killed)");
+    if (chaos_spec->partitions > 0 && !lo.emulated_network) {
+      return Status::InvalidArgument("--chaos: partitions cut links in the link emulator: add --network PROFILE "
+                                     "(network namespaces; needs root)");
+    }
   }
   auto self = ThisProgram();
   if (!self.ok()) return self.status();
@@ -593,6 +603,8 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
       again.entry = chaos_entry;
       again.resume.clear();
       return SpawnWorker(again, *self, master, key, net.get(), r, {"--rejoin"});
+    }, [&net](int r, bool cut) {
+      if (net) net->emulator->Partition(r, cut);
     });
   }
   auto pids = SpawnWorkers(lo, *self, master, key, net.get());

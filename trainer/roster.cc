@@ -189,6 +189,7 @@ class LiveRoster final : public Roster {
   core::Result<bool> Settle(const std::vector<int>& group, int64_t step, float* data, int64_t count) override {
     if (attempt_.active) End(false, nullptr, 0);  // members that asked about it hear that it failed
     const uint64_t code = AttemptCode(group, step);
+    Abandon(step, code);
     const std::vector<int> lost = core::GroupGuard::Lost(w_.t, group, generations_);
     std::vector<int> waiting;  // live members not heard from yet about this attempt
     for (int r : group) {
@@ -248,6 +249,7 @@ class LiveRoster final : public Roster {
   core::Status DropDead(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const core::Status& why) override {
     ++failures_;
     const uint64_t attempt = AttemptCode(*group, step);
+    Abandon(step, attempt);
     const std::vector<int> lost = core::GroupGuard::Lost(w_.t, *group, generations_);
     if (std::find(lost.begin(), lost.end(), w_.rank) != lost.end()) return why;
     if (on_failure == core::OnFailure::kStop) {
@@ -410,7 +412,38 @@ class LiveRoster final : public Roster {
 
   // The attempt this worker is making now: a notice about it waits for its end.
   void Begin(int64_t step, const std::vector<int>& group) {
+    Purge(step);
     attempt_ = {true, step, AttemptCode(group, step), {}, false};
+  }
+
+  // An attempt this worker gave up: the pieces of it queued here, and those that arrive late (from a
+  // member that sent them before it failed, or a process that has died since), are dropped — before
+  // each later attempt, for half the tags' step range — so that none meets a receive kLiveSteps
+  // steps on, whose tag (step modulo kLiveSteps, the same group and view) would be the same.
+  void Abandon(int64_t step, uint64_t code) {
+    if (std::find(abandoned_.begin(), abandoned_.end(), std::make_pair(step, code)) == abandoned_.end()) {
+      abandoned_.emplace_back(step, code);
+    }
+    Purge(step);
+  }
+  void Purge(int64_t step) {
+    abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(),
+                                    [step](const auto& a) { return step - a.first >= core::tags::kLiveSteps / 2; }),
+                     abandoned_.end());
+    if (abandoned_.empty()) return;
+    const int64_t dropped = w_.t.DiscardQueued([this](int, int tag) {
+      if (tag < core::tags::kLiveBase || tag >= core::tags::kLiveEnd) return false;
+      const int64_t folded = (tag - core::tags::kLiveBase) / core::tags::kAlgorithmEnd;
+      const int64_t code = folded % core::tags::kLiveGroupCodes, at = folded / core::tags::kLiveGroupCodes;
+      for (const auto& [s, c] : abandoned_) {
+        if (s % core::tags::kLiveSteps == at && static_cast<int64_t>(c % core::tags::kLiveGroupCodes) == code) return true;
+      }
+      return false;
+    });
+    if (dropped > 0) {
+      w_.records.Event({{"type", "stale_dropped"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},
+                        {"messages", dropped}});
+    }
   }
   void End(bool completed, const float* data, int64_t count) {
     for (int r : attempt_.deferred) Send(r, {attempt_.step, attempt_.code, completed ? 1 : 0}, data, count);
@@ -467,6 +500,7 @@ class LiveRoster final : public Roster {
   } attempt_;
   // Views the coordinator gave at step epoch_step_ (each repeat of a collective after one).
   int64_t epoch_step_ = -1, epoch_ = 0;
+  std::vector<std::pair<int64_t, uint64_t>> abandoned_;  // (step, code) of attempts given up, recent ones
 };
 
 }  // namespace

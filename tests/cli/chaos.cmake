@@ -33,6 +33,13 @@ foreach(expected "\"type\":\"chaos_kill\"" "\"type\":\"crash\"" "\"type\":\"join
     message(FATAL_ERROR "chaos: events lack ${expected}:\n${events}\n${out}${err}")
   endif()
 endforeach()
+# Cuts need the link emulator.
+execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "{partitions: 1}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 60)
+string(FIND "${err}" "partitions cut links in the link emulator: add --network" at)
+if(NOT rc EQUAL 2 OR at EQUAL -1)
+  message(FATAL_ERROR "chaos partitions without --network: exit ${rc}\n${out}${err}")
+endif()
 # A bad spec is refused before anything starts.
 execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "{kills: 3, typo: 1}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 60)

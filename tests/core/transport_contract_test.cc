@@ -390,5 +390,22 @@ TEST(RingBytesTest, MatchesTwoNMinusOneOverN) {
   EXPECT_EQ(RingAllReduceBytesPerRank(1000, 1, 0), 0);
 }
 
+// A queued message of an abandoned attempt is dropped by its tag; the others stay, in order.
+TEST(DiscardQueuedTest, DropsTheStaleTagsOnly) {
+  LoopbackHub hub(2);
+  Transport& a = hub.endpoint(0);
+  Transport& b = hub.endpoint(1);
+  const int32_t one = 1, two = 2, three = 3;
+  ASSERT_TRUE(a.Send(1, 7, &one, sizeof one).ok());
+  ASSERT_TRUE(a.Send(1, 8, &two, sizeof two).ok());
+  ASSERT_TRUE(a.Send(1, 7, &three, sizeof three).ok());
+  EXPECT_EQ(b.DiscardQueued([](int src, int tag) { return src == 0 && tag == 7; }), 2);
+  EXPECT_EQ(b.DiscardQueued([](int, int tag) { return tag == 7; }), 0);
+  int32_t got = 0;
+  EXPECT_EQ(b.Recv(0, 7, &got, sizeof got, 0.05).code(), StatusCode::kTimeout);
+  ASSERT_TRUE(b.Recv(0, 8, &got, sizeof got, 0.05).ok());
+  EXPECT_EQ(got, 2);
+}
+
 }  // namespace
 }  // namespace narrows::core

@@ -270,5 +270,38 @@ TEST_F(LinkEmulatorTest, AnOutageDropsWhatIsSentWhileItLasts) {
   ::close(client);
 }
 
+// A worker cut off by Partition loses what it sends and what is sent to it; healed, both pass again.
+TEST_F(LinkEmulatorTest, APartitionCutsBothWaysUntilHealed) {
+  Make(1e9, 0.001);
+  const int a = Socket(0, SOCK_DGRAM), b = Socket(1, SOCK_DGRAM);
+  const sockaddr_in at_a = Address(kSubnet + 1, 7004), at_b = Address(kSubnet + 2, 7005);
+  ASSERT_EQ(::bind(a, reinterpret_cast<const sockaddr*>(&at_a), sizeof at_a), 0);
+  ASSERT_EQ(::bind(b, reinterpret_cast<const sockaddr*>(&at_b), sizeof at_b), 0);
+  timeval tv{0, 200000};
+  ::setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto exchange = [&](int count) {  // datagrams each way; how many arrived in all
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(::sendto(a, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at_b), sizeof at_b), 1);
+      EXPECT_EQ(::sendto(b, "y", 1, 0, reinterpret_cast<const sockaddr*>(&at_a), sizeof at_a), 1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int received = 0;
+    char buf[8];
+    while (::recv(a, buf, sizeof buf, MSG_DONTWAIT) > 0) ++received;
+    while (::recv(b, buf, sizeof buf, MSG_DONTWAIT) > 0) ++received;
+    return received;
+  };
+  emu_->Partition(1, true);
+  EXPECT_EQ(exchange(10), 0);
+  const auto stats = emu_->Stats();
+  EXPECT_EQ(stats[2].dropped_down, 10);  // up:1, worker 1's sends
+  EXPECT_EQ(stats[3].dropped_down, 10);  // down:1, worker 0's sends to it
+  emu_->Partition(1, false);
+  EXPECT_EQ(exchange(10), 20);
+  ::close(a);
+  ::close(b);
+}
+
 }  // namespace
 }  // namespace narrows::deploy
