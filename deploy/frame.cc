@@ -9,7 +9,7 @@
 namespace narrows::deploy {
 namespace {
 
-constexpr size_t kCrcOffset = 24;  // the checksum is the header's last field
+constexpr size_t kCrcOffset = 32;  // the checksum is the header's last field
 
 template <typename T>
 void Put(uint8_t* out, T value) {
@@ -34,7 +34,8 @@ bool KnownType(uint16_t t) { return t >= 1 && t <= 4; }
 
 }  // namespace
 
-std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length) {
+std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length,
+                                       uint64_t incarnation) {
   std::vector<uint8_t> h(kFrameHeaderBytes);
   Put<uint32_t>(&h[0], kFrameMagic);
   Put<uint16_t>(&h[4], kProtocolVersion);
@@ -42,6 +43,7 @@ std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag,
   Put<uint32_t>(&h[8], static_cast<uint32_t>(src));
   Put<uint32_t>(&h[12], static_cast<uint32_t>(tag));
   Put<uint64_t>(&h[16], length);
+  Put<uint64_t>(&h[24], incarnation);
   Put<uint32_t>(&h[kCrcOffset], Crc(h.data(), payload, length));
   return h;
 }
@@ -64,6 +66,7 @@ core::Result<FrameHeader> DecodeFrameHeader(const uint8_t* data, size_t size, ui
   h.src = static_cast<int32_t>(Get<uint32_t>(data + 8));
   h.tag = static_cast<int32_t>(Get<uint32_t>(data + 12));
   h.length = Get<uint64_t>(data + 16);
+  h.incarnation = Get<uint64_t>(data + 24);
   h.crc = Get<uint32_t>(data + kCrcOffset);
   if (h.length > max_payload) {
     return core::Status::InvalidArgument("oversized frame: " + std::to_string(h.length) + " payload bytes, at most " +

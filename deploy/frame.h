@@ -1,7 +1,8 @@
 // The wire frame of the ZeroMQ transport: every message between processes is one frame,
 // a fixed header followed by its payload. The header carries a magic number, the protocol version,
-// the frame type, the sender's rank, the tag, the payload length and a CRC-32 (zlib) over the
-// header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
+// the frame type, the sender's rank, the tag, the payload length, the sender's incarnation (its
+// process: a receiver drops data that a replaced process left in flight) and a CRC-32 (zlib) over
+// the header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
 // wrong-version, unknown-type and oversized frames before reading or allocating the payload),
 // then checks the checksum over header and payload. Little-endian on the wire.
 #pragma once
@@ -15,8 +16,8 @@
 namespace narrows::deploy {
 
 constexpr uint32_t kFrameMagic = 0x5357524e;  // "NRWS" read little-endian
-constexpr uint16_t kProtocolVersion = 1;
-constexpr size_t kFrameHeaderBytes = 28;
+constexpr uint16_t kProtocolVersion = 2;
+constexpr size_t kFrameHeaderBytes = 36;
 
 enum class FrameType : uint16_t {
   kData = 1,       // a Transport message: tag and payload
@@ -30,11 +31,13 @@ struct FrameHeader {
   int32_t src = 0;
   int32_t tag = 0;
   uint64_t length = 0;  // payload bytes
-  uint32_t crc = 0;     // CRC-32 of the header's first 24 bytes, then the payload
+  uint64_t incarnation = 0;  // the sending process's
+  uint32_t crc = 0;     // CRC-32 of the header's first 32 bytes, then the payload
 };
 
 // The header for `payload` (of `length` bytes), checksum included.
-std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length);
+std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length,
+                                       uint64_t incarnation = 0);
 
 // Decodes and validates a header; `max_payload` bounds the length a receiver will accept.
 // InvalidArgument naming what is wrong: truncated, bad magic, version, type, or oversized.

@@ -34,6 +34,7 @@ struct ZmqTransport::Node {
     std::string data_ep, control_ep;
     uint64_t incarnation = 0;
     int64_t generation = 0;  // new incarnations seen
+    std::vector<uint64_t> retired;  // its incarnations replaced so far
     std::unique_ptr<zmq::socket_t> data, control;  // PUSH, guarded by send_mu
     std::mutex send_mu;
     PeerState state = PeerState::kAlive;
@@ -89,8 +90,8 @@ struct ZmqTransport::Node {
   std::unique_ptr<zmq::socket_t> Push(const std::string& endpoint, int linger_ms);
   // The header, then the payload: copied into the message, or lent to it when `lease` is given
   // (ZeroMQ returns it to `lease` for `dst` once written or dropped).
-  static bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
-                        core::SendLease* lease = nullptr, int dst = -1);
+  bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
+                 core::SendLease* lease = nullptr, int dst = -1) const;
   // Closes the data socket to `r` without lingering: what it still queued (lent messages
   // included) is dropped. The next hello from `r` opens a new one.
   void DropQueued(int r);
@@ -109,7 +110,7 @@ struct ZmqTransport::Node {
   // Reads one multipart frame [header][payload] (a ROUTER's has the identity first); false if
   // none was waiting.
   bool ReadFrame(zmq::socket_t& s, Inbox inbox);
-  void OnData(int src, int tag, zmq::message_t payload);
+  void OnData(int src, int tag, uint64_t incarnation, zmq::message_t payload);
   // The JSON body of a control frame, or false (the frame rejected) if it is not JSON.
   bool ParseBody(int src, const zmq::message_t& payload, const char* what, Json* body);
   void OnControl(int src, FrameType type, const zmq::message_t& payload);

@@ -1,5 +1,6 @@
 // The receiving thread of a ZmqTransport::Node: frames validated and routed (data to the mailbox,
 // control to membership, registrations to the rendezvous), heartbeats, and CURVE's ZAP answers.
+#include <algorithm>
 #include <chrono>
 
 #include "deploy/zmq_node.h"
@@ -62,7 +63,7 @@ bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
       Reject(src, "control frame on the data socket");
       return true;
     }
-    OnData(src, header->tag, std::move(parts[1]));
+    OnData(src, header->tag, header->incarnation, std::move(parts[1]));
   } else {
     if (header->type == FrameType::kData) {
       Reject(src, "data frame on the control socket");
@@ -73,11 +74,14 @@ bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
   return true;
 }
 
-void ZmqTransport::Node::OnData(int src, int tag, zmq::message_t payload) {
+void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, zmq::message_t payload) {
   {
     std::lock_guard<std::mutex> lock(mu);
     Peer& p = *peers[static_cast<size_t>(src)];
     if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
+    // Bytes a replaced process left in flight (its kernel still sends them once a link heals) may
+    // arrive after its successor's hello, on their own connection: they are void.
+    if (std::find(p.retired.begin(), p.retired.end(), inc) != p.retired.end()) return;
     p.last_seen = SteadySeconds();
     mailbox.Put(src, tag, ZmqPayload(std::move(payload)));
     if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
@@ -108,9 +112,12 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
       Reject(src, "hello without data and control endpoints");
       return;
     }
+    // A replaced process's hello that arrives late (its bytes retransmitted once a link healed).
+    if (std::find(p.retired.begin(), p.retired.end(), inc) != p.retired.end()) return;
     if (p.incarnation != 0 && inc != p.incarnation) {
       // A restarted process: what its previous incarnation sent is void.
       mailbox.Discard(src);
+      p.retired.push_back(p.incarnation);
       p.data_sent = p.data_received = 0;
       p.leaves_after = -1;
       ++p.generation;
@@ -165,7 +172,7 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
 }
 
 void ZmqTransport::Node::SendHello(const std::string& identity, const std::string& text) {
-  const auto header = EncodeFrameHeader(FrameType::kHello, 0, 0, text.data(), text.size());
+  const auto header = EncodeFrameHeader(FrameType::kHello, 0, 0, text.data(), text.size(), incarnation);
   router->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   router->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   router->send(zmq::buffer(text), zmq::send_flags::dontwait);

@@ -94,7 +94,7 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
   }
   {
     std::lock_guard<std::mutex> lock(p.send_mu);
-    if (!p.data || !Node::SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst)) {
+    if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst)) {
       return Status::IoError("ZeroMQ refused a message to " + RankName(dst));
     }
   }
@@ -163,6 +163,7 @@ std::unique_ptr<core::Work> ZmqTransport::Start(core::AsyncOp op) {
 void ZmqTransport::ResetClock() { clock_->Reset(); }
 
 std::string ZmqTransport::data_endpoint() const { return node_->data_ep; }
+std::string ZmqTransport::control_endpoint() const { return node_->control_ep; }
 
 int64_t ZmqTransport::frames_rejected() const {
   std::lock_guard<std::mutex> lock(node_->mu);

@@ -113,6 +113,7 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   void ResetClock();
   // The data socket's endpoint as bound ("tcp://127.0.0.1:41234").
   std::string data_endpoint() const;
+  std::string control_endpoint() const;
   // Frames dropped because they failed validation, since Connect.
   int64_t frames_rejected() const;
 

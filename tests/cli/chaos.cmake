@@ -1,7 +1,8 @@
 # A short storm: `narrows launch --local 4 --chaos` SIGKILLs workers of a DiLoCo run at seeded
 # random times (once a worker restarted a moment before, while it joins) and starts each again with
 # --rejoin; the run finishes, the restarted workers are welcomed back, and all four are in the last
-# outer step. Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
+# outer step. Then three partitions through the link emulator. Run by ctest as `cmake -P` with
+# NARROWS, SRC and WORK set.
 include(${SRC}/tests/cli/deploy_corpus.cmake)
 file(WRITE ${WORK}/chaos.yaml "name: chaos\nseed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
      "train: {steps: 4000, batch_size: 4, warmup_steps: 4}\neval: {every: 100, batches: 2, batch_size: 4}\n"
@@ -33,6 +34,33 @@ foreach(expected "\"type\":\"chaos_kill\"" "\"type\":\"crash\"" "\"type\":\"join
     message(FATAL_ERROR "chaos: events lack ${expected}:\n${events}\n${out}${err}")
   endif()
 endforeach()
+# Partitions through the link emulator (each worker in a network namespace; root): three workers
+# are cut off from the others for 2.5 s, longer than deploy.timeout_s, so each stops (it cannot hear
+# rank 0) and starts again; once healed it rejoins, and all four are in the last outer step.
+execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --network home-100m --set train.steps=3000
+                        --set name=cuts
+                        --chaos "{seed: 5, kills: 2, mean_interval_s: 3, restart_after_s: 0.5, from_s: 1.5, until_s: 20, partitions: 3, partition_interval_s: 3, partition_s: 2.5}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+set(events "")
+if(EXISTS ${WORK}/out/cuts/dl/events.jsonl)
+  file(READ ${WORK}/out/cuts/dl/events.jsonl events)
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "chaos with partitions: exit ${rc}; events:\n${events}\n${out}${err}")
+endif()
+# Every cut is healed; a cut worker stops and starts again (a cut may instead meet a worker that has
+# just stopped for another reason, so at least one, not three).
+foreach(kind chaos_partition chaos_heal chaos_fenced)
+  file(STRINGS ${WORK}/out/cuts/chaos.jsonl lines REGEX "\"${kind}\"")
+  list(LENGTH lines count)
+  if((NOT kind STREQUAL "chaos_fenced" AND NOT count EQUAL 3) OR count EQUAL 0)
+    message(FATAL_ERROR "chaos with partitions: ${count} ${kind}:\n${events}")
+  endif()
+endforeach()
+string(FIND "${events}" "\"participants\":[0,1,2,3],\"step\":3000" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "chaos with partitions: not all four in the last outer step:\n${events}\n${out}${err}")
+endif()
 # Cuts need the link emulator.
 execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "{partitions: 1}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 60)

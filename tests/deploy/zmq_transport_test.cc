@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include <chrono>
@@ -121,6 +122,41 @@ TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
   EXPECT_EQ(ts[1]->frames_rejected(), 6);
   EXPECT_FALSE(ts[1]->Recv(0, 5, got.data(), got.size(), 0.2).ok());  // nothing else was queued
   rogue.close();
+}
+
+// Data that a replaced process left in flight is void: once a hello announced rank 0's new
+// incarnation, frames of the old one are dropped and the new one's arrive.
+TEST(ZmqTransportTest, DataOfAReplacedIncarnationIsDropped) {
+  const int port = deploy::FreeLoopbackPort();
+  auto ts = ConnectAll({Options(0, 2, port), Options(1, 2, port)});
+  ASSERT_TRUE(ts[0] && ts[1]);
+  zmq::context_t ctx;
+  zmq::socket_t control(ctx, zmq::socket_type::push), data(ctx, zmq::socket_type::push);
+  control.set(zmq::sockopt::linger, 1000);
+  data.set(zmq::sockopt::linger, 1000);
+  control.connect(ts[1]->control_endpoint());
+  data.connect(ts[1]->data_endpoint());
+  auto send = [](zmq::socket_t& s, const std::vector<uint8_t>& header, const void* body, size_t bytes) {
+    s.send(zmq::buffer(header), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(body, bytes), zmq::send_flags::none);
+  };
+  const uint64_t successor = 0x5eed;
+  const std::string hello = nlohmann::json{{"data", ts[0]->data_endpoint()}, {"control", ts[0]->control_endpoint()},
+                                           {"incarnation", successor}}.dump();
+  send(control, EncodeFrameHeader(FrameType::kHello, 0, 0, hello.data(), hello.size(), successor), hello.data(),
+       hello.size());
+  for (int i = 0; i < 100 && ts[1]->Generation(0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(ts[1]->Generation(0), 1) << "the hello of a new incarnation was not taken";
+  const std::vector<uint8_t> payload(64, 7);
+  ASSERT_TRUE(ts[0]->Send(1, 5, payload.data(), payload.size()).ok());  // the replaced process's
+  send(data, EncodeFrameHeader(FrameType::kData, 0, 6, payload.data(), payload.size(), successor), payload.data(),
+       payload.size());
+  std::vector<uint8_t> got(64);
+  ASSERT_TRUE(ts[1]->Recv(0, 6, got.data(), got.size(), 5.0).ok());
+  EXPECT_EQ(got, payload);
+  EXPECT_FALSE(ts[1]->Recv(0, 5, got.data(), got.size(), 0.3).ok());
+  control.close();
+  data.close();
 }
 
 TEST(ZmqTransportTest, CurveWithTheWrongKeyCannotJoin) {

@@ -297,7 +297,7 @@ TEST(EngineTest, SizeOnlyAllReduceTimesLikeTheRealOne) {
       const std::vector<double> real = run(false, &sent_real), sizes = run(true, &sent_sizes);
       for (int r = 0; r < n; ++r) {
         EXPECT_NEAR(sizes[static_cast<size_t>(r)], real[static_cast<size_t>(r)], 1e-9)
-            << "rank " << r << ", " << core::CollectiveName({{}, 100, core::kForever, -1, algorithm}, codec);
+            << "rank " << r << ", " << core::CollectiveName({{}, 100, core::kForever, -1, algorithm, {}, 0}, codec);
       }
       EXPECT_EQ(sent_sizes, sent_real);
     }

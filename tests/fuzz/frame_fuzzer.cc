@@ -1,5 +1,5 @@
 // libFuzzer target for the wire frame decoder: any bytes off the network, split as a receiver
-// splits them (28-byte header part, the rest as the payload part), must be decoded or rejected
+// splits them (36-byte header part, the rest as the payload part), must be decoded or rejected
 // with a reason — never crash, never read past the input, never accept a frame whose checksum or
 // length disagrees. Built by tools/fuzz with clang (-fsanitize=fuzzer,address,undefined).
 #include <cstddef>

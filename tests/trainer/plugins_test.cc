@@ -230,8 +230,12 @@ TEST_F(PluginsTest, TheDecisionFollowsTheFittedLawsAndThePlanner) {
         if (b.workers == 1) continue;  // one worker sends nothing: DDP is sooner at every bandwidth
         ASSERT_TRUE(std::isfinite(b.bandwidth_bps) && b.bandwidth_bps > 0) << b.workers;
         for (const auto& c : b.curve) {
-          if (c[0] < 0.9 * b.bandwidth_bps) EXPECT_GT(c[1], c[2]) << "at " << c[0] << " bit/s, M=" << b.workers;
-          if (c[0] > 1.1 * b.bandwidth_bps) EXPECT_LT(c[1], c[2]) << "at " << c[0] << " bit/s, M=" << b.workers;
+          if (c[0] < 0.9 * b.bandwidth_bps) {
+            EXPECT_GT(c[1], c[2]) << "at " << c[0] << " bit/s, M=" << b.workers;
+          }
+          if (c[0] > 1.1 * b.bandwidth_bps) {
+            EXPECT_LT(c[1], c[2]) << "at " << c[0] << " bit/s, M=" << b.workers;
+          }
         }
       }
     }
