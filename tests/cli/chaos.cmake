@@ -9,16 +9,20 @@ file(WRITE ${WORK}/chaos.yaml "name: chaos\nseed: 3\nthreads: 1\nmodel: {preset:
      "workers: {count: 4}\noutput: {dir: out, log_every: 50}\n"
      "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0, collective_timeout_s: 30}\n"
      "compare: [{algorithm: diloco, inner_steps: 10, name: dl}]\n")
-execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q
-                        --chaos "{seed: 3, kills: 4, mean_interval_s: 2.5, restart_after_s: 0.5, from_s: 1.5, until_s: 10}"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
-set(events "")
-if(EXISTS ${WORK}/out/chaos/dl/events.jsonl)
-  file(READ ${WORK}/out/chaos/dl/events.jsonl events)
-endif()
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "chaos: exit ${rc}; events:\n${events}\n${out}${err}")
-endif()
+# Runs `narrows launch --local 4 chaos.yaml -q ARGN` as the run NAME; fails unless it ends with exit 0.
+# Leaves the entry's events in `events` and the output in `out` and `err`.
+macro(storm name)
+  execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --set name=${name} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+  set(events "")
+  if(EXISTS ${WORK}/out/${name}/dl/events.jsonl)
+    file(READ ${WORK}/out/${name}/dl/events.jsonl events)
+  endif()
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name}: exit ${rc}; events:\n${events}\n${out}${err}")
+  endif()
+endmacro()
+storm(chaos --chaos "{seed: 3, kills: 4, mean_interval_s: 2.5, restart_after_s: 0.5, from_s: 1.5, until_s: 10}")
 file(STRINGS ${WORK}/out/chaos/chaos.jsonl kills REGEX "chaos_kill")
 file(STRINGS ${WORK}/out/chaos/chaos.jsonl restarts REGEX "chaos_restart\"")
 list(LENGTH kills nkills)
@@ -37,17 +41,8 @@ endforeach()
 # Partitions through the link emulator (each worker in a network namespace; root): three workers
 # are cut off from the others for 2.5 s, longer than deploy.timeout_s, so each stops (it cannot hear
 # rank 0) and starts again; once healed it rejoins, and all four are in the last outer step.
-execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --network home-100m --set train.steps=3000
-                        --set name=cuts
-                        --chaos "{seed: 5, kills: 2, mean_interval_s: 3, restart_after_s: 0.5, from_s: 1.5, until_s: 20, partitions: 3, partition_interval_s: 3, partition_s: 2.5}"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
-set(events "")
-if(EXISTS ${WORK}/out/cuts/dl/events.jsonl)
-  file(READ ${WORK}/out/cuts/dl/events.jsonl events)
-endif()
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "chaos with partitions: exit ${rc}; events:\n${events}\n${out}${err}")
-endif()
+storm(cuts --network home-100m --set train.steps=3000
+      --chaos "{seed: 5, kills: 2, mean_interval_s: 3, restart_after_s: 0.5, from_s: 1.5, until_s: 20, partitions: 3, partition_interval_s: 3, partition_s: 2.5}")
 # Every cut is healed; a cut worker stops and starts again (a cut may instead meet a worker that has
 # just stopped for another reason, so at least one, not three).
 foreach(kind chaos_partition chaos_heal chaos_fenced)
