@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +36,7 @@ struct ZmqTransport::Node {
     uint64_t incarnation = 0;
     int64_t generation = 0;  // new incarnations seen
     std::vector<uint64_t> retired;  // its incarnations replaced so far
+    bool Replaced(uint64_t inc) const { return std::find(retired.begin(), retired.end(), inc) != retired.end(); }
     std::unique_ptr<zmq::socket_t> data, control;  // PUSH, guarded by send_mu
     std::mutex send_mu;
     PeerState state = PeerState::kAlive;

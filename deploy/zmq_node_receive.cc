@@ -1,6 +1,5 @@
 // The receiving thread of a ZmqTransport::Node: frames validated and routed (data to the mailbox,
 // control to membership, registrations to the rendezvous), heartbeats, and CURVE's ZAP answers.
-#include <algorithm>
 #include <chrono>
 
 #include "deploy/zmq_node.h"
@@ -81,7 +80,7 @@ void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, zmq::message_t p
     if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
     // Bytes a replaced process left in flight (its kernel still sends them once a link heals) may
     // arrive after its successor's hello, on their own connection: they are void.
-    if (std::find(p.retired.begin(), p.retired.end(), inc) != p.retired.end()) return;
+    if (p.Replaced(inc)) return;
     p.last_seen = SteadySeconds();
     mailbox.Put(src, tag, ZmqPayload(std::move(payload)));
     if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
@@ -113,7 +112,7 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
       return;
     }
     // A replaced process's hello that arrives late (its bytes retransmitted once a link healed).
-    if (std::find(p.retired.begin(), p.retired.end(), inc) != p.retired.end()) return;
+    if (p.Replaced(inc)) return;
     if (p.incarnation != 0 && inc != p.incarnation) {
       // A restarted process: what its previous incarnation sent is void.
       mailbox.Discard(src);

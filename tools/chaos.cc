@@ -63,14 +63,12 @@ core::Result<ChaosSpec> ParseChaos(const std::string& text) {
 Chaos::Chaos(ChaosSpec spec, int world, std::function<core::Result<pid_t>(int)> restart,
              std::function<void(int, bool)> partition)
     : spec_(spec), world_(world), restart_(std::move(restart)), partition_(std::move(partition)), rng_(spec.seed),
-      start_(std::chrono::steady_clock::now()), restart_at_(static_cast<size_t>(world), -1.0),
-      heal_at_(static_cast<size_t>(world), -1.0) {
+      // Cuts draw from a generator of their own, so that adding them leaves a spec's kills where they were.
+      cut_rng_(spec.seed ^ 0x5bd1e995u), start_(std::chrono::steady_clock::now()),
+      restart_at_(static_cast<size_t>(world), -1.0), heal_at_(static_cast<size_t>(world), -1.0) {
   next_kill_s_ = spec_.from_s;
   ScheduleNextKill();
-  // Cuts draw from a generator of their own, so that adding them leaves a spec's kills where they were.
-  std::mt19937_64 cuts(spec_.seed ^ 0x5bd1e995u);
-  next_partition_s_ = spec_.from_s + std::exponential_distribution<double>(1.0 / spec_.partition_interval_s)(cuts);
-  cut_rng_ = cuts;
+  next_partition_s_ = spec_.from_s + std::exponential_distribution<double>(1.0 / spec_.partition_interval_s)(cut_rng_);
 }
 
 Chaos::~Chaos() { Stop(); }

@@ -67,7 +67,6 @@ class Chaos {
 
   const std::vector<nlohmann::json>& events() const { return events_; }
   int kills() const { return kills_; }
-  int partitions() const { return partitions_; }
   int restarts() const { return restarts_; }
   int failed_restarts() const { return failed_restarts_; }
   void NoteFailedRestart(int rank, int status);

@@ -142,12 +142,14 @@ class LiveRoster final : public Roster {
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
 
   int Tag(int base, int64_t step, const std::vector<int>& group) const override {
-    const uint64_t code = AttemptCode(group, step);
-    return core::tags::kLiveBase +
-           static_cast<int>(((step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes +
-                             static_cast<int64_t>(code % core::tags::kLiveGroupCodes)) *
-                            core::tags::kAlgorithmEnd) +
+    return core::tags::kLiveBase + static_cast<int>(LiveKey(step, AttemptCode(group, step)) * core::tags::kAlgorithmEnd) +
            base % core::tags::kAlgorithmEnd;
+  }
+  // What a live tag folds above the algorithm's own tag: the step and the attempt's code, each modulo
+  // its range (core/tags.h).
+  static int64_t LiveKey(int64_t step, uint64_t code) {
+    return (step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes +
+           static_cast<int64_t>(code % core::tags::kLiveGroupCodes);
   }
 
   core::Status Run(std::vector<int>* group, int64_t step, core::OnFailure on_failure, const std::function<void()>& fill,
@@ -370,8 +372,7 @@ class LiveRoster final : public Roster {
   int ViewTag(int64_t step) const { return SettleTag(core::tags::kSettleView, step); }
   // Settling's tags: the step alone (what they are about is in their bytes).
   int SettleTag(int base, int64_t step) const {
-    return core::tags::kLiveBase + static_cast<int>((step % core::tags::kLiveSteps) * core::tags::kLiveGroupCodes *
-                                                    core::tags::kAlgorithmEnd) + base;
+    return core::tags::kLiveBase + static_cast<int>(LiveKey(step, 0) * core::tags::kAlgorithmEnd) + base;
   }
 
   // The coordinator's view of the group for the repeat of attempt `attempt` at `step` (and its view
@@ -433,12 +434,8 @@ class LiveRoster final : public Roster {
     if (abandoned_.empty()) return;
     const int64_t dropped = w_.t.DiscardQueued([this](int, int tag) {
       if (tag < core::tags::kLiveBase || tag >= core::tags::kLiveEnd) return false;
-      const int64_t folded = (tag - core::tags::kLiveBase) / core::tags::kAlgorithmEnd;
-      const int64_t code = folded % core::tags::kLiveGroupCodes, at = folded / core::tags::kLiveGroupCodes;
-      for (const auto& [s, c] : abandoned_) {
-        if (s % core::tags::kLiveSteps == at && static_cast<int64_t>(c % core::tags::kLiveGroupCodes) == code) return true;
-      }
-      return false;
+      const int64_t key = (tag - core::tags::kLiveBase) / core::tags::kAlgorithmEnd;
+      return std::any_of(abandoned_.begin(), abandoned_.end(), [key](const auto& a) { return LiveKey(a.first, a.second) == key; });
     });
     if (dropped > 0) {
       w_.records.Event({{"type", "stale_dropped"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},

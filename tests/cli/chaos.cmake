@@ -56,17 +56,14 @@ string(FIND "${events}" "\"participants\":[0,1,2,3],\"step\":3000" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "chaos with partitions: not all four in the last outer step:\n${events}\n${out}${err}")
 endif()
-# Cuts need the link emulator.
-execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "{partitions: 1}"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 60)
-string(FIND "${err}" "partitions cut links in the link emulator: add --network" at)
-if(NOT rc EQUAL 2 OR at EQUAL -1)
-  message(FATAL_ERROR "chaos partitions without --network: exit ${rc}\n${out}${err}")
-endif()
-# A bad spec is refused before anything starts.
-execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "{kills: 3, typo: 1}"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 60)
-string(FIND "${err}" "--chaos: unknown key 'typo'" at)
-if(NOT rc EQUAL 2 OR at EQUAL -1)
-  message(FATAL_ERROR "chaos with a bad spec: exit ${rc}\n${out}${err}")
-endif()
+# Specs refused before anything starts, each with its reason: cuts need the link emulator; a typo.
+macro(refused spec reason)
+  execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "${spec}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 60)
+  string(FIND "${err}" "${reason}" at)
+  if(NOT rc EQUAL 2 OR at EQUAL -1)
+    message(FATAL_ERROR "chaos with '${spec}': exit ${rc}, expected 2 and '${reason}'\n${out}${err}")
+  endif()
+endmacro()
+refused("{partitions: 1}" "partitions cut links in the link emulator: add --network")
+refused("{kills: 3, typo: 1}" "--chaos: unknown key 'typo'")
