@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto verified = narrows::deploy::VerifyFrame(data, *header, payload, payload_size);
   if (verified.ok()) {
     // An accepted frame re-encodes to the same header: nothing outside the checksum was accepted.
-    const auto again = narrows::deploy::EncodeFrameHeader(header->type, header->src, header->tag, payload, payload_size);
+    const auto again = narrows::deploy::EncodeFrameHeader(header->type, header->src, header->tag, payload, payload_size,
+                                                        header->incarnation);
     for (size_t i = 0; i < kFrameHeaderBytes; ++i) {
       if (again[i] != data[i]) std::abort();
     }
