@@ -231,6 +231,7 @@ core::Result<Experiments> CreateExperiments(const core::Scenario& sc, const std:
     eo.membership = trainer::Membership::kLive;
     eo.rejoin = o.rejoin;
     eo.checkpoint_dir = run_dir + "/" + entry.name + "/checkpoints";
+    eo.spool_dir = run_dir + "/" + entry.name + "/spool";
     eo.resume_from = o.resume;
     if (!o.rejoin) eo.before_step = [crashes](int, int64_t step) { crashes->BeforeStep(step); };
     auto e = trainer::Experiment::Create(sc, entry, *data, eo);

@@ -1,6 +1,8 @@
 // Experiment: the entry's workers (trainer/algorithms/ over a WorkerContext) and its records.
 #include "trainer/experiment.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -29,6 +31,11 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
   auto impl = std::make_unique<Impl>(scenario, algorithm, std::move(data));
   impl->device = *device;
   impl->opt = options;
+  if (!options.spool_dir.empty()) {
+    auto spool = Spool::Open(options.spool_dir, "process-" + std::to_string(::getpid()));
+    if (!spool.ok()) return spool.status();
+    impl->spool = std::move(spool).value();
+  }
   if (impl->plan.AliveSet(0).empty()) {
     return core::Status::InvalidArgument("faults: no worker is alive at step 0");
   }
@@ -236,6 +243,10 @@ core::Status WriteEvents(Experiment::Impl& x, const std::string& path) {
 core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   Impl& x = *impl_;
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+  {
+    std::lock_guard<std::mutex> lock(x.mu);
+    x.Unspool();
+  }
   const EntryResult r = Summarise(x);
   NARROWS_RETURN_IF_ERROR(WriteMetrics(x, dir + "/metrics.jsonl", r.steps));
   NARROWS_RETURN_IF_ERROR(WriteEvents(x, dir + "/events.jsonl"));

@@ -55,9 +55,20 @@ void Experiment::Impl::Fail(const core::Status& s, int rank) {
   if (error.ok()) error = core::Status(s.code(), "worker " + std::to_string(rank) + ": " + s.message());
 }
 
+namespace {
+Json SpoolError(const core::Status& s) { return {{"type", "spool_error"}, {"step", 0}, {"message", s.message()}}; }
+}  // namespace
+
+void Experiment::Impl::Unspool() {
+  if (!spool) return;
+  const core::Status s = spool->Read(&records, &events, &host_rates);
+  spool.reset();
+  if (!s.ok()) events.push_back(SpoolError(s));
+}
+
 void Experiment::Impl::Event(Json e) {
   std::lock_guard<std::mutex> lock(mu);
-  events.push_back(std::move(e));
+  AddEvent(std::move(e));
 }
 
 void Experiment::Impl::OuterSync(int64_t step, double time, Json detail) {
@@ -66,7 +77,7 @@ void Experiment::Impl::OuterSync(int64_t step, double time, Json detail) {
   detail["time"] = time;
   std::lock_guard<std::mutex> lock(mu);
   ++outer_syncs;
-  events.push_back(std::move(detail));
+  AddEvent(std::move(detail));
 }
 
 double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches) {
@@ -110,9 +121,21 @@ void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double 
 
 Json Experiment::Impl::Export() {
   std::lock_guard<std::mutex> lock(mu);
+  // What Merge brought, then what this process recorded (spooled, or in the same vectors).
+  std::vector<StepRecord> spooled_records;
+  Json all_events = events;
+  std::vector<Json> spooled_events;
+  std::vector<double> rates = host_rates;
+  if (spool) {
+    const core::Status s = spool->Read(&spooled_records, &spooled_events, &rates);
+    if (!s.ok()) spooled_events.push_back(SpoolError(s));
+  }
+  for (auto& e : spooled_events) all_events.push_back(std::move(e));
   Json recs = Json::array(), ranks = Json::array(), ev = Json::array();
-  for (const auto& r : records) {
-    recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
+  for (const auto* v : {&records, &spooled_records}) {
+    for (const auto& r : *v) {
+      recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
+    }
   }
   for (const auto& [step, e] : evals) {
     const auto se = eval_se.find(step);
@@ -132,9 +155,9 @@ Json Experiment::Impl::Export() {
   }
   Json domains = Json::array();
   for (const auto& [step, losses] : eval_domains) domains.push_back({step, Json(losses)});
-  Json out = {{"records", recs}, {"events", events}, {"evals", ev}, {"partial_evals", partial}, {"ranks", ranks},
+  Json out = {{"records", recs}, {"events", all_events}, {"evals", ev}, {"partial_evals", partial}, {"ranks", ranks},
               {"eval_domains", domains},
-              {"host_compute_s", host_compute_s}, {"host_rates", host_rates}, {"step_flops", step_flops}, {"outer_syncs", outer_syncs}, {"tokens", tokens},
+              {"host_compute_s", host_compute_s}, {"host_rates", rates}, {"step_flops", step_flops}, {"outer_syncs", outer_syncs}, {"tokens", tokens},
               {"varying_batch", varying_batch}};
   if (!error.ok()) out["error"] = {{"code", static_cast<int>(error.code())}, {"message", error.message()}};
   return out;
@@ -274,7 +297,7 @@ void WorkerContext::ChargeCompute(double modelled_flops, double host_s) {
   compute_s += seconds;
   std::lock_guard<std::mutex> lock(x.mu);
   x.host_compute_s += host_s;
-  if (!std::isnan(robust.step_rate)) x.host_rates.push_back(robust.step_rate);
+  if (!std::isnan(robust.step_rate)) x.AddHostRate(robust.step_rate);
 }
 
 double WorkerContext::InnerLearningRate(int64_t step, int64_t rewarm_from) const {
@@ -305,7 +328,7 @@ void WorkerContext::Record(int64_t step, double loss) {
   std::pair<int64_t, double> slowest;
   {
     std::lock_guard<std::mutex> lock(x.mu);
-    x.records.push_back({rank, step, now, loss, compute_s, comm_s, idle_s, stats.bytes_sent, stats.bytes_received});
+    x.AddRecord({rank, step, now, loss, compute_s, comm_s, idle_s, stats.bytes_sent, stats.bytes_received});
     x.tokens += x.sc.train.batch_size * x.model.seq_len;
     auto& mine = x.running_steps[rank];
     mine = {std::max(mine.first, step + 1), now};

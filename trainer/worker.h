@@ -26,15 +26,9 @@
 #include "trainer/experiment.h"
 #include "trainer/roster.h"
 #include "trainer/replica.h"
+#include "trainer/spool.h"
 
 namespace narrows::trainer {
-
-struct StepRecord {
-  int worker;
-  int64_t step;
-  double time, loss, compute_s, comm_s, idle_s;
-  int64_t bytes_sent, bytes_received;
-};
 
 // An entry's settings and records: what its workers in this process share, behind one mutex.
 struct Experiment::Impl final : EntryContext, Recorder {
@@ -42,6 +36,9 @@ struct Experiment::Impl final : EntryContext, Recorder {
   core::Status error;
   std::vector<StepRecord> records;
   std::vector<Json> events;
+  // With ExperimentOptions::spool_dir: records, events and host rates go here as they come (the
+  // vectors then hold only what Merge brought), read by Export, moved into the vectors by Finish.
+  std::unique_ptr<Spool> spool;
   std::map<int64_t, std::pair<double, double>> evals;  // step -> (time, val loss)
   std::map<int64_t, double> eval_se;                    // step -> the evaluation's standard error
   std::map<int64_t, std::vector<double>> eval_domains;  // step -> its loss per domain (several domains only)
@@ -75,6 +72,13 @@ struct Experiment::Impl final : EntryContext, Recorder {
   Impl(const core::Scenario& s, const core::AlgorithmSpec& a, std::shared_ptr<const Dataset> d);
 
   void Fail(const core::Status& s, int rank);
+  // Moves what the spool holds into records, events and host_rates and closes it (a failure
+  // becomes a spool_error event: what could not be spooled was kept in memory). REQUIRES: mu held.
+  void Unspool();
+  // REQUIRES: mu held.
+  void AddRecord(const StepRecord& r) { spool ? spool->Add(r) : records.push_back(r); }
+  void AddEvent(Json e) { spool ? spool->Add(e) : events.push_back(std::move(e)); }
+  void AddHostRate(double r) { spool ? spool->AddRate(r) : host_rates.push_back(r); }
 
   void Event(Json e) override;
   void OuterSync(int64_t step, double time, Json detail) override;

@@ -1,0 +1,89 @@
+// The spool of a long deployment's records (trainer/spool.h): what is added comes back in order,
+// reading does not consume it, and a file-size limit loses nothing.
+#include "trainer/spool.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace narrows::trainer {
+namespace {
+
+std::string Folder(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("narrows-spool-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+StepRecord Rec(int64_t step) { return {static_cast<int>(step % 3), step, 0.5 * step, 4.0 - 0.01 * step, 1, 2, 3, step * 10, step * 20}; }
+
+TEST(SpoolTest, GivesBackWhatWasAddedInOrderAndKeepsIt) {
+  const std::string dir = Folder("order");
+  {
+    auto spool = Spool::Open(dir, "p");
+    ASSERT_TRUE(spool.ok()) << spool.status().message();
+    for (int64_t s = 0; s < 100; ++s) {
+      (*spool)->Add(Rec(s));
+      (*spool)->AddRate(1e-9 * static_cast<double>(s + 1));
+      if (s % 10 == 0) (*spool)->Add(nlohmann::json{{"type", "outer_sync"}, {"step", s}, {"note", "a\nb"}});
+    }
+    std::vector<StepRecord> records;
+    std::vector<nlohmann::json> events;
+    std::vector<double> rates;
+    ASSERT_TRUE((*spool)->Read(&records, &events, &rates).ok());
+    ASSERT_EQ(records.size(), 100u);
+    ASSERT_EQ(rates.size(), 100u);
+    ASSERT_EQ(events.size(), 10u);
+    EXPECT_EQ(records[42].step, 42);
+    EXPECT_EQ(records[42].bytes_received, 840);
+    EXPECT_DOUBLE_EQ(records[42].loss, 4.0 - 0.42);
+    EXPECT_DOUBLE_EQ(rates[99], 1e-7);
+    EXPECT_EQ(events[3].at("step"), 30);
+    EXPECT_EQ(events[3].at("note"), "a\nb");
+    // Reading does not consume: more is appended after what was read, and all of it comes back.
+    (*spool)->Add(Rec(100));
+    records.clear();
+    events.clear();
+    rates.clear();
+    ASSERT_TRUE((*spool)->Read(&records, &events, &rates).ok());
+    ASSERT_EQ(records.size(), 101u);
+    EXPECT_EQ(records[100].step, 100);
+    EXPECT_EQ(events.size(), 10u);
+    EXPECT_FALSE(std::filesystem::is_empty(dir));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "closing the last spool removes its files and folder";
+}
+
+TEST(SpoolTest, AFileSizeLimitLosesNothing) {
+  const std::string dir = Folder("limit");
+  auto spool = Spool::Open(dir, "p");
+  ASSERT_TRUE(spool.ok()) << spool.status().message();
+  // From 1,000 bytes on, writes fail (EFBIG; SIGXFSZ ignored): 13 whole records fit, the 14th is cut.
+  struct rlimit old {};
+  ::getrlimit(RLIMIT_FSIZE, &old);
+  auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = old;
+  limit.rlim_cur = 1000;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  for (int64_t s = 0; s < 40; ++s) (*spool)->Add(Rec(s));
+  (*spool)->Add(nlohmann::json{{"type", "after"}, {"step", 40}});
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  ::signal(SIGXFSZ, old_handler);
+  std::vector<StepRecord> records;
+  std::vector<nlohmann::json> events;
+  std::vector<double> rates;
+  const core::Status s = (*spool)->Read(&records, &events, &rates);
+  EXPECT_EQ(s.code(), core::StatusCode::kIoError);
+  EXPECT_NE(s.message().find(".records: cannot append"), std::string::npos) << s.message();
+  ASSERT_EQ(records.size(), 40u);
+  for (int64_t i = 0; i < 40; ++i) EXPECT_EQ(records[static_cast<size_t>(i)].step, i);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].at("type"), "after");
+}
+
+}  // namespace
+}  // namespace narrows::trainer
