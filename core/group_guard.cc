@@ -37,12 +37,20 @@ Result<int> GroupGuard::Guarded(int src, double timeout_s, const std::function<R
   }
 }
 
+Status GroupGuard::Refuse(int src, const Status& s) {
+  // Only the size check answers InvalidArgument for a source of the group (the transport has
+  // checked the rank); the message never reached the caller's buffer.
+  if (s.code() != StatusCode::kInvalidArgument || std::find(group_.begin(), group_.end(), src) == group_.end()) return s;
+  if (!inner_.Evict(src, s.message()).ok()) return s;
+  return Status::PeerUnavailable("rank " + std::to_string(src) + " was evicted: " + s.message());
+}
+
 Status GroupGuard::Recv(int src, int tag, void* data, size_t bytes, double timeout_s) {
   auto got = Guarded(src, timeout_s, [&](double wait_s) -> Result<int> {
     NARROWS_RETURN_IF_ERROR(inner_.Recv(src, tag, data, bytes, wait_s));
     return src;
   });
-  return got.ok() ? Status::Ok() : got.status();
+  return got.ok() ? Status::Ok() : Refuse(src, got.status());
 }
 
 Status GroupGuard::RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
@@ -51,7 +59,7 @@ Status GroupGuard::RecvInPlace(int src, int tag, size_t bytes, const std::functi
     NARROWS_RETURN_IF_ERROR(inner_.RecvInPlace(src, tag, bytes, consume, wait_s));
     return src;
   });
-  return got.ok() ? Status::Ok() : got.status();
+  return got.ok() ? Status::Ok() : Refuse(src, got.status());
 }
 
 Result<int> GroupGuard::RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s) {

@@ -4,8 +4,11 @@
 // live neighbours that are themselves stuck, forever. Through a GroupGuard a Recv gives up with
 // PeerUnavailable as soon as any member of the group has left the transport's Members() or was
 // replaced by a restarted process (its Generation differs from `generations`), and with Timeout
-// when no message came for `timeout_s`. Sends, clock and stats pass through; operations
-// started with Start are guarded the same way. Used by workers over a real network.
+// when no message came for `timeout_s`. A member whose message has the wrong size for the
+// collective (broken or hostile) is evicted (Transport::Evict), and the receive fails as for a
+// dead member (PeerUnavailable); where the transport cannot evict, the InvalidArgument stands.
+// Sends, clock and stats pass through; operations started with Start are guarded the same way.
+// Used by workers over a real network.
 #pragma once
 
 #include <functional>
@@ -37,6 +40,8 @@ class GroupGuard : public Transport {
   std::vector<int> Members() override { return inner_.Members(); }
   int64_t Generation(int rank) override { return inner_.Generation(rank); }
   int64_t DiscardQueued(const std::function<bool(int, int)>& stale) override { return inner_.DiscardQueued(stale); }
+  Status Evict(int rank, const std::string& why) override { return inner_.Evict(rank, why); }
+  std::string Evicted(int rank) override { return inner_.Evicted(rank); }
   Clock& clock() override { return inner_.clock(); }
   TransportStats stats() const override { return inner_.stats(); }
   std::unique_ptr<Work> Start(AsyncOp op) override;
@@ -48,6 +53,8 @@ class GroupGuard : public Transport {
   // Calls `receive(wait_s)` in slices of poll_s until it answers other than Timeout, a member is
   // lost, or min(timeout_s, the guard's timeout) passed.
   Result<int> Guarded(int src, double timeout_s, const std::function<Result<int>(double wait_s)>& receive);
+  // A sized receive from `src` that ended in `s`: a message of the wrong size evicts its sender.
+  Status Refuse(int src, const Status& s);
 
   Transport& inner_;
   std::vector<int> group_;

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/clock.h"
@@ -142,6 +143,16 @@ class Transport {
   // returns how many. Transports whose runs never abandon an attempt (the emulator's faults are
   // scripted) may keep the default, which drops nothing.
   virtual int64_t DiscardQueued(const std::function<bool(int src, int tag)>& /*stale*/) { return 0; }
+  // Declares `rank`'s current process broken or hostile (it sent what no correct member sends):
+  // it leaves Members() here and, as far as the transport can tell them, at every other member;
+  // what it sent and sends from now on is dropped, and it is told it was declared dead. A restarted
+  // process for the rank may join again. Transports whose members cannot misbehave (loopback, the
+  // emulator) keep the default, which evicts nothing and says so.
+  virtual Status Evict(int rank, const std::string& /*why*/) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + " cannot be evicted: this transport's members are trusted");
+  }
+  // Why `rank`'s current process was evicted, here or by another member; empty if it was not.
+  virtual std::string Evicted(int /*rank*/) { return ""; }
   virtual Clock& clock() = 0;
   // Bytes and messages of this rank, all of its endpoints together.
   virtual TransportStats stats() const = 0;

@@ -113,11 +113,25 @@ void ZmqTransport::Node::ConnectPeer(int r, const std::string& d, const std::str
 }
 
 
+void ZmqTransport::Node::EvictPeer(int r, const std::string& why) {
+  Peer& p = *peers[static_cast<size_t>(r)];
+  if (!p.evicted.empty() || p.incarnation == 0) return;  // already, or never connected
+  p.state = PeerState::kDead;
+  p.evicted = why;
+  p.retired.push_back(p.incarnation);  // its frames, a late hello included, are void from now on
+  mailbox.Discard(r);
+  evictions.emplace_back(r, p.incarnation, why);
+  Log(RankName(r) + " evicted: " + why);
+  cv.notify_all();
+}
+
 std::string ZmqTransport::Node::Unavailable(int r) const {
   if (!evicted.empty()) return evicted;
   if (r == opt.rank) return "";
-  const PeerState state = peers[static_cast<size_t>(r)]->state;
+  const Peer& p = *peers[static_cast<size_t>(r)];
+  const PeerState state = p.state;
   if (state == PeerState::kAlive) return "";
+  if (!p.evicted.empty()) return RankName(r) + " was evicted (" + p.evicted + ")";
   return RankName(r) + (state == PeerState::kLeft ? " has left" : " is dead");
 }
 

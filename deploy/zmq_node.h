@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/mailbox.h"
@@ -44,6 +45,7 @@ struct ZmqTransport::Node {
     // Data frames sent to it and received from it (this incarnation); a bye says how many it sent,
     // and the peer has left only once all of them arrived (they travel on another connection).
     int64_t data_sent = 0, data_received = 0, leaves_after = -1;
+    std::string evicted;  // why its current incarnation was evicted (it is then dead); empty if not
   };
   // Where a frame was read: what it may carry depends on it.
   enum class Inbox { kData, kControl, kRendezvous };
@@ -66,6 +68,10 @@ struct ZmqTransport::Node {
   core::TransportStats sent;  // the sent fields; the mailbox counts what was received
   int64_t rejected = 0;
   std::string evicted;  // non-empty: why this rank stopped
+  // Every eviction this rank made or heard of: (rank, incarnation, why), sent with each heartbeat
+  // so that every member drops the same process (an eviction of an incarnation no longer current
+  // is ignored by its receivers).
+  std::vector<std::tuple<int, uint64_t, std::string>> evictions;
   // Rendezvous (rank 0): the registered ranks' endpoints and the identities waiting for the table.
   std::vector<Json> table;
   std::vector<std::string> waiting;
@@ -103,6 +109,9 @@ struct ZmqTransport::Node {
   void ConnectPeer(int r, const std::string& d, const std::string& c, uint64_t inc);
   // Why sending to or receiving from `r` can no longer succeed; empty while it can. REQUIRES: mu held.
   std::string Unavailable(int r) const;
+  // Evicts `r`'s current incarnation: dead here, its queued data dropped, its later frames refused,
+  // the eviction passed on with the heartbeats. REQUIRES: mu held.
+  void EvictPeer(int r, const std::string& why);
 
   // --- receiving thread (zmq_node_receive.cc) ------------------------------------------------
   void Loop();

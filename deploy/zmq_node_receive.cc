@@ -119,6 +119,7 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
       p.retired.push_back(p.incarnation);
       p.data_sent = p.data_received = 0;
       p.leaves_after = -1;
+      p.evicted.clear();  // a new process for the rank may join
       ++p.generation;
       Log(RankName(src) + " rejoined (new process)");
     }
@@ -126,6 +127,22 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
   } else if (type == FrameType::kHeartbeat) {
     if (inc != p.incarnation || p.state != PeerState::kAlive) return;  // stale or declared dead
     p.last_seen = SteadySeconds();
+    // Evictions another member made: the same process is dropped here (on that member's word),
+    // and if it is this one, it stops.
+    for (const auto& e : body.value("evicted", Json::array())) {
+      if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() || !e[2].is_string()) continue;
+      const int r = e[0].get<int>();
+      const uint64_t inc_r = e[1].get<uint64_t>();
+      if (r < 0 || r >= opt.world_size || r == src) continue;
+      if (r == opt.rank) {
+        if (inc_r == incarnation && evicted.empty()) {
+          evicted = "this rank was evicted " + e[2].get<std::string>();
+          Log(evicted + "; it stops");
+        }
+      } else if (peers[static_cast<size_t>(r)]->incarnation == inc_r) {
+        EvictPeer(r, e[2].get<std::string>());
+      }
+    }
     for (const auto& d : body.value("dead", Json::array())) {
       if (d.is_array() && d.size() == 2 && d[0] == opt.rank && d[1] == incarnation && evicted.empty()) {
         evicted = "this rank was declared dead by " + RankName(src);
@@ -228,10 +245,16 @@ void ZmqTransport::Node::Beat() {
         cv.notify_all();
       }
       if (p.state == PeerState::kDead) dead.push_back({r, p.incarnation});
-      if (p.state == PeerState::kAlive && p.control) to.push_back(r);
+      // An evicted process hears the heartbeats too: they tell it why it was dropped.
+      if ((p.state == PeerState::kAlive || !p.evicted.empty()) && p.control) to.push_back(r);
     }
   }
-  const Json body = {{"incarnation", incarnation}, {"dead", dead}};
+  Json evicted_list = Json::array();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [r, inc, why] : evictions) evicted_list.push_back({r, inc, why});
+  }
+  const Json body = {{"incarnation", incarnation}, {"dead", dead}, {"evicted", evicted_list}};
   for (int r : to) SendControl(r, FrameType::kHeartbeat, body);
 }
 

@@ -128,6 +128,19 @@ int64_t ZmqTransport::DiscardQueued(const std::function<bool(int, int)>& stale) 
   return n.mailbox.DiscardIf(stale);
 }
 
+Status ZmqTransport::Evict(int r, const std::string& why) {
+  if (r < 0 || r >= world_size() || r == rank()) return Status::InvalidArgument("cannot evict rank " + std::to_string(r));
+  std::lock_guard<std::mutex> lock(node_->mu);
+  node_->EvictPeer(r, "by " + RankName(rank()) + ": " + why);
+  return Status::Ok();
+}
+
+std::string ZmqTransport::Evicted(int r) {
+  if (r < 0 || r >= world_size() || r == rank()) return "";
+  std::lock_guard<std::mutex> lock(node_->mu);
+  return node_->peers[static_cast<size_t>(r)]->evicted;
+}
+
 std::vector<int> ZmqTransport::Members() {
   Node& n = *node_;
   std::lock_guard<std::mutex> lock(n.mu);

@@ -105,6 +105,10 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   std::vector<int> Members() override;
   int64_t Generation(int rank) override;
   int64_t DiscardQueued(const std::function<bool(int src, int tag)>& stale) override;
+  // Drops `rank` here, tells every member with the next heartbeats (each drops it too; see
+  // zmq_node.h), and refuses its current incarnation's frames from now on.
+  core::Status Evict(int rank, const std::string& why) override;
+  std::string Evicted(int rank) override;
   core::Clock& clock() override;
   core::TransportStats stats() const override;
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override;

@@ -300,8 +300,12 @@ class LiveRoster final : public Roster {
     *group = view;
     if (w_.rank == group->front()) {
       for (int d : dropped) {
-        w_.records.Event({{"type", "crash"}, {"step", step}, {"time", w_.Now()}, {"worker", d},
-                          {"detected", "heartbeat"}, {"survivors", *group}});
+        // A member evicted for what it sent (core::GroupGuard) is no crash: the event says why.
+        const std::string why = w_.t.Evicted(d);
+        Json e = {{"type", why.empty() ? "crash" : "evicted"}, {"step", step}, {"time", w_.Now()}, {"worker", d},
+                  {"detected", why.empty() ? "heartbeat" : "message"}, {"survivors", *group}};
+        if (!why.empty()) e["reason"] = why;
+        w_.records.Event(std::move(e));
       }
     }
     return core::Status::Ok();

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/group_guard.h"
 #include "deploy/frame.h"
 
 namespace narrows::deploy {
@@ -157,6 +158,47 @@ TEST(ZmqTransportTest, DataOfAReplacedIncarnationIsDropped) {
   EXPECT_FALSE(ts[1]->Recv(0, 5, got.data(), got.size(), 0.3).ok());
   control.close();
   data.close();
+}
+
+// A member whose message a collective cannot use (here: 5 bytes where 8 are expected) is broken or
+// hostile: the receiving member evicts it, every other member drops it on its word (with the
+// heartbeats), what it sent is dropped, and it hears why it was evicted.
+TEST(ZmqTransportTest, AMemberThatSendsTheWrongSizeIsEvictedEverywhere) {
+  const int port = deploy::FreeLoopbackPort();
+  auto ts = ConnectAll({Options(0, 3, port), Options(1, 3, port), Options(2, 3, port)});
+  ASSERT_TRUE(ts[0] && ts[1] && ts[2]);
+  const uint64_t eight = 0x0102030405060708;
+  ASSERT_TRUE(ts[2]->Send(1, 9, &eight, sizeof eight).ok());  // well-formed, queued at rank 1
+  ASSERT_TRUE(ts[2]->Send(0, 7, "wrong", 5).ok());
+  core::GroupGuard guard(*ts[0], {0, 1, 2}, 10.0);
+  uint64_t got = 0;
+  const core::Status s = guard.Recv(2, 7, &got, sizeof got);
+  EXPECT_EQ(s.code(), core::StatusCode::kPeerUnavailable) << s.message();
+  EXPECT_NE(s.message().find("rank 2 was evicted: message from rank 2 has 5 bytes, expected 8"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(got, 0u) << "the wrong-size message reached the buffer";
+  EXPECT_EQ(ts[0]->Members(), (std::vector<int>{0, 1}));
+  EXPECT_NE(ts[0]->Evicted(2).find("by rank 0: message from rank 2 has 5 bytes"), std::string::npos) << ts[0]->Evicted(2);
+  // Rank 1 drops it too, and with it what rank 2 had sent.
+  for (int i = 0; i < 250 && ts[1]->Members().size() == 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ts[1]->Members(), (std::vector<int>{0, 1}));
+  EXPECT_NE(ts[1]->Evicted(2).find("by rank 0"), std::string::npos) << ts[1]->Evicted(2);
+  const core::Status queued = ts[1]->Recv(2, 9, &got, sizeof got, 1.0);
+  EXPECT_EQ(queued.code(), core::StatusCode::kPeerUnavailable) << queued.message();
+  EXPECT_NE(queued.message().find("rank 2 was evicted"), std::string::npos) << queued.message();
+  // Rank 2 hears that it was evicted, and why, and stops.
+  core::Status told;
+  for (int i = 0; i < 250; ++i) {
+    told = ts[2]->Recv(0, 8, &got, sizeof got, 0.02);
+    if (told.code() == core::StatusCode::kPeerUnavailable) break;
+  }
+  EXPECT_EQ(told.code(), core::StatusCode::kPeerUnavailable) << told.message();
+  EXPECT_NE(told.message().find("this rank was evicted by rank 0: message from rank 2 has 5 bytes"), std::string::npos)
+      << told.message();
+  // The members that evicted it go on between themselves.
+  ASSERT_TRUE(ts[1]->Send(0, 10, &eight, sizeof eight).ok());
+  ASSERT_TRUE(ts[0]->Recv(1, 10, &got, sizeof got, 5.0).ok());
+  EXPECT_EQ(got, eight);
 }
 
 TEST(ZmqTransportTest, CurveWithTheWrongKeyCannotJoin) {
