@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -503,6 +504,22 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   emitter << resolved;
   sc.resolved_yaml = std::string(emitter.c_str()) + "\n";
   return sc;
+}
+
+std::string RunDigest(const Scenario& sc) {
+  YAML::Node root = YAML::Load(sc.resolved_yaml);
+  if (root.IsMap()) {
+    root.remove("output");
+    if (root["data"] && root["data"].IsMap()) root["data"].remove("path");
+  }
+  YAML::Emitter emitter;
+  emitter.SetDoublePrecision(15);
+  emitter << root;
+  uint64_t h = 0xcbf29ce484222325;
+  for (const char* c = emitter.c_str(); *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 Result<Scenario> LoadScenario(const std::string& path, const std::vector<Override>& overrides) {

@@ -280,6 +280,10 @@ Result<Override> ParseOverride(const std::string& text);
 // Each of `texts`; the first bad one is the error.
 Result<std::vector<Override>> ParseOverrides(const std::vector<std::string>& texts);
 
+// What every process of one deployment must agree on, as 16 hex digits: a hash (FNV-1a) of the
+// resolved scenario without `output` and `data.path`, which each machine may set for itself.
+std::string RunDigest(const Scenario& sc);
+
 // Reads and checks a scenario. `path` names the file in errors.
 Result<Scenario> LoadScenario(const std::string& path, const std::vector<Override>& overrides = {});
 // Same, from YAML text (`origin` stands for the file name in errors).

@@ -165,7 +165,8 @@ Status ZmqTransport::Node::Bind(int master_port) {
 }
 
 core::Result<Json> ZmqTransport::Node::Rendezvous(const std::string& master_host, int master_port) {
-  Json reg = {{"data_port", PortOf(data_ep)}, {"control_port", PortOf(control_ep)}, {"incarnation", incarnation}};
+  Json reg = {{"data_port", PortOf(data_ep)}, {"control_port", PortOf(control_ep)}, {"incarnation", incarnation},
+              {"digest", opt.run_digest}};
   if (!opt.advertise.empty()) reg["host"] = opt.advertise;
   if (opt.rank == 0) {  // rank 0 registers with itself and waits for the others
     const std::string host = opt.advertise.empty() ? master_host : opt.advertise;

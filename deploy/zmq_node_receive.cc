@@ -172,6 +172,15 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
   }
   const uint64_t inc = body.value("incarnation", uint64_t{0});
   std::lock_guard<std::mutex> lock(mu);
+  if (const std::string digest = body.value("digest", std::string()); digest != opt.run_digest) {
+    // A process started with another scenario (or another build's reading of it) would train
+    // something else and send pieces of other sizes: refuse it before it joins.
+    const std::string why = RankName(src) + "'s scenario differs from rank 0's (digest " + digest + ", rank 0 has " +
+                            opt.run_digest + "): start every process with the same scenario and --set options";
+    Log("refused a registration: " + why);
+    SendHello(identity, Json{{"error", why}}.dump());
+    return;
+  }
   const Json& known = table[static_cast<size_t>(src)];
   if (!table_complete && !known.is_null() && known.value("incarnation", uint64_t{0}) != inc) {
     // Before every rank has registered, a second process for a rank is a mistake (the same rank

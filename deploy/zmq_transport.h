@@ -83,6 +83,9 @@ struct ZmqOptions {
   // Called before each message to another rank leaves, from the sending thread (the deployment's
   // fault layer counts them to crash a process inside a collective).
   std::function<void(int dst, int tag, size_t bytes)> before_send;
+  // What every process of the run must agree on (a deployment passes core::RunDigest of its
+  // scenario): rank 0 refuses a registration, a restart's included, whose digest differs.
+  std::string run_digest;
 };
 
 class ZmqTransport : public core::MailboxTransport<ZmqPayload> {

@@ -205,6 +205,7 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   z.heartbeat_s = sc.deploy.heartbeat_s;
   z.timeout_s = sc.deploy.timeout_s;
   z.connect_timeout_s = o.connect_timeout_s;
+  z.run_digest = core::RunDigest(sc);
   if (sc.deploy.security != "curve") return z;
   const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
   if (key.empty()) {

@@ -52,6 +52,22 @@ TEST(ScenarioTest, ResolvedYamlHoldsEveryKeyAndRoundTrips) {
   EXPECT_EQ(again->seed, 7u);
 }
 
+// Processes of one deployment compare digests: where each writes and reads its data may differ,
+// what it trains may not.
+TEST(ScenarioTest, RunDigestIgnoresOutputAndDataPathOnly) {
+  auto digest = [](const std::string& yaml) {
+    auto sc = ParseScenario(yaml, "x");
+    EXPECT_TRUE(sc.ok()) << sc.status().message();
+    return sc.ok() ? RunDigest(*sc) : std::string();
+  };
+  const std::string base = digest("model: {preset: nano}\ntrain: {steps: 10}\n");
+  EXPECT_EQ(base.size(), 16u);
+  const std::string other = std::string("data: {path: ") + NARROWS_SOURCE_DIR + "/README.md";
+  EXPECT_EQ(digest("model: {preset: nano}\ntrain: {steps: 10}\noutput: {dir: elsewhere}\n" + other + "}\n"), base);
+  EXPECT_NE(digest("model: {preset: nano}\ntrain: {steps: 11}\n"), base);
+  EXPECT_NE(digest("model: {preset: nano}\ntrain: {steps: 10}\n" + other + ", sampling: non-iid}\n"), base);
+}
+
 TEST(ScenarioTest, OverridesApplyInDottedForm) {
   auto sc = ParseScenario("train:\n  lr: 0.1\n", "x.yaml",
                           {*ParseOverride("train.lr=3e-4"), *ParseOverride("model.preset=nano"),

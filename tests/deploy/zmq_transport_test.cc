@@ -201,6 +201,25 @@ TEST(ZmqTransportTest, AMemberThatSendsTheWrongSizeIsEvictedEverywhere) {
   EXPECT_EQ(got, eight);
 }
 
+// A process started with another scenario (another digest) is refused at the rendezvous, and
+// told why.
+TEST(ZmqTransportTest, AProcessWithAnotherScenarioIsRefused) {
+  const int port = deploy::FreeLoopbackPort();
+  auto zero = Options(0, 2, port), one = Options(1, 2, port);
+  zero.run_digest = "00000000000000aa";
+  one.run_digest = "00000000000000bb";
+  zero.connect_timeout_s = one.connect_timeout_s = 2;
+  std::thread rank0([&] { (void)ZmqTransport::Connect(zero); });
+  auto t = ZmqTransport::Connect(one);
+  rank0.join();
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), core::StatusCode::kInvalidArgument) << t.status().message();
+  EXPECT_NE(t.status().message().find("rank 1's scenario differs from rank 0's (digest 00000000000000bb, rank 0 has "
+                                      "00000000000000aa)"),
+            std::string::npos)
+      << t.status().message();
+}
+
 TEST(ZmqTransportTest, CurveWithTheWrongKeyCannotJoin) {
   const int port = deploy::FreeLoopbackPort();
   auto a = Options(0, 2, port), b = Options(1, 2, port);
