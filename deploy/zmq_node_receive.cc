@@ -234,10 +234,11 @@ void ZmqTransport::Node::AnswerZap() {
 }
 
 void ZmqTransport::Node::Beat() {
-  Json dead = Json::array();
+  Json dead = Json::array(), evicted_list = Json::array();
   std::vector<int> to;
   {
     std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [r, inc, why] : evictions) evicted_list.push_back({r, inc, why});
     const double now = SteadySeconds();
     for (int r = 0; r < opt.world_size; ++r) {
       if (r == opt.rank) continue;
@@ -257,11 +258,6 @@ void ZmqTransport::Node::Beat() {
       // An evicted process hears the heartbeats too: they tell it why it was dropped.
       if ((p.state == PeerState::kAlive || !p.evicted.empty()) && p.control) to.push_back(r);
     }
-  }
-  Json evicted_list = Json::array();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [r, inc, why] : evictions) evicted_list.push_back({r, inc, why});
   }
   const Json body = {{"incarnation", incarnation}, {"dead", dead}, {"evicted", evicted_list}};
   for (int r : to) SendControl(r, FrameType::kHeartbeat, body);

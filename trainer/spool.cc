@@ -13,6 +13,20 @@ namespace narrows::trainer {
 
 static_assert(std::is_trivially_copyable_v<StepRecord>, "a StepRecord is spooled as its bytes");
 
+namespace {
+
+// Appends the whole items of type T that `bytes` holds, each spooled as its bytes.
+template <typename T>
+void AppendItems(const std::string& bytes, std::vector<T>* out) {
+  for (size_t at = 0; at + sizeof(T) <= bytes.size(); at += sizeof(T)) {
+    T item;
+    std::memcpy(&item, bytes.data() + at, sizeof item);
+    out->push_back(item);
+  }
+}
+
+}  // namespace
+
 core::Result<std::unique_ptr<Spool>> Spool::Open(const std::string& dir, const std::string& stem) {
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   std::unique_ptr<Spool> s(new Spool());
@@ -84,20 +98,12 @@ core::Status Spool::Read(std::vector<StepRecord>* records, std::vector<nlohmann:
     if (status.ok()) status = s;
   };
   if (auto bytes = Contents(records_); bytes.ok()) {
-    for (size_t at = 0; at + sizeof(StepRecord) <= bytes->size(); at += sizeof(StepRecord)) {
-      StepRecord r;
-      std::memcpy(&r, bytes->data() + at, sizeof r);
-      records->push_back(r);
-    }
+    AppendItems(*bytes, records);
   } else {
     note(bytes.status());
   }
   if (auto bytes = Contents(rates_); bytes.ok()) {
-    for (size_t at = 0; at + sizeof(double) <= bytes->size(); at += sizeof(double)) {
-      double v;
-      std::memcpy(&v, bytes->data() + at, sizeof v);
-      rates->push_back(v);
-    }
+    AppendItems(*bytes, rates);
   } else {
     note(bytes.status());
   }

@@ -122,20 +122,16 @@ void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double 
 Json Experiment::Impl::Export() {
   std::lock_guard<std::mutex> lock(mu);
   // What Merge brought, then what this process recorded (spooled, or in the same vectors).
-  std::vector<StepRecord> spooled_records;
-  Json all_events = events;
-  std::vector<Json> spooled_events;
+  std::vector<StepRecord> all_records = records;
+  std::vector<Json> all_events = events;
   std::vector<double> rates = host_rates;
   if (spool) {
-    const core::Status s = spool->Read(&spooled_records, &spooled_events, &rates);
-    if (!s.ok()) spooled_events.push_back(SpoolError(s));
+    const core::Status s = spool->Read(&all_records, &all_events, &rates);
+    if (!s.ok()) all_events.push_back(SpoolError(s));
   }
-  for (auto& e : spooled_events) all_events.push_back(std::move(e));
   Json recs = Json::array(), ranks = Json::array(), ev = Json::array();
-  for (const auto* v : {&records, &spooled_records}) {
-    for (const auto& r : *v) {
-      recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
-    }
+  for (const auto& r : all_records) {
+    recs.push_back({r.worker, r.step, r.time, r.loss, r.compute_s, r.comm_s, r.idle_s, r.bytes_sent, r.bytes_received});
   }
   for (const auto& [step, e] : evals) {
     const auto se = eval_se.find(step);
