@@ -14,6 +14,7 @@
 #include "tools/fit_command.h"
 #include "tools/format.h"
 #include "tools/plan_command.h"
+#include "tools/replay_command.h"
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
 #include "tools/tune_command.h"
@@ -299,6 +300,25 @@ Command AddTune(CLI::App& app) {
           }};
 }
 
+Command AddReplay(CLI::App& app) {
+  struct Args {
+    std::string dir;
+    narrows::tools::ReplayOptions options;
+    bool quiet = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay", "replay a deployment's run (narrows launch, --chaos too) in the emulator from its membership and "
+                "compare the losses, evaluation by evaluation; exit 1 unless equal bit for bit");
+  cmd->add_option("run", a->dir, "the deployment's run folder (<output.dir>/<name>)")->required();
+  cmd->add_option("-o,--output", a->options.output, "the replay's run folder (default: <run>-replay)");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress lines");
+  return {cmd, [a] {
+            a->options.progress = a->quiet ? nullptr : stderr;
+            return Done(narrows::tools::ReplayCommand(a->dir, a->options));
+          }};
+}
+
 Command AddReport(CLI::App& app) {
   struct Args {
     std::vector<std::string> dirs, entries;
@@ -392,7 +412,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "narrows 0.1.0");
   std::vector<Command> commands = {AddTrain(app), AddRun(app),    AddPlan(app),       AddSweep(app),
                                    AddTune(app),  AddReport(app), AddFit(app),        AddAlgorithms(app),
-                                   AddValidate(app)};
+                                   AddValidate(app), AddReplay(app)};
 #ifdef NARROWS_WITH_DEPLOY
   for (auto add : {AddWorker, AddLaunch, AddKeygen, AddLinkEmu}) commands.push_back(add(app));
 #endif

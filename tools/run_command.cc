@@ -458,7 +458,14 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
   const std::vector<core::AlgorithmSpec> entries = Entries(sc);
   std::vector<std::unique_ptr<trainer::Experiment>> experiments;
   for (const auto& entry : entries) {
-    auto e = trainer::Experiment::Create(sc, entry, *data);
+    trainer::ExperimentOptions eo;
+    if (!options.replay.empty()) {
+      const auto trace = options.replay.find(entry.name);
+      if (trace == options.replay.end()) return core::Status::InvalidArgument(entry.name + ": no membership trace to replay");
+      eo.membership = trainer::Membership::kReplay;
+      eo.trace = trace->second;
+    }
+    auto e = trainer::Experiment::Create(sc, entry, *data, eo);
     if (!e.ok()) return e.status();
     experiments.push_back(std::move(e).value());
   }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -33,6 +35,9 @@ struct RunOptions {
   // Where warm starts are cached (trainer::PrepareWarmStart); "" = <output.dir>/warm_start of the
   // scenario given to RunScenario, shared by its seeds (and a sweep's points, a tune's runs).
   std::string warm_start_dir;
+  // Replays deployments' membership (trainer::Membership::kReplay): a trace per entry name; every
+  // entry must have one. Empty: the scenario's faults, scripted.
+  std::map<std::string, std::shared_ptr<const trainer::MembershipTrace>> replay;
 };
 
 // Every entry, once per seed (scenario.seeds): one seed writes the run folder and prints the table;

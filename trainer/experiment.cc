@@ -39,9 +39,17 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
   if (impl->plan.AliveSet(0).empty()) {
     return core::Status::InvalidArgument("faults: no worker is alive at step 0");
   }
+  if (options.membership == Membership::kReplay) {
+    const AlgorithmPlugin* plugin = FindAlgorithm(algorithm.algorithm);
+    const std::string why = plugin == nullptr || !plugin->replay
+                                ? "its events do not record the members of every round"
+                                : plugin->replay(algorithm);
+    if (!why.empty()) return core::Status::InvalidArgument(algorithm.name + ": cannot be replayed: " + why);
+    if (options.trace == nullptr) return core::Status::InvalidArgument(algorithm.name + ": no membership trace to replay");
+  }
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
     const core::FaultSpec& f = scenario.faults[i];
-    if ((f.after_sends >= 0 || f.stall_s > 0) && options.membership != Membership::kLive) {
+    if ((f.after_sends >= 0 || f.stall_s > 0) && options.membership == Membership::kScripted) {
       return core::Status::InvalidArgument("faults[" + std::to_string(i) + (f.after_sends >= 0 ? "].after_sends" : "].stall_s") +
                                            ": a crash inside a collective or after a stall needs a deployment "
                                            "(narrows launch or narrows worker); the emulator crashes workers between steps");

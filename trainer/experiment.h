@@ -9,8 +9,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/scenario.h"
 #include "core/transport.h"
@@ -60,6 +62,18 @@ enum class Membership {
   // global state of a live peer. Crash faults are the deployment's to inject
   // (ExperimentOptions::before_step); leave, join and link_down faults are the emulator's only.
   kLive,
+  // From a deployment's membership trace (MembershipTrace), replayed in the emulator: a round's
+  // members and joiners are the trace's, and a worker that left a round comes back as a restarted
+  // process does (its inner state lost, its data stream at the step it joins).
+  kReplay,
+};
+
+// What a deployment's membership was, round by round, as its events record it: the members whose
+// contribution is in the synchronisation that ends each round (by the step it ends at), and the
+// workers welcomed back at the start of a round (by the step it starts at).
+struct MembershipTrace {
+  std::map<int64_t, std::vector<int>> members;  // round end -> members, ascending
+  std::map<int64_t, std::vector<int>> joiners;  // round start -> joiners, ascending
 };
 
 struct ExperimentOptions {
@@ -73,6 +87,8 @@ struct ExperimentOptions {
   // Live: called by each worker before it trains `step`. The deployment's fault layer (outside
   // the trainer) ends the process there for a scenario's crash fault; the trainer crashes nothing.
   std::function<void(int rank, int64_t step)> before_step;
+  // kReplay: the trace to follow.
+  std::shared_ptr<const MembershipTrace> trace;
 };
 
 class Experiment {

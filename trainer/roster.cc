@@ -55,6 +55,7 @@ class ScriptedRoster final : public Roster {
   }
   bool Present(int64_t start) override { return plan_.Alive(w_.rank, start); }
   bool Trains(int64_t step) override { return plan_.Alive(w_.rank, step); }
+  bool AbsentKeepsDataOrder() const override { return false; }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) override {
     std::vector<std::pair<int64_t, bool>> out;
     for (int64_t step = std::max<int64_t>(start, 1); step < end; ++step) {
@@ -88,6 +89,85 @@ class ScriptedRoster final : public Roster {
   WorkerContext& w_;
   const FaultPlan& plan_;
   std::vector<int> previous_;  // the members of the last round with any
+};
+
+// A deployment's membership, replayed from its trace in the emulator. Collectives run over the
+// members as in ScriptedRoster; only who the members are comes from the trace.
+class ReplayRoster final : public Roster {
+ public:
+  explicit ReplayRoster(WorkerContext& w) : w_(w), trace_(*w.entry.opt.trace) {
+    for (int r = 0; r < w.entry.num_workers; ++r) group_.push_back(r);
+    present_ = members_ = group_;
+  }
+
+  bool live() const override { return false; }
+
+  core::Status BeginRound(int64_t start, int64_t end, Round* round) override {
+    round->start = start;
+    round->end = end;
+    round->root = -1;
+    round->joiners.clear();
+    if (const auto j = trace_.joiners.find(start); j != trace_.joiners.end()) {
+      for (int r : j->second) {
+        if (!std::binary_search(group_.begin(), group_.end(), r)) round->joiners.push_back(r);
+      }
+    }
+    if (!round->joiners.empty()) round->root = group_.front();  // as the live leader: the lowest member
+    present_.clear();
+    std::set_union(group_.begin(), group_.end(), round->joiners.begin(), round->joiners.end(),
+                   std::back_inserter(present_));
+    const auto m = trace_.members.find(end);
+    if (m == trace_.members.end()) {
+      return core::Status::InvalidArgument("membership trace: no synchronisation at step " + std::to_string(end) +
+                                           " (the round from step " + std::to_string(start) + ")");
+    }
+    if (!std::includes(present_.begin(), present_.end(), m->second.begin(), m->second.end()) || m->second.empty()) {
+      return core::Status::InvalidArgument("membership trace: the members at step " + std::to_string(end) +
+                                           " are not among the workers present in the round from step " +
+                                           std::to_string(start));
+    }
+    round->members = m->second;
+    members_ = m->second;
+    return core::Status::Ok();
+  }
+  void EndRound(const Round& round) override { group_ = round.members; }
+  // Only the round's members train it: the work of one that left in it is lost whatever it was (and
+  // an algorithm that synchronises inside its steps, as DDP, must not start a collective without it).
+  bool Present(int64_t) override { return std::binary_search(members_.begin(), members_.end(), w_.rank); }
+  bool Trains(int64_t) override { return true; }
+  // A worker present at the round's start and not among its members left in it: a crash (the live
+  // process was killed somewhere in the round; where does not change what the members computed).
+  std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t end) override {
+    if (!std::binary_search(present_.begin(), present_.end(), w_.rank) || Present(end)) return {};
+    return {{end - 1, true}};
+  }
+  bool AbsentKeepsDataOrder() const override { return true; }
+  int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
+  core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
+                   const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
+    fill();
+    return collective(w_.t);
+  }
+  void Completed(const std::vector<int>&, int64_t, const float*, int64_t) override {}
+  void Attempting(const std::vector<int>&, int64_t) override {}
+  core::Result<bool> Settle(const std::vector<int>&, int64_t, float*, int64_t) override { return false; }
+  std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
+  core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
+  void Vote(const std::vector<int>&, float*) override {}
+  void CountVotes(const std::vector<int>&, const float*) override {}
+  core::Result<Welcome> AwaitWelcome() override {
+    return core::Status::InvalidArgument("a replayed worker is never restarted");
+  }
+  void SetGroup(std::vector<int>) override {}
+  int64_t failures() const override { return 0; }
+  void set_failures(int64_t) override {}
+
+ private:
+  WorkerContext& w_;
+  const MembershipTrace& trace_;
+  std::vector<int> group_;    // the members of the last round: who the next one starts with
+  std::vector<int> present_;  // the group and the joiners of the round begun last
+  std::vector<int> members_;  // its members (before any round: everyone)
 };
 
 // A deployment's membership: heartbeats, survivors, restarts that rejoin.
@@ -140,6 +220,7 @@ class LiveRoster final : public Roster {
     return true;
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
+  bool AbsentKeepsDataOrder() const override { return false; }
 
   int Tag(int base, int64_t step, const std::vector<int>& group) const override {
     return core::tags::kLiveBase + static_cast<int>(LiveKey(step, AttemptCode(group, step)) * core::tags::kAlgorithmEnd) +
@@ -508,6 +589,7 @@ class LiveRoster final : public Roster {
 
 std::unique_ptr<Roster> Roster::Create(WorkerContext& w) {
   if (w.entry.opt.membership == Membership::kLive) return std::make_unique<LiveRoster>(w);
+  if (w.entry.opt.membership == Membership::kReplay) return std::make_unique<ReplayRoster>(w);
   return std::make_unique<ScriptedRoster>(w);
 }
 

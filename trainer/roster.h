@@ -4,6 +4,10 @@
 //
 //   ScriptedRoster  the scenario's faults (FaultPlan), known in advance to every worker: a
 //                   leaving worker stops, a joining one receives the state of a member.
+//   ReplayRoster    a deployment's membership trace (ExperimentOptions::trace) in the emulator:
+//                   each round's members and joiners are the trace's; a worker present at a
+//                   round's start but not among its members left in it (its work is lost), and
+//                   comes back as a restarted process: inner state lost, data stream moved on.
 //   LiveRoster      the transport's heartbeats (a deployment): collectives run through a
 //                   core::GroupGuard; when a member dies the survivors drop it and repeat the
 //                   collective; a restarted process votes itself in and is welcomed by the
@@ -65,6 +69,10 @@ class Roster {
   virtual bool Trains(int64_t step) = 0;
   // This worker's leaves and crashes among the steps of [start, end): (step, crashed). Scripted.
   virtual std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) = 0;
+  // Whether a worker absent from a round still moves its data stream past the round's steps, as a
+  // restarted process does (it counts its stream up to the step it joins at) — a replay — rather
+  // than taking up its stream where it left it, as the scenario's scripted leaves do.
+  virtual bool AbsentKeepsDataOrder() const = 0;
 
   // Tag of collective `base` at `step` over `group`: live tags carry the step and a code of the
   // group, so that a repeated collective (always over fewer members) never reads a message of the

@@ -38,6 +38,37 @@ foreach(expected "\"type\":\"chaos_kill\"" "\"type\":\"crash\"" "\"type\":\"join
     message(FATAL_ERROR "chaos: events lack ${expected}:\n${events}\n${out}${err}")
   endif()
 endforeach()
+# The storm replayed in the emulator from its membership (who was in each outer step, who was
+# welcomed back when): every evaluation and the final loss equal bit for bit.
+macro(replayed name)
+  execute_process(COMMAND ${NARROWS} replay out/${name} -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+  string(REGEX MATCH "dl +[0-9]+ +([0-9]+) of ([0-9]+) [^\n]*bit for bit" agreed "${out}")
+  if(NOT rc EQUAL 0 OR NOT agreed OR NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_2 LESS 20)
+    message(FATAL_ERROR "replay of ${name}: exit ${rc}\n${out}${err}")
+  endif()
+endmacro()
+replayed(chaos)
+# A run whose losses were not the replay's (one evaluation changed) is told apart: exit 1, and the
+# step named.
+file(REMOVE_RECURSE ${WORK}/out/altered ${WORK}/out/altered-replay)
+file(COPY ${WORK}/out/chaos/ DESTINATION ${WORK}/out/altered)
+file(READ ${WORK}/out/altered/dl/metrics.jsonl metrics)
+string(FIND "${metrics}" "\"val_loss\":" at REVERSE)
+string(SUBSTRING "${metrics}" 0 ${at} head)
+string(SUBSTRING "${metrics}" ${at} -1 tail)
+string(REGEX REPLACE "^\"val_loss\":[0-9.e+-]+" "\"val_loss\":9.5" tail "${tail}")
+set(altered "${head}${tail}")
+if(at EQUAL -1 OR altered STREQUAL metrics)
+  message(FATAL_ERROR "replay: could not alter the last evaluation of\n${metrics}")
+endif()
+file(WRITE ${WORK}/out/altered/dl/metrics.jsonl "${altered}")
+execute_process(COMMAND ${NARROWS} replay out/altered -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+string(FIND "${out}" "differs from step 4000" at)
+if(NOT rc EQUAL 1 OR at EQUAL -1)
+  message(FATAL_ERROR "replay of an altered run: exit ${rc}, expected 1 and 'differs from step 4000'\n${out}${err}")
+endif()
 # Partitions through the link emulator (each worker in a network namespace; root): three workers
 # are cut off from the others for 2.5 s, longer than deploy.timeout_s, so each stops (it cannot hear
 # rank 0) and starts again; once healed it rejoins, and all four are in the last outer step.
@@ -56,6 +87,7 @@ string(FIND "${events}" "\"participants\":[0,1,2,3],\"step\":3000" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "chaos with partitions: not all four in the last outer step:\n${events}\n${out}${err}")
 endif()
+replayed(cuts)
 # Specs refused before anything starts, each with its reason: cuts need the link emulator; a typo.
 macro(refused spec reason)
   execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "${spec}"

@@ -44,10 +44,10 @@ class DistributedTest : public ::testing::Test {
     return *sc;
   }
 
-  EntryResult Run(const core::Scenario& sc, size_t entry = 0) {
+  EntryResult Run(const core::Scenario& sc, size_t entry = 0, const ExperimentOptions& options = {}) {
     auto data = LoadDataset(sc, "");
     EXPECT_TRUE(data.ok()) << data.status().ToString();
-    auto exp = Experiment::Create(sc, sc.compare.at(entry), *data);
+    auto exp = Experiment::Create(sc, sc.compare.at(entry), *data, options);
     EXPECT_TRUE(exp.ok()) << exp.status().ToString();
     emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
     engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });

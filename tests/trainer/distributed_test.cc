@@ -13,6 +13,7 @@
 #include "tests/trainer/distributed_fixture.h"
 #include "sim/analytic_model.h"
 #include "tools/plan_command.h"
+#include "tools/replay_command.h"
 #include "tools/run_command.h"
 #include "tools/sizes_only.h"
 #include "trainer/experiment.h"
@@ -136,6 +137,105 @@ TEST_F(DistributedTest, DropoutsDoNotStopTheRun) {
   const std::string diloco_events = Slurp(dir_ / "out" / "diloco-h4" / "events.jsonl");
   EXPECT_NE(diloco_events.find("\"crash\""), std::string::npos);
   EXPECT_NE(diloco_events.find("\"leave\""), std::string::npos);
+}
+
+// Replay (Membership::kReplay) follows a deployment's trace; with every worker in every round it is
+// the emulated run itself, bit for bit.
+TEST_F(DistributedTest, AReplayOfEveryoneInEveryRoundIsTheRunItself) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4]\n");
+  const EntryResult plain = Run(sc);
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(Slurp(dir_ / "out" / "diloco-h4" / "events.jsonl"));
+  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  auto trace = tools::ReadMembershipTrace(events, "events.jsonl");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->members.size(), 3u);
+  EXPECT_EQ(trace->members.at(8), (std::vector<int>{0, 1, 2}));
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = std::make_shared<const MembershipTrace>(*trace);
+  const EntryResult replayed = Run(sc, 0, replay);
+  EXPECT_EQ(replayed.final_val_loss, plain.final_val_loss);
+}
+
+// A worker out of one round (killed in it) and welcomed back at the next: the outer steps are the
+// trace's, it is welcomed, and it trains again from the global model (so the run differs from the
+// one where it stayed).
+TEST_F(DistributedTest, AReplayedCrashLeavesItsRoundAndRejoins) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4]\n");
+  const EntryResult everyone = Run(sc);
+  auto trace = std::make_shared<MembershipTrace>();
+  trace->members = {{4, {0, 1, 2}}, {8, {0, 1}}, {12, {0, 1, 2}}};
+  trace->joiners = {{8, {2}}};
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = trace;
+  const EntryResult r = Run(sc, 0, replay);
+  EXPECT_NE(r.final_val_loss, everyone.final_val_loss);
+  const std::string events = Slurp(dir_ / "out" / "diloco-h4" / "events.jsonl");
+  EXPECT_NE(events.find("\"participants\":[0,1],\"step\":8"), std::string::npos) << events;
+  EXPECT_NE(events.find("\"participants\":[0,1,2],\"step\":12"), std::string::npos) << events;
+  EXPECT_NE(events.find("\"type\":\"join\",\"workers\":[2]"), std::string::npos) << events;
+  EXPECT_NE(events.find("\"type\":\"crash\",\"worker\":2"), std::string::npos) << events;
+}
+
+// DDP records no outer steps: its groups come from the crash and join events, each crash at the
+// step whose collective dropped the worker.
+TEST_F(DistributedTest, ADdpReplayTakesItsGroupsFromCrashesAndJoins) {
+  auto trace = tools::ReadStepMembershipTrace(
+      {{{"type", "crash"}, {"step", 5}, {"worker", 2}, {"survivors", {0, 1}}},
+       {{"type", "join"}, {"step", 8}, {"workers", {2}}},
+       {{"type", "evicted"}, {"step", 10}, {"worker", 1}, {"survivors", {0, 2}}}},
+      "e.jsonl", 3, 12);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->members.size(), 12u);
+  EXPECT_EQ(trace->members.at(5), (std::vector<int>{0, 1, 2}));  // the round [4, 5)
+  EXPECT_EQ(trace->members.at(6), (std::vector<int>{0, 1}));
+  EXPECT_EQ(trace->members.at(8), (std::vector<int>{0, 1}));
+  EXPECT_EQ(trace->members.at(9), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(trace->members.at(12), (std::vector<int>{0, 2}));
+  const auto sc = Make("workers: {count: 3}\ncompare: [{algorithm: ddp, overlap: false}]\n");
+  const EntryResult everyone = Run(sc);
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = std::make_shared<const MembershipTrace>(*trace);
+  const EntryResult r = Run(sc, 0, replay);
+  EXPECT_NE(r.final_val_loss, everyone.final_val_loss);
+  EXPECT_GT(r.final_val_loss, 0.0);
+  auto late = tools::ReadStepMembershipTrace({{{"type", "join"}, {"step", 12}, {"workers", {2}}}}, "e.jsonl", 3, 12);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("e.jsonl: event 1 (join): expected a step below 12"), std::string::npos)
+      << late.status().message();
+}
+
+// A trace that cannot be the run's (members who were not there, an outer step missing), an entry
+// whose membership is not all in the trace (DyLU's step counts), and malformed events are refused
+// with what and where.
+TEST_F(DistributedTest, AReplayRefusesWhatItCannotFollow) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4, {algorithm: diloco, inner_steps: 4, dylu: true, name: dylu}]\n");
+  auto data = LoadDataset(sc, "");
+  ASSERT_TRUE(data.ok());
+  auto trace = std::make_shared<MembershipTrace>();
+  trace->members = {{4, {0, 1}}, {8, {0, 1, 2}}};  // worker 2 back at 8 without a welcome
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = trace;
+  auto dylu = Experiment::Create(sc, sc.compare.at(1), *data, replay);
+  ASSERT_FALSE(dylu.ok());
+  EXPECT_NE(dylu.status().message().find("cannot be replayed: DyLU"), std::string::npos) << dylu.status().message();
+  auto exp = Experiment::Create(sc, sc.compare.at(0), *data, replay);
+  ASSERT_TRUE(exp.ok());
+  emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
+  engine.Run([&](int rank) { (*exp)->RunWorker(rank, engine.endpoint(rank)); });
+  EXPECT_NE((*exp)->status().message().find("the members at step 8 are not among the workers present"), std::string::npos)
+      << (*exp)->status().message();
+  auto bad = tools::ReadMembershipTrace({{{"type", "outer_sync"}, {"step", 4}, {"participants", {0, "x"}}}}, "e.jsonl");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("e.jsonl: event 1 (outer_sync): \"participants\" holds \"x\""), std::string::npos)
+      << bad.status().message();
+  auto twice = tools::ReadMembershipTrace({{{"type", "outer_sync"}, {"step", 4}, {"participants", {0, 1}}},
+                                           {{"type", "outer_sync"}, {"step", 4}, {"participants", {0}}}}, "e.jsonl");
+  EXPECT_FALSE(twice.ok());
 }
 
 TEST_F(DistributedTest, DroppedOuterGradientsAreReported) {

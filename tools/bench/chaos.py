@@ -27,6 +27,17 @@ def launch(a, name, chaos):
     return rc, time.monotonic() - start
 
 
+def replay(name):
+    """Replays a run in the emulator from its membership (narrows replay); returns 'E of N' evaluations
+    equal and whether all were equal bit for bit with the final loss."""
+    with open(OUT / f"{name}-replay.log", "w") as log:
+        rc = subprocess.run([str(NARROWS), "replay", str(OUT / name), "-q"], cwd=OUT, stdout=log,
+                            stderr=subprocess.STDOUT).returncode
+    text = (OUT / f"{name}-replay.log").read_text()
+    m = re.search(r"^dl\s+\d+\s+(\d+ of \d+)", text, re.M)
+    return (m.group(1) if m else "-"), rc == 0
+
+
 def main():
     ap = argparse.ArgumentParser(prog="tools/bench/chaos")
     ap.add_argument("--workers", type=int, default=4)
@@ -51,8 +62,8 @@ def main():
              f"partitions: {a.partitions}, partition_interval_s: 6, partition_s: 2.5}}")
     print(f"chaos: {a.workers} workers, {a.steps} steps, --chaos '{chaos}'")
     print(f"{'run':>10} {'exit':>4} {'wall s':>8} {'kills':>6} {'restarts':>8} {'cuts':>5} {'fenced':>6} "
-          f"{'joins':>6} {'all in last step':>16}")
-    base, storm = [], []
+          f"{'joins':>6} {'all in last step':>16} {'replay: evaluations equal':>26}")
+    base, storm, replays = [], [], []
     for r in range(a.rounds):
         for kind in ("base", "storm"):
             name = f"{kind}-{r}"
@@ -69,15 +80,18 @@ def main():
             joins = text.count('"type":"join"')
             last = re.search(r'"participants":\[([0-9,]*)\],"step":%d\b' % a.steps, text)
             everyone = bool(last) and last.group(1) == ",".join(str(w) for w in range(a.workers))
+            equal, same = replay(name) if rc == 0 else ("-", False)
+            replays.append(same)
             print(f"{name:>10} {rc:>4} {wall:>8.1f} {counts['chaos_kill']:>6} {counts['chaos_restart']:>8} "
-                  f"{counts['chaos_partition']:>5} {counts['chaos_fenced']:>6} {joins:>6} {str(everyone):>16}",
-                  flush=True)
+                  f"{counts['chaos_partition']:>5} {counts['chaos_fenced']:>6} {joins:>6} {str(everyone):>16} "
+                  f"{equal + (' (bit for bit)' if same else ' (DIFFERS)'):>26}", flush=True)
             (base if kind == "base" else storm).append((rc, wall, sum(counts[k] for k in ("chaos_kill", "chaos_partition"))))
     ok = all(rc == 0 for rc, _, _ in storm)
     faults = sum(f for _, _, f in storm)
     lost = sum(w for _, w, _ in storm) - sum(w for _, w, _ in base)
     print(f"storms: {faults} faults, {'all survived' if ok else 'NOT all survived'}; "
-          f"time lost {lost:+.1f} s in all, {lost / max(faults, 1):+.3f} s a fault")
+          f"time lost {lost:+.1f} s in all, {lost / max(faults, 1):+.3f} s a fault; replays "
+          f"{'all equal bit for bit' if all(replays) else 'NOT all equal'} ({sum(replays)} of {len(replays)} runs)")
 
 
 if __name__ == "__main__":

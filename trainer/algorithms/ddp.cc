@@ -360,6 +360,16 @@ AlgorithmPlugin DdpPlugin() {
   p.summary = "synchronous data parallelism (PyTorch DDP): an all-reduce of the gradients every step";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Ddp>(w); };
   p.plan = PlanDdp;
+  // Its membership per step is in its crash, evicted and join events (narrows replay builds it).
+  p.replay = [](const core::AlgorithmSpec& entry) -> std::string {
+    const DdpOptions& o = entry.Options<DdpOptions>();
+    if (o.overlap) {
+      return "a step whose bucketed all-reduce failed is reduced again whole, in other chunks, which the trace "
+             "does not record (set overlap: false to replay)";
+    }
+    if (o.batch.schedule != BatchScheduleKind::kConstant) return "adaptive batch sizes keep per-worker state a restart loses";
+    return "";
+  };
   return p;
 }
 

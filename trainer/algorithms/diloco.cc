@@ -58,7 +58,10 @@ class Diloco final : public RoundAlgorithm {
   void OnJoin(int64_t step, InnerState inner) override {
     torch::NoGradGuard no_grad;
     w_.replica.model().flat_params().copy_(global_);
-    if (inner == InnerState::kLost) w_.replica.optimizer().Reset();
+    if (inner == InnerState::kLost) {
+      w_.replica.optimizer().Reset();
+      residuals_ = {};  // what its encodings lost went with it
+    }
     rewarm_from_ = step;
   }
 
@@ -273,6 +276,15 @@ AlgorithmPlugin DilocoPlugin() {
   p.summary = "DiLoCo: H inner AdamW steps, then an outer Nesterov step on the mean pseudo-gradient";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Diloco>(w); };
   p.plan = PlanDiloco;
+  // Its outer steps record their members (outer_sync's participants) and its joins their workers;
+  // what wall time decided is not recorded yet.
+  p.replay = [](const core::AlgorithmSpec& entry) -> std::string {
+    const DilocoOptions& o = entry.Options<DilocoOptions>();
+    if (o.dylu) return "DyLU's inner steps are decided by the workers' measured step times, which the trace does not hold";
+    if (o.batch.schedule != BatchScheduleKind::kConstant) return "adaptive batch sizes keep per-worker state a restart loses";
+    if (o.drop_probability > 0) return "drop_probability draws from a generator that a restarted process starts afresh";
+    return "";
+  };
   return p;
 }
 

@@ -29,6 +29,9 @@ struct AlgorithmPlugin {
   std::string summary;           // one line, for `narrows algorithms`
   std::function<std::unique_ptr<Algorithm>(WorkerContext&)> make;
   std::function<std::vector<PlanRow>(const PlanInputs&, const core::AlgorithmSpec&)> plan;
+  // Why an entry cannot be replayed from a deployment's membership trace (Membership::kReplay), or
+  // "" if it can. Unset: it cannot (its events do not record the members of every round).
+  std::function<std::string(const core::AlgorithmSpec&)> replay;
 };
 
 // Registers `plugin` here and its parser with the scenario; returns true (for the macro below).

@@ -193,6 +193,8 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       for (int64_t step = rs; step < re && roster.Trains(step); ++step) {
         NARROWS_RETURN_IF_ERROR(a.Step(&round, step));
       }
+    } else if (roster.AbsentKeepsDataOrder()) {
+      for (int64_t step = rs; step < re; ++step) w.sampler.Next(x.sc.train.batch_size);
     }
     if (round.Member(w.rank)) {
       NARROWS_RETURN_IF_ERROR(a.EndRound(&round));
