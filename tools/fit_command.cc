@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <set>
+#include <sstream>
 
 #include "tools/format.h"
 #include "tools/run_folders.h"
@@ -15,7 +18,105 @@ namespace narrows::tools {
 using core::Result;
 using core::Status;
 
+namespace {
+
+// The fields of one CSV line (RFC 4180: quoted fields may hold commas and doubled quotes).
+std::vector<std::string> CsvFields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        out.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else if (c != '\r') {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<EntryFit>> FitCsv(const std::string& path) {
+  auto text = ReadText(path);
+  if (!text.ok()) return text.status();
+  std::istringstream in(*text);
+  std::string line;
+  if (!std::getline(in, line)) return Status::InvalidArgument(path + ": empty");
+  const std::vector<std::string> header = CsvFields(line);
+  std::map<std::string, size_t> column;
+  for (size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
+  for (const char* needed : {"params", "workers", "entry", "final_val_loss"}) {
+    if (!column.count(needed)) return Status::InvalidArgument(path + ":1: no column '" + needed + "'");
+  }
+  struct Row {
+    std::string folder, entry;
+    ScalingPoint point;
+  };
+  std::vector<Row> rows;
+  std::set<std::string> folders;
+  for (int n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = CsvFields(line);
+    if (f.size() != header.size()) {
+      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": " + std::to_string(f.size()) + " fields, the header has " +
+                                     std::to_string(header.size()));
+    }
+    Row r;
+    r.folder = column.count("folder") ? f[column["folder"]] : "";
+    r.entry = f[column["entry"]];
+    double* into[] = {&r.point.params, &r.point.workers, &r.point.loss};
+    const char* names[] = {"params", "workers", "final_val_loss"};
+    for (int k = 0; k < 3; ++k) {
+      const std::string& v = f[column[names[k]]];
+      char* end = nullptr;
+      *into[k] = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(*into[k]) || *into[k] <= 0) {
+        return Status::InvalidArgument(path + ":" + std::to_string(n) + ": " + names[k] + " '" + v + "' is not a positive number");
+      }
+    }
+    folders.insert(r.folder);
+    rows.push_back(r);
+  }
+  std::map<std::string, EntryFit> by_entry;
+  std::map<std::string, std::map<std::pair<double, double>, int>> seeds;  // per entry, per point: rows
+  std::vector<std::string> order;
+  for (const Row& r : rows) {
+    const std::string name = folders.size() > 1 ? r.folder + "/" + r.entry : r.entry;
+    if (!by_entry.count(name)) order.push_back(name);
+    by_entry[name].entry = name;
+    by_entry[name].points.push_back(r.point);
+    ++seeds[name][{r.point.params, r.point.workers}];
+  }
+  std::vector<EntryFit> fits;
+  for (const auto& name : order) {
+    EntryFit f = by_entry[name];
+    for (const auto& [point, count] : seeds[name]) f.seeds = std::max(f.seeds, count);
+    auto fit = FitPowerLaw(f.points);
+    if (fit.ok()) {
+      f.fit = *fit;
+    } else {
+      f.skipped = fit.status().message().substr(5);  // without "fit: "
+    }
+    fits.push_back(f);
+  }
+  if (fits.empty()) return Status::InvalidArgument(path + ": no points to fit");
+  return fits;
+}
+
+}  // namespace
+
 Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir) {
+  if (sweep_dir.size() > 4 && sweep_dir.compare(sweep_dir.size() - 4, 4, ".csv") == 0) return FitCsv(sweep_dir);
   auto sweep = LoadSweep(sweep_dir);
   if (!sweep.ok()) return sweep.status();
   return FitSweep(*sweep);
@@ -106,12 +207,14 @@ Status PrintHoldOut(const std::string& sweep_dir) {
   if (!held.ok()) return held.status();
   std::printf("L(N, M) fitted below the largest model size, predicted at it (95%% prediction interval) against the "
               "measured mean (95%% t-interval over seeds)\n");
-  std::printf("%-20s %10s %7s %9s %19s %19s %8s\n", "entry", "N", "workers", "predicted", "95% interval", "measured",
+  int w = 20;
+  for (const auto& h : *held) w = std::max(w, static_cast<int>(h.entry.size()));
+  std::printf("%-*s %10s %7s %9s %19s %19s %8s\n", w, "entry", "N", "workers", "predicted", "95% interval", "measured",
               "error");
   for (const auto& h : *held) {
     const std::string measured =
         Printf("%.4f", h.measured) + (std::isnan(h.measured_half_width) ? "" : " ± " + Printf("%.4f", h.measured_half_width));
-    std::printf("%-20s %10.0f %7d %9.4f %19s %19s %+7.2f%%\n", h.entry.c_str(), h.params, h.workers, h.predicted,
+    std::printf("%-*s %10.0f %7d %9.4f %19s %19s %+7.2f%%\n", w, h.entry.c_str(), h.params, h.workers, h.predicted,
                 (Printf("%.4f-", h.predicted_lo) + Printf("%.4f", h.predicted_hi)).c_str(), measured.c_str(), 100 * h.error);
   }
   return Status::Ok();
@@ -124,17 +227,19 @@ Status PrintFits(const std::string& sweep_dir) {
   for (const auto& f : *fits) seeds = std::max(seeds, f.seeds);
   std::printf("L = A · N^α · M^β, least squares on log L; ± one standard error (N parameters, M workers)%s\n",
               seeds > 1 ? Printf("; every seed's final loss a point (%.0f seeds per point)", seeds).c_str() : "");
-  std::printf("%-20s %6s %22s %20s %20s %7s %9s\n", "entry", "points", "A", "alpha", "beta", "R2", "rms err");
+  int w = 20;
+  for (const auto& f : *fits) w = std::max(w, static_cast<int>(f.entry.size()));
+  std::printf("%-*s %6s %22s %20s %20s %7s %9s\n", w, "entry", "points", "A", "alpha", "beta", "R2", "rms err");
   for (const auto& f : *fits) {
     if (!f.skipped.empty()) {
-      std::printf("%-20s %6zu   not fitted: %s\n", f.entry.c_str(), f.points.size(), f.skipped.c_str());
+      std::printf("%-*s %6zu   not fitted: %s\n", w, f.entry.c_str(), f.points.size(), f.skipped.c_str());
       continue;
     }
     const auto& p = f.fit;
     auto pm = [](bool used, double v, double e) {
       return used ? Printf("%.4f", v) + " ± " + Printf("%.4f", e) : std::string("-");
     };
-    std::printf("%-20s %6d %22s %20s %20s %7.3f %8.2f%%\n", f.entry.c_str(), p.points,
+    std::printf("%-*s %6d %22s %20s %20s %7.3f %8.2f%%\n", w, f.entry.c_str(), p.points,
                 (Printf("%.4g", p.a) + " ± " + Printf("%.2g", p.a_err)).c_str(), pm(p.uses_params, p.alpha, p.alpha_err).c_str(),
                 pm(p.uses_workers, p.beta, p.beta_err).c_str(), p.r2, 100.0 * p.rms_rel_error);
   }

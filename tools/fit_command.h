@@ -19,6 +19,10 @@ struct EntryFit {
   std::string skipped;  // why there is no fit, or ""
   int seeds = 1;        // points run over several seeds: each seed's loss is a point
 };
+// `sweep_dir` may also be a CSV of points (a header naming at least params, workers, entry and
+// final_val_loss; each row one seed's loss; with a `folder` column and several folders, each
+// folder's entries are fitted apart as FOLDER/ENTRY): the form docs/scaling/export.py keeps in the
+// repository, where run folders are not kept. An error names the file and line.
 core::Result<std::vector<EntryFit>> FitSweep(const std::string& sweep_dir);
 // The same for a sweep already loaded.
 core::Result<std::vector<EntryFit>> FitSweep(const Sweep& sweep);

@@ -342,7 +342,9 @@ Command AddFit(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "fit", "fit final loss as a power law in model size and workers over a sweep's points (with uncertainties)");
   auto hold_out = std::make_shared<bool>(false);
-  cmd->add_option("sweep", *dir, "a sweep folder (<output.dir>/<name>-sweep), or a folder of run or tune folders")
+  cmd->add_option("sweep", *dir,
+                  "a sweep folder (<output.dir>/<name>-sweep), a folder of run or tune folders, or a CSV of points "
+                  "(docs/scaling/points.csv: params, workers, entry, final_val_loss; folder)")
       ->required();
   cmd->add_flag("--hold-out", *hold_out,
                 "fit below the largest model size and compare the prediction at it with what was measured");

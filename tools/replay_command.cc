@@ -77,6 +77,17 @@ Result<trainer::MembershipTrace> ReadMembershipTrace(const std::vector<json>& ev
     auto ranks = Ranks(e, type == "join" ? "workers" : "participants", where);
     if (!ranks.ok()) return ranks.status();
     if (type == "outer_sync") {
+      if (const auto n = e.find("inner_steps"); n != e.end()) {  // DyLU's plan for the next round
+        std::vector<int64_t>& planned = trace.inner_steps[step->get<int64_t>()];
+        planned.clear();
+        if (!n->is_array()) return Status::InvalidArgument(where + ": \"inner_steps\" is not a list");
+        for (const auto& v : *n) {
+          if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+            return Status::InvalidArgument(where + ": \"inner_steps\" holds " + v.dump() + ", expected step counts");
+          }
+          planned.push_back(v.get<int64_t>());
+        }
+      }
       auto [it, fresh] = trace.members.emplace(step->get<int64_t>(), *ranks);
       if (!fresh && it->second != *ranks) {
         return Status::InvalidArgument(where + ": a second outer step at step " + std::to_string(it->first) +

@@ -181,6 +181,11 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
   for (auto& [step, recs] : by_step) {
     std::stable_sort(recs.begin(), recs.end(), [](const StepRecord* a, const StepRecord* b) { return a->worker < b->worker; });
   }
+  // An evaluation at a step no worker recorded (DyLU's workers may all end a round early; async
+  // DiLoCo's progress is not any worker's step) still gets its line.
+  for (const auto& [step, e] : x.evals) {
+    if (step > 0) by_step.try_emplace(step - 1);
+  }
   core::JsonlWriter metrics;
   NARROWS_RETURN_IF_ERROR(metrics.Open(path));
   std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());
@@ -199,8 +204,28 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
   };
   const int64_t tokens_per_step = x.sc.train.batch_size * x.model.seq_len;
   int64_t tokens = 0;
+  // The evaluation at `eval` into `line`: its loss, standard error, per-domain losses, bits per byte.
+  auto add_evaluation = [&x](const auto& eval, Json* line) {
+    (*line)["val_loss"] = eval->second.second;
+    if (const auto se = x.eval_se.find(eval->first); se != x.eval_se.end()) (*line)["val_loss_se"] = se->second;
+    if (const auto d = x.eval_domains.find(eval->first); d != x.eval_domains.end()) {
+      Json by_domain = Json::object();
+      for (size_t i = 0; i < d->second.size() && i < x.data->domains.size(); ++i) by_domain[x.data->domains[i]] = d->second[i];
+      (*line)["val_loss_by_domain"] = by_domain;
+    }
+    if (x.data->byte_level) (*line)["val_bpb"] = eval->second.second / std::log(2.0);
+  };
+  double last_sent = 0.0, last_received = 0.0;  // the counters as the last recorded step left them
   for (const auto& [step, recs] : by_step) {
     tokens += tokens_per_step * static_cast<int64_t>(recs.size());
+    if (recs.empty()) {  // an evaluation alone: no training loss, the byte counters as they were
+      const auto eval = x.evals.find(step + 1);
+      Json line = {{"step", step + 1}, {time_key, eval->second.first}, {"tokens", tokens}, {"bytes_sent", last_sent},
+                   {"bytes_received", last_received}, {"workers_active", 0}};
+      add_evaluation(eval, &line);
+      NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
+      continue;
+    }
     double time = 0.0, loss = 0.0, sent = 0.0, received = 0.0;
     for (const auto* rec : recs) {
       time = std::max(time, rec->time);
@@ -211,6 +236,8 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
                                                       {"compute_s", rec->compute_s}, {"comm_s", rec->comm_s},
                                                       {"idle_s", rec->idle_s}, {"bytes_sent", rec->bytes_sent}};
     }
+    last_sent = sent;
+    last_received = received;
     const auto eval = x.evals.find(step + 1);
     if (eval == x.evals.end() && (step + 1) % x.sc.output.log_every != 0 && step + 1 != steps) continue;
     Json line = {{"step", step + 1},        {time_key, time},         {"train_loss", loss},
@@ -221,16 +248,7 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
       for (const auto* rec : recs) sequences += multiple_at(rec->worker, step) * x.sc.train.batch_size;
       line["global_batch"] = sequences;
     }
-    if (eval != x.evals.end()) {
-      line["val_loss"] = eval->second.second;
-      if (const auto se = x.eval_se.find(eval->first); se != x.eval_se.end()) line["val_loss_se"] = se->second;
-      if (const auto d = x.eval_domains.find(eval->first); d != x.eval_domains.end()) {
-        Json by_domain = Json::object();
-        for (size_t i = 0; i < d->second.size() && i < x.data->domains.size(); ++i) by_domain[x.data->domains[i]] = d->second[i];
-        line["val_loss_by_domain"] = by_domain;
-      }
-      if (x.data->byte_level) line["val_bpb"] = eval->second.second / std::log(2.0);
-    }
+    if (eval != x.evals.end()) add_evaluation(eval, &line);
     NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
   }
   return core::Status::Ok();

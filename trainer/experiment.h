@@ -63,8 +63,9 @@ enum class Membership {
   // (ExperimentOptions::before_step); leave, join and link_down faults are the emulator's only.
   kLive,
   // From a deployment's membership trace (MembershipTrace), replayed in the emulator: a round's
-  // members and joiners are the trace's, and a worker that left a round comes back as a restarted
-  // process does (its inner state lost, its data stream at the step it joins).
+  // members and joiners are the trace's (and DyLU's inner steps), and a worker that left a round
+  // comes back as a restarted process does (its inner state lost, its data stream restarted and
+  // counted up to the step it joins).
   kReplay,
 };
 
@@ -74,6 +75,8 @@ enum class Membership {
 struct MembershipTrace {
   std::map<int64_t, std::vector<int>> members;  // round end -> members, ascending
   std::map<int64_t, std::vector<int>> joiners;  // round start -> joiners, ascending
+  // DyLU: round end -> each worker's inner steps for the next round, as the leader computed them.
+  std::map<int64_t, std::vector<int64_t>> inner_steps;
 };
 
 struct ExperimentOptions {

@@ -55,7 +55,8 @@ class ScriptedRoster final : public Roster {
   }
   bool Present(int64_t start) override { return plan_.Alive(w_.rank, start); }
   bool Trains(int64_t step) override { return plan_.Alive(w_.rank, step); }
-  bool AbsentKeepsDataOrder() const override { return false; }
+  bool RestartsLostWorkers() const override { return false; }
+  std::optional<int64_t> RecordedInnerSteps(int64_t) const override { return std::nullopt; }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) override {
     std::vector<std::pair<int64_t, bool>> out;
     for (int64_t step = std::max<int64_t>(start, 1); step < end; ++step) {
@@ -141,7 +142,12 @@ class ReplayRoster final : public Roster {
     if (!std::binary_search(present_.begin(), present_.end(), w_.rank) || Present(end)) return {};
     return {{end - 1, true}};
   }
-  bool AbsentKeepsDataOrder() const override { return true; }
+  bool RestartsLostWorkers() const override { return true; }
+  std::optional<int64_t> RecordedInnerSteps(int64_t round_end) const override {
+    const auto it = trace_.inner_steps.find(round_end);
+    if (it == trace_.inner_steps.end() || static_cast<size_t>(w_.rank) >= it->second.size()) return std::nullopt;
+    return it->second[static_cast<size_t>(w_.rank)];
+  }
   int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
   core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
                    const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
@@ -220,7 +226,8 @@ class LiveRoster final : public Roster {
     return true;
   }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
-  bool AbsentKeepsDataOrder() const override { return false; }
+  bool RestartsLostWorkers() const override { return false; }  // it is a new process already
+  std::optional<int64_t> RecordedInnerSteps(int64_t) const override { return std::nullopt; }
 
   int Tag(int base, int64_t step, const std::vector<int>& group) const override {
     return core::tags::kLiveBase + static_cast<int>(LiveKey(step, AttemptCode(group, step)) * core::tags::kAlgorithmEnd) +

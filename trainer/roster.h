@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -69,10 +70,13 @@ class Roster {
   virtual bool Trains(int64_t step) = 0;
   // This worker's leaves and crashes among the steps of [start, end): (step, crashed). Scripted.
   virtual std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) = 0;
-  // Whether a worker absent from a round still moves its data stream past the round's steps, as a
-  // restarted process does (it counts its stream up to the step it joins at) — a replay — rather
-  // than taking up its stream where it left it, as the scenario's scripted leaves do.
-  virtual bool AbsentKeepsDataOrder() const = 0;
+  // Whether a worker that lost its state comes back as a new process does — its data stream from
+  // the start, counted up to the step it joins at, its per-worker decisions afresh — as in a replay
+  // of a deployment, rather than taking up its stream where it left it (the scenario's faults).
+  virtual bool RestartsLostWorkers() const = 0;
+  // Replay: this worker's inner steps for the round after the one ending at `round_end`, as the
+  // deployment's leader recorded them (DyLU); nothing where none were recorded or not a replay.
+  virtual std::optional<int64_t> RecordedInnerSteps(int64_t round_end) const = 0;
 
   // Tag of collective `base` at `step` over `group`: live tags carry the step and a code of the
   // group, so that a repeated collective (always over fewer members) never reads a message of the

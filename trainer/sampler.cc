@@ -48,7 +48,7 @@ std::vector<TokenSpan> SliceSpans(const std::vector<TokenSpan>& spans, int64_t b
 BatchSampler::BatchSampler(const Corpus& corpus, const std::vector<TokenSpan>& train_spans,
                            int64_t seq_len, uint64_t seed, int worker, int num_workers,
                            core::Sampling sampling, double domain_mix)
-    : corpus_(corpus), seq_len_(seq_len), rng_(SplitMix64(seed ^ SplitMix64(uint64_t(worker) + 1))) {
+    : corpus_(corpus), seq_len_(seq_len), rng_(SplitMix64(seed ^ SplitMix64(uint64_t(worker) + 1))), first_rng_(rng_) {
   NARROWS_CHECK(num_workers >= 1 && worker >= 0 && worker < num_workers);
   const int domains = static_cast<int>(corpus.domains().size());
   if (sampling == core::Sampling::kNonIid && num_workers > 1) {

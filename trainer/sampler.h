@@ -29,6 +29,9 @@ class BatchSampler {
   BatchSampler(const Corpus& corpus, const std::vector<TokenSpan>& train_spans, int64_t seq_len,
                uint64_t seed, int worker, int num_workers, core::Sampling sampling, double domain_mix = 0.0);
   TokenBatch Next(int64_t batch);
+  // Back to the start of this worker's random stream, as a new process's sampler would be (the
+  // spans it draws from stay).
+  void Restart() { rng_ = first_rng_; }
   // The spans this worker draws from (all of them for iid; its home domain's for by-domain).
   const std::vector<TokenSpan>& spans() const { return own_.spans; }
   // Draws from `spans` alone from now on (DiPaCo: the documents routed to this worker's path); the
@@ -50,6 +53,7 @@ class BatchSampler {
   Pool mixed_;         // by-domain: the whole corpus, drawn with probability mix_
   double mix_ = 0.0;
   std::mt19937_64 rng_;
+  std::mt19937_64 first_rng_;  // rng_ as constructed
 };
 
 // `count` batches of `batch` windows spread evenly over the validation spans (no randomness). With

@@ -67,14 +67,12 @@ TEST_F(DistributedTest, BytesSentEqualTheAnalyticCountOfTheCollective) {
   core::ModelSpec model = sc.model;
   model.vocab_size = 256;
   torch::manual_seed(0);
-  const int64_t count = Gpt(model, torch::kCPU).num_params() + 1;  // + the loss / contributor count
-  double per_worker = 0.0, per_worker_diloco = 0.0;
-  for (int p = 0; p < 4; ++p) {
-    per_worker += core::RingAllReduceBytesPerRank(count, 4, p) / 4.0;
-    per_worker_diloco += core::RingAllReduceBytesPerRank(count + 4, 4, p) / 4.0;  // + a join vote per worker
-  }
-  EXPECT_DOUBLE_EQ(Run(sc, 0).bytes_sent_per_worker, per_worker * 12);        // every step
-  EXPECT_DOUBLE_EQ(Run(sc, 1).bytes_sent_per_worker, per_worker_diloco * 3);  // every 4th step
+  // + the loss (DDP) or the contributor count (DiLoCo), and a join vote per worker
+  const int64_t count = Gpt(model, torch::kCPU).num_params() + 1 + 4;
+  double per_worker = 0.0;
+  for (int p = 0; p < 4; ++p) per_worker += core::RingAllReduceBytesPerRank(count, 4, p) / 4.0;
+  EXPECT_DOUBLE_EQ(Run(sc, 0).bytes_sent_per_worker, per_worker * 12);  // every step
+  EXPECT_DOUBLE_EQ(Run(sc, 1).bytes_sent_per_worker, per_worker * 3);   // every 4th step
   // Buckets split the same bytes differently among ring chunks: equal to within a few bytes each.
   EXPECT_NEAR(Run(sc, 2).bytes_sent_per_worker, per_worker * 12, 12 * 4 * 4 * 8.0);
 }
@@ -208,11 +206,38 @@ TEST_F(DistributedTest, ADdpReplayTakesItsGroupsFromCrashesAndJoins) {
       << late.status().message();
 }
 
+// DyLU's inner steps are what wall time decided in a deployment: the replay takes them from the
+// trace (the leader's outer_sync records every member's), not from its own clocks.
+TEST_F(DistributedTest, AReplayFollowsTheRecordedInnerSteps) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [{algorithm: diloco, inner_steps: 4, dylu: true}]\n");
+  const EntryResult plain = Run(sc);  // equal speeds: every worker takes 4 steps a round
+  auto trace = std::make_shared<MembershipTrace>();
+  trace->members = {{4, {0, 1, 2}}, {8, {0, 1, 2}}, {12, {0, 1, 2}}};
+  // Worker 1 took 2 steps in the second round, and every worker 3 in the last.
+  trace->inner_steps = {{4, {4, 2, 4}}, {8, {3, 3, 3}}};
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = trace;
+  const EntryResult r = Run(sc, 0, replay);
+  EXPECT_NE(r.final_val_loss, plain.final_val_loss);
+  const std::string events = Slurp(dir_ / "out" / sc.compare[0].name / "events.jsonl");
+  EXPECT_NE(events.find("\"inner_steps\":2,\"step\":4"), std::string::npos) << events;
+  EXPECT_NE(events.find("\"inner_steps\":3,\"step\":8"), std::string::npos) << events;
+  // No worker recorded step 12 (each ended its round at 11): the final evaluation still has its line.
+  const std::string metrics = Slurp(dir_ / "out" / sc.compare[0].name / "metrics.jsonl");
+  const auto last = metrics.rfind("{\"bytes_received\"");
+  ASSERT_NE(last, std::string::npos) << metrics;
+  const auto line = nlohmann::json::parse(metrics.substr(last));
+  EXPECT_EQ(line.at("step"), 12) << metrics;
+  EXPECT_EQ(line.at("val_loss").get<double>(), r.final_val_loss);
+  EXPECT_FALSE(line.contains("train_loss"));
+}
+
 // A trace that cannot be the run's (members who were not there, an outer step missing), an entry
-// whose membership is not all in the trace (DyLU's step counts), and malformed events are refused
-// with what and where.
+// whose per-worker state a restart would lose (drop_probability's generator), and malformed events
+// are refused with what and where.
 TEST_F(DistributedTest, AReplayRefusesWhatItCannotFollow) {
-  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4, {algorithm: diloco, inner_steps: 4, dylu: true, name: dylu}]\n");
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4, {algorithm: diloco, inner_steps: 4, drop_probability: 0.1, name: drop}]\n");
   auto data = LoadDataset(sc, "");
   ASSERT_TRUE(data.ok());
   auto trace = std::make_shared<MembershipTrace>();
@@ -222,7 +247,8 @@ TEST_F(DistributedTest, AReplayRefusesWhatItCannotFollow) {
   replay.trace = trace;
   auto dylu = Experiment::Create(sc, sc.compare.at(1), *data, replay);
   ASSERT_FALSE(dylu.ok());
-  EXPECT_NE(dylu.status().message().find("cannot be replayed: DyLU"), std::string::npos) << dylu.status().message();
+  EXPECT_NE(dylu.status().message().find("drop: cannot be replayed: drop_probability"), std::string::npos)
+      << dylu.status().message();
   auto exp = Experiment::Create(sc, sc.compare.at(0), *data, replay);
   ASSERT_TRUE(exp.ok());
   emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));

@@ -18,19 +18,30 @@
 // with its next inner-step count, floor(H * t_fastest / t_own) from the step times the workers
 // report, so that slow workers push as often as fast ones.
 //
+// A deployment's restarted worker (--rejoin; any but worker 0, which hosts the server) asks the
+// server to join: the server expects it again and answers with the global parameters, and it trains
+// on from them with a fresh inner optimiser, its data stream at the run's progress. Live checkpoints
+// (deploy.checkpoint_every, in rounds of H steps of progress) hold the server's state alone, written
+// by worker 0: a run resumed from one restores the server, and every worker joins it so. Neither can
+// equal an uninterrupted run: arrival order is the network's.
+//
 // The run ends at DiLoCo's token count: once the server has applied workers * train.steps inner
 // steps it sends every worker a stop; each then says goodbye, and the server ends when all have (or
 // left: a scripted departure says goodbye; over a network a dead worker drops out of Members()).
 // The learning-rate schedule follows the run's progress (applied inner steps / workers).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
+#include "core/run_writer.h"
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
+#include "trainer/checkpoint.h"
 
 namespace narrows::trainer {
 namespace {
@@ -48,7 +59,7 @@ constexpr int kTagStop = core::tags::kAsyncStop;   // server -> worker, once: th
 constexpr int kServer = 0;      // the rank whose endpoint hosts the server
 
 struct PushHeader {
-  int32_t kind;        // kUpdate or kBye
+  int32_t kind;        // kUpdate, kBye or kJoin
   int32_t steps;       // inner steps behind this pseudo-gradient
   int64_t base_version;  // the server version the worker started them from
   double step_time_s;  // the worker's mean compute time per inner step (DyLU)
@@ -61,7 +72,7 @@ struct ReplyHeader {
   int32_t stop_sent;    // a stop is on its way to this worker
   int32_t unused = 0;
 };
-enum : int32_t { kUpdate = 0, kBye = 1, kParams = 0, kStopped = 1, kAck = 2 };
+enum : int32_t { kUpdate = 0, kBye = 1, kJoin = 2, kParams = 0, kStopped = 1, kAck = 2 };
 
 template <typename Header>
 std::vector<uint8_t> Message(const Header& h, size_t payload_bytes) {
@@ -136,6 +147,19 @@ class Server {
       } else if (header->kind == kBye) {
         expected_[static_cast<size_t>(src)] = false;
         reply.kind = kAck;
+      } else if (header->kind == kJoin) {
+        // A restarted (or resumed) worker: expected again, from the global parameters.
+        expected_[static_cast<size_t>(src)] = true;
+        records_.Event({{"type", "join"}, {"step", global_step_}, {"time", t.clock().Now()}, {"workers", {src}}});
+        if (stopped_) {
+          reply.kind = kStopped;
+          if (!stop_sent_[static_cast<size_t>(src)]) {
+            const int32_t stop = 1;
+            const core::Status sent = t.Send(src, kTagStop, &stop, sizeof stop);
+            if (!sent.ok() && !(live && sent.code() == core::StatusCode::kPeerUnavailable)) return sent;
+            stop_sent_[static_cast<size_t>(src)] = true;
+          }
+        }
       } else if (stopped_) {
         reply.kind = kStopped;  // spent after this worker started: its steps are not applied
       } else {
@@ -167,6 +191,7 @@ class Server {
       if (params_bytes) ToHost(global_, reinterpret_cast<float*>(out.data() + sizeof reply));
       const core::Status s = t.Send(src, kTagReply, out.data(), out.size());
       if (!s.ok() && !(live && s.code() == core::StatusCode::kPeerUnavailable)) return s;
+      NARROWS_RETURN_IF_ERROR(checkpoint_error_);  // a checkpoint that could not be written ends the run
     }
     return core::Status::Ok();
   }
@@ -174,8 +199,8 @@ class Server {
  private:
   // Why a well-formed push cannot be an honest worker's ("" if it can).
   std::string Implausible(const PushHeader& h) const {
-    if (h.kind != kUpdate && h.kind != kBye) return "async push of unknown kind " + std::to_string(h.kind);
-    if (h.kind == kBye) return "";
+    if (h.kind != kUpdate && h.kind != kBye && h.kind != kJoin) return "async push of unknown kind " + std::to_string(h.kind);
+    if (h.kind != kUpdate) return "";
     if (h.steps < 0 || h.steps > o_.inner_steps) {
       return "async push of " + std::to_string(h.steps) + " inner steps (at most " + std::to_string(o_.inner_steps) + ")";
     }
@@ -213,7 +238,56 @@ class Server {
     records_.OuterSync(global_step_, now,
                  {{"worker", src}, {"inner_steps", h.steps}, {"staleness", staleness}, {"version", version_}});
     if (global_step_ > before) records_.MaybeEvaluate(before, global_step_, now, global_);
+    const int64_t every = x_.sc.deploy.checkpoint_every * o_.inner_steps;  // rounds of H steps of progress
+    if (live_ && every > 0 && !x_.opt.checkpoint_dir.empty() && global_step_ / every > before / every &&
+        global_step_ < x_.sc.train.steps) {
+      checkpoint_error_ = SaveCheckpoint(now);
+    }
   }
+
+  // The server's state: global parameters, outer optimiser, counters and step times, and worker
+  // 0's records so far, as rank-0.ckpt of step-N (N: the run's progress).
+  std::vector<std::pair<std::string, torch::Tensor*>> Tensors() {
+    return {{"global", &global_}, {"pending", &pending_}, {"outer_momentum", &outer_.momentum},
+            {"outer_adam_m", &outer_.adam_m}, {"outer_adam_v", &outer_.adam_v}};
+  }
+  core::Status SaveCheckpoint(double now) {
+    WorkerCheckpoint c;
+    c.rank = kServer;
+    c.step = global_step_;
+    c.outer_steps = outer_.steps;
+    c.clock_s = now;
+    std::ostringstream extra;
+    extra << arrivals_ << " " << version_ << " " << applied_steps_;
+    for (double t : step_time_) extra << " " << t;
+    c.drop_rng = extra.str();
+    c.part = records_.Export().dump();
+    for (const auto& [name, t] : Tensors()) c.tensors.emplace_back(name, *t);
+    char folder[32];
+    std::snprintf(folder, sizeof folder, "/step-%06lld", static_cast<long long>(global_step_));
+    const std::string dir = x_.opt.checkpoint_dir + folder;
+    NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
+    NARROWS_RETURN_IF_ERROR(WriteCheckpoint(CheckpointPath(dir, kServer), c));
+    records_.Event({{"type", "checkpoint"}, {"step", global_step_}, {"time", now}, {"dir", dir}});
+    return core::Status::Ok();
+  }
+
+ public:
+  // A resumed run: the server as checkpointed (its records merged by the caller).
+  core::Status Restore(const WorkerCheckpoint& c) {
+    const std::string what = "async server checkpoint (rank-0.ckpt)";
+    NARROWS_RETURN_IF_ERROR(CopyByName(c.tensors, Tensors(), what));
+    std::istringstream in(c.drop_rng);
+    in >> arrivals_ >> version_ >> applied_steps_;
+    for (double& t : step_time_) in >> t;
+    if (!in) return core::Status::InvalidArgument(what + ": unreadable counters '" + c.drop_rng + "'");
+    outer_.steps = c.outer_steps;
+    global_step_ = c.step;
+    return core::Status::Ok();
+  }
+  void set_live(bool live) { live_ = live; }
+
+ private:
 
   int64_t NextInnerSteps(int src) const {
     double fastest = 0.0;
@@ -235,6 +309,8 @@ class Server {
   std::vector<double> step_time_;
   std::vector<bool> expected_, stop_sent_;
   bool stopped_ = false;
+  bool live_ = false;
+  core::Status checkpoint_error_;  // the last checkpoint's, reported when the server ends
 };
 
 class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
@@ -244,13 +320,27 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
         base_(w.replica.model().flat_params().detach().clone()) {}
 
   core::Status Run(WorkerContext& w) override {
-    if (w.live() && (x_.opt.rejoin || !x_.opt.resume_from.empty())) {
-      return core::Status::InvalidArgument("async-diloco: restarted and resumed workers are not supported");
+    const bool resumed = w.live() && !x_.opt.resume_from.empty();
+    joining_ = w.live() && (x_.opt.rejoin || resumed);
+    if (joining_ && w.rank == kServer && x_.opt.rejoin) {
+      return core::Status::InvalidArgument("async-diloco: worker 0 hosts the server and cannot rejoin");
     }
     std::unique_ptr<core::Work> server;
     if (w.rank == kServer) {
       auto state = std::make_shared<Server>(x_, records_, base_);
       const bool live = w.live();
+      state->set_live(live);
+      if (resumed) {
+        auto c = ReadCheckpoint(CheckpointPath(x_.opt.resume_from, kServer));
+        if (!c.ok()) return c.status();
+        NARROWS_RETURN_IF_ERROR(state->Restore(*c));
+        try {
+          NARROWS_RETURN_IF_ERROR(records_.Merge(Json::parse(c->part)));
+        } catch (const std::exception& e) {
+          return core::Status::InvalidArgument(std::string("checkpoint records: ") + e.what());
+        }
+        w.time_offset = c->clock_s;
+      }
       server = w.t.Start([state, live](core::Transport& t) { return state->Serve(t, live); });
     }
     core::Status s = Train();
@@ -265,8 +355,21 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
   core::Status Train() {
     const int64_t S = x_.sc.train.steps;
     int64_t inner_steps = o_.inner_steps, global_step = 0, chunk = 0, sent_at_push = w_.Stats().bytes_sent;
+    int64_t first = 0;
+    if (joining_) {
+      auto reply = Join();
+      if (!reply.ok()) return reply.status();
+      if (reply->kind == kStopped) {  // the budget was spent while this worker was away
+        int32_t flag = 0;
+        NARROWS_RETURN_IF_ERROR(w_.t.Recv(kServer, kTagStop, &flag, sizeof flag));
+        stop_received_ = true;
+        return Goodbye();
+      }
+      global_step = first = reply->global_step;
+      for (int64_t s = 0; s < first; ++s) w_.sampler.Next(x_.sc.train.batch_size);  // its place in the data
+    }
     double chunk_compute_from = w_.compute_s;
-    for (int64_t local = 0;; ++local) {
+    for (int64_t local = first;; ++local) {
       if (local < S && !w_.roster->Trains(local)) {  // a scripted departure
         for (const auto& [step, crashed] : w_.roster->Departures(local, local + 1)) {
           records_.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank}});
@@ -338,6 +441,21 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
     return reply;
   }
 
+  // Asks the server to expect this worker again; on kParams, starts from the parameters sent back.
+  core::Result<ReplyHeader> Join() {
+    std::vector<uint8_t> out = Message(PushHeader{kJoin, 0, 0, 0.0}, 0), in;
+    NARROWS_RETURN_IF_ERROR(w_.t.Send(kServer, kTagPush, out.data(), out.size()));
+    auto from = w_.t.RecvMessage(kServer, kTagReply, &in);
+    if (!from.ok()) return from.status();
+    auto reply = ReadHeader<ReplyHeader>(in, static_cast<size_t>(n_params_) * sizeof(float), kServer, "async join");
+    if (!reply.ok() || reply->kind != kParams) return reply;
+    torch::NoGradGuard no_grad;
+    FromHost(reinterpret_cast<const float*>(in.data() + sizeof(ReplyHeader)), base_);
+    w_.replica.model().flat_params().copy_(base_);
+    version_ = reply->version;
+    return reply;
+  }
+
   // Tells the server this worker is done (it stops expecting it) and takes a stop still on its way.
   core::Status Goodbye() {
     std::vector<uint8_t> out = Message(PushHeader{kBye, 0, version_, 0.0}, 0), in;
@@ -363,6 +481,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
   const core::Codec codec_{o_.outer_gradient};
   ErrorFeedback error_feedback_;
   bool stop_received_ = false;
+  bool joining_ = false;  // live: a restarted or resumed process, which joins the server first
 };
 
 core::ParsedOptions ParseAsync(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {

@@ -1,7 +1,9 @@
 // Synchronous data parallelism, as PyTorch DDP: every step, the members all-reduce their gradients
 // (and losses) and apply the mean with AdamW, so all replicas stay identical. The all-reduce runs
 // in buckets started during backward (OverlappedGradients) or once after it. A joiner receives the
-// parameters and the AdamW state of a member. With an adaptive batch size (batch_size.h) an update
+// parameters and the AdamW state of a member; in a deployment a restarted process votes itself in
+// through one slot per worker after the loss (Roster::Vote), as DiLoCo's do, and is welcomed at the
+// next step. With an adaptive batch size (batch_size.h) an update
 // accumulates several base batches and all-reduces once after the last backward (no buckets), its
 // tail carrying each worker's squared gradient norm when the norm test runs.
 #include <algorithm>
@@ -55,7 +57,8 @@ class OverlappedGradients {
       b.slices.push_back(i);
       b.numel += slices[i].numel;
     }
-    for (auto& b : buckets_) b.host.resize(static_cast<size_t>(b.numel + 1));  // bucket 0 carries the loss
+    // Bucket 0 carries the loss and the join votes; the others are the gradients alone.
+    for (auto& b : buckets_) b.host.resize(static_cast<size_t>(b.numel + (&b == &buckets_[0] ? 1 + w.entry.num_workers : 0)));
     total_numel_ = w.replica.model().num_params();
     const auto& params = w.replica.model().parameters();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -113,6 +116,7 @@ class OverlappedGradients {
       }
     }
     NARROWS_RETURN_IF_ERROR(status);
+    w_.roster->CountVotes(group_, buckets_[0].host.data() + buckets_[0].numel + 1);
     const float inv = 1.0f / static_cast<float>(group_.size());
     const auto& slices = w_.replica.model().slices();
     auto flat = w_.replica.model().flat_grads();
@@ -156,9 +160,13 @@ class OverlappedGradients {
     Bucket& b = buckets_[static_cast<size_t>(place_[i].first)];
     ToHost(grad.reshape({-1}), b.host.data() + place_[i].second);
     if (--b.pending > 0) return;
-    if (&b == &buckets_[0]) b.host[static_cast<size_t>(b.numel)] = static_cast<float>(loss_);
+    if (&b == &buckets_[0]) {
+      b.host[static_cast<size_t>(b.numel)] = static_cast<float>(loss_);
+      std::fill(b.host.begin() + b.numel + 1, b.host.end(), 0.0f);
+      w_.roster->Vote(group_, b.host.data() + b.numel + 1);
+    }
     const int tag = w_.roster->Tag(kTagBuckets + core::tags::kCollectiveSpan * place_[i].first, step_, group_);
-    const int64_t count = b.numel + (&b == &buckets_[0] ? 1 : 0);
+    const auto count = static_cast<int64_t>(b.host.size());
     core::Transport& via = guard_ ? *guard_ : w_.t;
     core::CollectiveOptions options = w_.Options(group_, tag);
     w_.NoteCollective(options, {});
@@ -188,8 +196,10 @@ class Ddp final : public RoundAlgorithm {
     if (o_.overlap && x_.sc.train.grad_accum == 1 && !updates_.adaptive()) {
       overlapped_ = std::make_unique<OverlappedGradients>(w, o_.bucket_mb);
     }
-    // All gradients + the loss (+ the squared norm of the worker's gradient), for one all-reduce.
-    w.buffer.resize(static_cast<size_t>(n_params_ + (updates_.adaptive() ? 2 : 1)));
+    // All gradients + the loss (+ the squared norm of the worker's gradient) + a join vote per
+    // worker, for one all-reduce.
+    votes_at_ = n_params_ + (updates_.adaptive() ? 2 : 1);
+    w.buffer.resize(static_cast<size_t>(votes_at_ + x_.num_workers));
   }
 
   int64_t RoundSteps() const override { return 1; }
@@ -235,10 +245,12 @@ class Ddp final : public RoundAlgorithm {
       local_loss = w_.Compute(w_.StepFlops(), [&] { return rep.ComputeGradients(batch); });
     }
     if (!reduced) {
-      NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, n_params_ + 1, step, [&] {
+      NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, static_cast<int64_t>(w_.buffer.size()), step, [&] {
         ToHost(rep.model().flat_grads(), w_.buffer.data());
         w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(local_loss);
+        Vote(group);
       }, on_failure_));
+      w_.roster->CountVotes(group, w_.buffer.data() + votes_at_);
       const float inv = 1.0f / static_cast<float>(group.size());
       for (auto& v : w_.buffer) v *= inv;
       FromHost(w_.buffer.data(), rep.model().flat_grads());
@@ -263,11 +275,13 @@ class Ddp final : public RoundAlgorithm {
     }
     const bool testing = updates_.testing();
     const double local_sq = testing ? rep.model().flat_grads().square().sum().item<double>() : 0.0;
-    NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, n_params_ + 2, step, [&] {
+    NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, static_cast<int64_t>(w_.buffer.size()), step, [&] {
       ToHost(rep.model().flat_grads(), w_.buffer.data());
       w_.buffer[static_cast<size_t>(n_params_)] = static_cast<float>(loss);
       w_.buffer[static_cast<size_t>(n_params_ + 1)] = static_cast<float>(local_sq);
+      Vote(group);
     }, on_failure_));
+    w_.roster->CountVotes(group, w_.buffer.data() + votes_at_);
     const auto m = static_cast<int64_t>(group.size());
     const double sum_sq = w_.buffer[static_cast<size_t>(n_params_ + 1)];
     const float inv = 1.0f / static_cast<float>(m);
@@ -287,11 +301,18 @@ class Ddp final : public RoundAlgorithm {
     return core::Status::Ok();
   }
 
+  // This worker's join votes into the buffer's slots (zero unless live and a worker is outside).
+  void Vote(const std::vector<int>& group) {
+    std::fill(w_.buffer.begin() + votes_at_, w_.buffer.end(), 0.0f);
+    w_.roster->Vote(group, w_.buffer.data() + votes_at_);
+  }
+
   WorkerContext& w_;
   const EntryContext& x_;
   Recorder& records_;
   const DdpOptions& o_;
   const int64_t n_params_;
+  int64_t votes_at_ = 0;  // where the join votes start in the buffer
   const core::OnFailure on_failure_;
   std::unique_ptr<OverlappedGradients> overlapped_;
   int64_t inner_steps_ = 0;
@@ -320,7 +341,7 @@ core::ParsedOptions ParseDdp(core::OptionReader& r, const core::Scenario& sc, co
 std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& entry) {
   const DdpOptions& o = entry.Options<DdpOptions>();
   const int m = in.workers();
-  const double bytes = 4.0 * (in.workload.params + 1);
+  const double bytes = 4.0 * (in.workload.params + 1 + in.workers());  // + the loss and a join vote per worker
   const double all = in.AllReduceSeconds(bytes, entry.collective);
   const double first_bucket = std::min(1.0, o.bucket_mb) * 1e6;
   const bool adaptive = o.batch.schedule != BatchScheduleKind::kConstant;  // one all-reduce after backward

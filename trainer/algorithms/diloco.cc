@@ -61,6 +61,7 @@ class Diloco final : public RoundAlgorithm {
     if (inner == InnerState::kLost) {
       w_.replica.optimizer().Reset();
       residuals_ = {};  // what its encodings lost went with it
+      my_inner_steps_ = o_.inner_steps;  // and DyLU's plan for it
     }
     rewarm_from_ = step;
   }
@@ -124,8 +125,12 @@ class Diloco final : public RoundAlgorithm {
     }
     w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
-      records_.OuterSync(re, w_.Now(), {{"participants", round->members},
-                                        {"contributors", std::isfinite(contributors) ? static_cast<int>(contributors) : 0}});
+      Json detail = {{"participants", round->members},
+                     {"contributors", std::isfinite(contributors) ? static_cast<int>(contributors) : 0}};
+      if (o_.dylu && std::any_of(planned_.begin(), planned_.end(), [](int64_t n) { return n > 0; })) {
+        detail["inner_steps"] = planned_;  // each member's for the next round (0: not a member)
+      }
+      records_.OuterSync(re, w_.Now(), std::move(detail));
       records_.MaybeEvaluate(round->start, re, w_.Now(), global_);
     }
     if (!keep || !own_finite) {
@@ -136,6 +141,8 @@ class Diloco final : public RoundAlgorithm {
   }
 
   // DyLU (arXiv 2401.09135): the next round's inner steps from the step times just exchanged.
+  // The leader records every member's (each computes its own alike), so that a replay can follow
+  // what wall time decided.
   void PlanNextRound(const Round& round) {
     const float* times = w_.buffer.data() + n_params_ + 1 + x_.num_workers;
     double fastest = 0.0;
@@ -144,7 +151,12 @@ class Diloco final : public RoundAlgorithm {
       if (t > 0 && (fastest == 0.0 || t < fastest)) fastest = t;
     }
     const double mine = times[w_.rank];
-    const int64_t next = DyluInnerSteps(o_.inner_steps, fastest, mine);
+    const auto recorded = w_.roster->RecordedInnerSteps(round.end);
+    const int64_t next = recorded ? *recorded : DyluInnerSteps(o_.inner_steps, fastest, mine);
+    planned_.assign(static_cast<size_t>(x_.num_workers), 0);
+    if (!recorded) {
+      for (int r : round.members) planned_[static_cast<size_t>(r)] = DyluInnerSteps(o_.inner_steps, fastest, times[r]);
+    }
     if (next != my_inner_steps_) {
       records_.Event({{"type", "inner_steps"}, {"step", round.end}, {"worker", w_.rank}, {"inner_steps", next},
                 {"step_time_s", mine}, {"fastest_step_time_s", fastest}});
@@ -212,6 +224,7 @@ class Diloco final : public RoundAlgorithm {
   int64_t rewarm_from_ = -1;
   int64_t tail_ = 0;                             // floats after the pseudo-gradient, sent exactly
   int64_t my_inner_steps_ = o_.inner_steps;  // DyLU: this worker's inner steps per round
+  std::vector<int64_t> planned_;             // DyLU: every member's for the next round
   int64_t steps_this_round_ = 0, last_step_ = 0;
   double round_compute_from_ = 0.0;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
@@ -276,11 +289,10 @@ AlgorithmPlugin DilocoPlugin() {
   p.summary = "DiLoCo: H inner AdamW steps, then an outer Nesterov step on the mean pseudo-gradient";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Diloco>(w); };
   p.plan = PlanDiloco;
-  // Its outer steps record their members (outer_sync's participants) and its joins their workers;
-  // what wall time decided is not recorded yet.
+  // Its outer steps record their members (outer_sync's participants) and DyLU's inner steps, and its
+  // joins their workers.
   p.replay = [](const core::AlgorithmSpec& entry) -> std::string {
     const DilocoOptions& o = entry.Options<DilocoOptions>();
-    if (o.dylu) return "DyLU's inner steps are decided by the workers' measured step times, which the trace does not hold";
     if (o.batch.schedule != BatchScheduleKind::kConstant) return "adaptive batch sizes keep per-worker state a restart loses";
     if (o.drop_probability > 0) return "drop_probability draws from a generator that a restarted process starts afresh";
     return "";

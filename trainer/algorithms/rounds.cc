@@ -178,6 +178,10 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
                                             roster.Tag(WorkerContext::kTagJoin, rs, round.members)));
       if (joining) {
+        if (lost_state && roster.RestartsLostWorkers()) {  // as a restarted process (see --rejoin above)
+          w.sampler.Restart();
+          for (int64_t s = 0; s < rs; ++s) w.sampler.Next(x.sc.train.batch_size);
+        }
         a.OnJoin(rs, lost_state ? InnerState::kLost : InnerState::kKept);
         lost_state = false;
       } else {
@@ -193,8 +197,6 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       for (int64_t step = rs; step < re && roster.Trains(step); ++step) {
         NARROWS_RETURN_IF_ERROR(a.Step(&round, step));
       }
-    } else if (roster.AbsentKeepsDataOrder()) {
-      for (int64_t step = rs; step < re; ++step) w.sampler.Next(x.sc.train.batch_size);
     }
     if (round.Member(w.rank)) {
       NARROWS_RETURN_IF_ERROR(a.EndRound(&round));
