@@ -112,6 +112,10 @@ Result<trainer::MembershipTrace> ReadStepMembershipTrace(const std::vector<json>
     const json& e = events[i];
     const std::string type = e.value("type", "");
     const bool drop = type == "crash" || type == "evicted";
+    if (type == "repeated") {  // a collective repeated over the same group
+      if (const auto step = e.find("step"); step != e.end() && step->is_number_integer()) trace.repeated.insert(step->get<int64_t>());
+      continue;
+    }
     if (!drop && type != "join") continue;
     const std::string where = path + ": event " + std::to_string(i + 1) + " (" + type + ")";
     const auto step = e.find("step");
@@ -122,6 +126,7 @@ Result<trainer::MembershipTrace> ReadStepMembershipTrace(const std::vector<json>
     if (!ranks.ok()) return ranks.status();
     if (drop) {
       survivors[step->get<int64_t>()] = *ranks;
+      trace.repeated.insert(step->get<int64_t>());
     } else {
       std::vector<int>& joined = trace.joiners[step->get<int64_t>()];
       std::vector<int> both;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct MembershipTrace {
   std::map<int64_t, std::vector<int>> joiners;  // round start -> joiners, ascending
   // DyLU: round end -> each worker's inner steps for the next round, as the leader computed them.
   std::map<int64_t, std::vector<int64_t>> inner_steps;
+  // The steps whose collective failed and was repeated without the dead (DDP reduces those whole,
+  // not in its buckets).
+  std::set<int64_t> repeated;
 };
 
 struct ExperimentOptions {

@@ -57,6 +57,7 @@ class ScriptedRoster final : public Roster {
   bool Trains(int64_t step) override { return plan_.Alive(w_.rank, step); }
   bool RestartsLostWorkers() const override { return false; }
   std::optional<int64_t> RecordedInnerSteps(int64_t) const override { return std::nullopt; }
+  bool RecordedRepeat(int64_t) const override { return false; }
   std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) override {
     std::vector<std::pair<int64_t, bool>> out;
     for (int64_t step = std::max<int64_t>(start, 1); step < end; ++step) {
@@ -148,6 +149,7 @@ class ReplayRoster final : public Roster {
     if (it == trace_.inner_steps.end() || static_cast<size_t>(w_.rank) >= it->second.size()) return std::nullopt;
     return it->second[static_cast<size_t>(w_.rank)];
   }
+  bool RecordedRepeat(int64_t step) const override { return trace_.repeated.count(step) > 0; }
   int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
   core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
                    const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
@@ -228,6 +230,7 @@ class LiveRoster final : public Roster {
   std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
   bool RestartsLostWorkers() const override { return false; }  // it is a new process already
   std::optional<int64_t> RecordedInnerSteps(int64_t) const override { return std::nullopt; }
+  bool RecordedRepeat(int64_t) const override { return false; }
 
   int Tag(int base, int64_t step, const std::vector<int>& group) const override {
     return core::tags::kLiveBase + static_cast<int>(LiveKey(step, AttemptCode(group, step)) * core::tags::kAlgorithmEnd) +
@@ -387,6 +390,9 @@ class LiveRoster final : public Roster {
     epoch_ = epoch;
     *group = view;
     if (w_.rank == group->front()) {
+      // A repeat that dropped nobody (a suspicion the coordinator overruled) is recorded too: a
+      // replay must repeat where the run did (DDP reduces a repeated step whole).
+      if (dropped.empty()) w_.records.Event({{"type", "repeated"}, {"step", step}, {"time", w_.Now()}, {"group", *group}});
       for (int d : dropped) {
         // A member evicted for what it sent (core::GroupGuard) is no crash: the event says why.
         const std::string why = w_.t.Evicted(d);

@@ -77,6 +77,8 @@ class Roster {
   // Replay: this worker's inner steps for the round after the one ending at `round_end`, as the
   // deployment's leader recorded them (DyLU); nothing where none were recorded or not a replay.
   virtual std::optional<int64_t> RecordedInnerSteps(int64_t round_end) const = 0;
+  // Replay: whether the deployment's collective at `step` failed and was repeated without the dead.
+  virtual bool RecordedRepeat(int64_t step) const = 0;
 
   // Tag of collective `base` at `step` over `group`: live tags carry the step and a code of the
   // group, so that a repeated collective (always over fewer members) never reads a message of the

@@ -88,9 +88,10 @@ if(at EQUAL -1)
   message(FATAL_ERROR "chaos with partitions: not all four in the last outer step:\n${events}\n${out}${err}")
 endif()
 replayed(cuts)
-# DDP: a restarted worker votes itself in with the next step's all-reduce and is welcomed at the one
-# after; replayed from its crash and join events (overlap off: see docs/deploy.md).
-storm(ddp --set "compare=[{algorithm: ddp, overlap: false, name: dl}]" --set train.steps=1500
+# DDP (bucketed, overlapped with backward): a restarted worker votes itself in with the next step's
+# all-reduce and is welcomed at the one after; replayed from its crash and join events (a step with
+# a crash was reduced whole, not in buckets).
+storm(ddp --set "compare=[{algorithm: ddp, name: dl}]" --set train.steps=1500
       --chaos "{seed: 3, kills: 3, mean_interval_s: 2, restart_after_s: 0.5, from_s: 1.5, until_s: 8}")
 file(STRINGS ${WORK}/out/ddp/dl/events.jsonl joins REGEX "\"type\":\"join\"")
 list(LENGTH joins njoins)

@@ -192,7 +192,8 @@ TEST_F(DistributedTest, ADdpReplayTakesItsGroupsFromCrashesAndJoins) {
   EXPECT_EQ(trace->members.at(8), (std::vector<int>{0, 1}));
   EXPECT_EQ(trace->members.at(9), (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(trace->members.at(12), (std::vector<int>{0, 2}));
-  const auto sc = Make("workers: {count: 3}\ncompare: [{algorithm: ddp, overlap: false}]\n");
+  EXPECT_EQ(trace->repeated, (std::set<int64_t>{5, 10}));  // reduced whole there, not in buckets
+  const auto sc = Make("workers: {count: 3}\ncompare: [ddp]\n");
   const EntryResult everyone = Run(sc);
   ExperimentOptions replay;
   replay.membership = Membership::kReplay;

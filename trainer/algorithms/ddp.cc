@@ -229,7 +229,8 @@ class Ddp final : public RoundAlgorithm {
     double local_loss = 0.0;
     bool reduced = false;  // flat_grads() holds the group's mean gradient
     double mean_loss = 0.0;
-    if (overlapped_) {
+    // A replay reduces whole where the deployment did: at a step whose bucketed all-reduce failed.
+    if (overlapped_ && !w_.roster->RecordedRepeat(step)) {
       auto loss = overlapped_->Step(batch, group, step);
       if (loss.ok()) {
         mean_loss = *loss;
@@ -381,13 +382,10 @@ AlgorithmPlugin DdpPlugin() {
   p.summary = "synchronous data parallelism (PyTorch DDP): an all-reduce of the gradients every step";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Ddp>(w); };
   p.plan = PlanDdp;
-  // Its membership per step is in its crash, evicted and join events (narrows replay builds it).
+  // Its membership per step is in its crash, evicted and join events (narrows replay builds it); a
+  // step with a crash was reduced whole.
   p.replay = [](const core::AlgorithmSpec& entry) -> std::string {
     const DdpOptions& o = entry.Options<DdpOptions>();
-    if (o.overlap) {
-      return "a step whose bucketed all-reduce failed is reduced again whole, in other chunks, which the trace "
-             "does not record (set overlap: false to replay)";
-    }
     if (o.batch.schedule != BatchScheduleKind::kConstant) return "adaptive batch sizes keep per-worker state a restart loses";
     return "";
   };
