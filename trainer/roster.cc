@@ -18,12 +18,42 @@ bool Round::Joining(int rank) const { return std::find(joiners.begin(), joiners.
 
 namespace {
 
-// The emulator's membership: the scenario's faults, the same answer on every worker.
-class ScriptedRoster final : public Roster {
+// The emulator's rosters: every member's answer is known in advance, so collectives run over the
+// worker's own transport once, and nothing of the live protocol (tags per attempt, settling,
+// votes, welcomes) is needed.
+class EmulatedRoster : public Roster {
  public:
-  explicit ScriptedRoster(WorkerContext& w) : w_(w), plan_(w.entry.plan) {}
+  explicit EmulatedRoster(WorkerContext& w) : w_(w) {}
 
   bool live() const override { return false; }
+  int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
+  core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
+                   const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
+    fill();
+    return collective(w_.t);
+  }
+  void Completed(const std::vector<int>&, int64_t, const float*, int64_t) override {}
+  void Attempting(const std::vector<int>&, int64_t) override {}
+  core::Result<bool> Settle(const std::vector<int>&, int64_t, float*, int64_t) override { return false; }
+  std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
+  core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
+  void Vote(const std::vector<int>&, float*) override {}
+  void CountVotes(const std::vector<int>&, const float*) override {}
+  core::Result<Welcome> AwaitWelcome() override {
+    return core::Status::InvalidArgument("an emulated worker is never restarted");
+  }
+  void SetGroup(std::vector<int>) override {}
+  int64_t failures() const override { return 0; }
+  void set_failures(int64_t) override {}
+
+ protected:
+  WorkerContext& w_;
+};
+
+// The emulator's membership: the scenario's faults, the same answer on every worker.
+class ScriptedRoster final : public EmulatedRoster {
+ public:
+  explicit ScriptedRoster(WorkerContext& w) : EmulatedRoster(w), plan_(w.entry.plan) {}
 
   core::Status BeginRound(int64_t start, int64_t end, Round* round) override {
     round->start = start;
@@ -67,42 +97,20 @@ class ScriptedRoster final : public Roster {
     }
     return out;
   }
-  int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
-  core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
-                   const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
-    fill();
-    return collective(w_.t);
-  }
-  void Completed(const std::vector<int>&, int64_t, const float*, int64_t) override {}
-  void Attempting(const std::vector<int>&, int64_t) override {}
-  core::Result<bool> Settle(const std::vector<int>&, int64_t, float*, int64_t) override { return false; }
-  std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
-  core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
-  void Vote(const std::vector<int>&, float*) override {}
-  void CountVotes(const std::vector<int>&, const float*) override {}
-  core::Result<Welcome> AwaitWelcome() override {
-    return core::Status::InvalidArgument("a scripted worker is never restarted");
-  }
-  void SetGroup(std::vector<int>) override {}
-  int64_t failures() const override { return 0; }
-  void set_failures(int64_t) override {}
 
  private:
-  WorkerContext& w_;
   const FaultPlan& plan_;
   std::vector<int> previous_;  // the members of the last round with any
 };
 
-// A deployment's membership, replayed from its trace in the emulator. Collectives run over the
-// members as in ScriptedRoster; only who the members are comes from the trace.
-class ReplayRoster final : public Roster {
+// A deployment's membership, replayed from its trace in the emulator: who the members are comes from
+// the trace, and what the deployment's wall time decided (DyLU's inner steps, DDP's repeated steps).
+class ReplayRoster final : public EmulatedRoster {
  public:
-  explicit ReplayRoster(WorkerContext& w) : w_(w), trace_(*w.entry.opt.trace) {
+  explicit ReplayRoster(WorkerContext& w) : EmulatedRoster(w), trace_(*w.entry.opt.trace) {
     for (int r = 0; r < w.entry.num_workers; ++r) group_.push_back(r);
     present_ = members_ = group_;
   }
-
-  bool live() const override { return false; }
 
   core::Status BeginRound(int64_t start, int64_t end, Round* round) override {
     round->start = start;
@@ -150,28 +158,8 @@ class ReplayRoster final : public Roster {
     return it->second[static_cast<size_t>(w_.rank)];
   }
   bool RecordedRepeat(int64_t step) const override { return trace_.repeated.count(step) > 0; }
-  int Tag(int base, int64_t, const std::vector<int>&) const override { return base; }
-  core::Status Run(std::vector<int>*, int64_t, core::OnFailure, const std::function<void()>& fill,
-                   const std::function<core::Status(core::Transport&)>& collective, float*, int64_t) override {
-    fill();
-    return collective(w_.t);
-  }
-  void Completed(const std::vector<int>&, int64_t, const float*, int64_t) override {}
-  void Attempting(const std::vector<int>&, int64_t) override {}
-  core::Result<bool> Settle(const std::vector<int>&, int64_t, float*, int64_t) override { return false; }
-  std::unique_ptr<core::Transport> Guard(const std::vector<int>&) override { return nullptr; }
-  core::Status DropDead(std::vector<int>*, int64_t, core::OnFailure, const core::Status& why) override { return why; }
-  void Vote(const std::vector<int>&, float*) override {}
-  void CountVotes(const std::vector<int>&, const float*) override {}
-  core::Result<Welcome> AwaitWelcome() override {
-    return core::Status::InvalidArgument("a replayed worker is never restarted");
-  }
-  void SetGroup(std::vector<int>) override {}
-  int64_t failures() const override { return 0; }
-  void set_failures(int64_t) override {}
 
  private:
-  WorkerContext& w_;
   const MembershipTrace& trace_;
   std::vector<int> group_;    // the members of the last round: who the next one starts with
   std::vector<int> present_;  // the group and the joiners of the round begun last

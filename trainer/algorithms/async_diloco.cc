@@ -258,6 +258,7 @@ class Server {
     c.outer_steps = outer_.steps;
     c.clock_s = now;
     std::ostringstream extra;
+    extra.precision(17);  // the step times exactly
     extra << arrivals_ << " " << version_ << " " << applied_steps_;
     for (double t : step_time_) extra << " " << t;
     c.drop_rng = extra.str();
@@ -288,7 +289,6 @@ class Server {
   void set_live(bool live) { live_ = live; }
 
  private:
-
   int64_t NextInnerSteps(int src) const {
     double fastest = 0.0;
     for (double t : step_time_) {
