@@ -238,7 +238,8 @@ TEST_F(DistributedTest, AReplayFollowsTheRecordedInnerSteps) {
 // whose per-worker state a restart would lose (drop_probability's generator), and malformed events
 // are refused with what and where.
 TEST_F(DistributedTest, AReplayRefusesWhatItCannotFollow) {
-  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4, {algorithm: diloco, inner_steps: 4, drop_probability: 0.1, name: drop}]\n");
+  const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4, {algorithm: diloco, inner_steps: 4, drop_probability: 0.1, name: drop},\n"
+                       "  {algorithm: streaming-diloco, inner_steps: 4, fragments: 2, name: sd}]\n");
   auto data = LoadDataset(sc, "");
   ASSERT_TRUE(data.ok());
   auto trace = std::make_shared<MembershipTrace>();
@@ -250,6 +251,10 @@ TEST_F(DistributedTest, AReplayRefusesWhatItCannotFollow) {
   ASSERT_FALSE(dylu.ok());
   EXPECT_NE(dylu.status().message().find("drop: cannot be replayed: drop_probability"), std::string::npos)
       << dylu.status().message();
+  auto streaming = Experiment::Create(sc, sc.compare.at(2), *data, replay);
+  ASSERT_FALSE(streaming.ok());
+  EXPECT_NE(streaming.status().message().find("sd: cannot be replayed: a fragment's all-reduce completes during the next round"),
+            std::string::npos) << streaming.status().message();
   auto exp = Experiment::Create(sc, sc.compare.at(0), *data, replay);
   ASSERT_TRUE(exp.ok());
   emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));

@@ -568,6 +568,9 @@ AlgorithmPlugin AsyncPlugin() {
   p.summary = "asynchronous DiLoCo: a server beside worker 0 applies each pseudo-gradient as it arrives";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<AsyncDiloco>(w); };
   p.plan = PlanAsync;
+  p.replay = [](const core::AlgorithmSpec&) -> std::string {
+    return "its server applies pushes in the order they arrive, which the trace does not impose";
+  };
   return p;
 }
 

@@ -326,6 +326,9 @@ AlgorithmPlugin DipacoPlugin() {
   p.summary = "DiPaCo: paths of modules over routed documents, each module averaged among its holders";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Dipaco>(w); };
   p.plan = PlanDipaco;
+  p.replay = [](const core::AlgorithmSpec&) -> std::string {
+    return "its modules synchronise in groups of their own, not as one group a round, the form of the trace";
+  };
   return p;
 }
 

@@ -218,6 +218,9 @@ AlgorithmPlugin GossipPlugin() {
   p.summary = "NoLoCo: no all-reduce; each round random pairs average their parameters with momentum";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<Gossip>(w); };
   p.plan = PlanGossip;
+  p.replay = [](const core::AlgorithmSpec&) -> std::string {
+    return "it synchronises in pairs, not as one group a round, the form of the trace";
+  };
   return p;
 }
 

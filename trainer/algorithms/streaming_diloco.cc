@@ -428,6 +428,10 @@ AlgorithmPlugin StreamingPlugin() {
               "(eager: true, or eager-diloco: eager outer updates, each all-reduce beside a whole round)";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<StreamingDiloco>(w); };
   p.plan = PlanStreaming;
+  p.replay = [](const core::AlgorithmSpec&) -> std::string {
+    return "a fragment's all-reduce completes during the next round, in which a worker killed there would "
+           "still have to take part";
+  };
   return p;
 }
 
