@@ -68,6 +68,9 @@ foreach(f summary.json scenario.yaml ddp/metrics.jsonl ddp/events.jsonl diloco-h
     message(FATAL_ERROR "narrows run did not write ${f}")
   endif()
 endforeach()
+# `narrows replay` takes a deployment's run: not a folder that is none, nor an emulated run.
+expect_failure(replay_nowhere 2 "nowhere/summary.json: cannot be read" replay nowhere)
+expect_failure(replay_emulated 2 "out/small_run: not a deployment's run (its clock is virtual)" replay out/small_run)
 string(FIND "${out}" "diloco-h2" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "the results table lacks diloco-h2:\n${out}")
