@@ -35,6 +35,14 @@ Result<std::vector<int>> Ranks(const json& event, const char* key, const std::st
   return ranks;
 }
 
+// Joiners welcomed at `step` (a round may welcome several, in one event or more).
+void AddJoiners(int64_t step, const std::vector<int>& ranks, trainer::MembershipTrace* trace) {
+  std::vector<int>& joined = trace->joiners[step];
+  std::vector<int> both;
+  std::set_union(joined.begin(), joined.end(), ranks.begin(), ranks.end(), std::back_inserter(both));
+  joined = std::move(both);
+}
+
 std::string Parent(const std::string& path) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -94,10 +102,7 @@ Result<trainer::MembershipTrace> ReadMembershipTrace(const std::vector<json>& ev
                                        " with other participants");
       }
     } else {
-      std::vector<int>& joined = trace.joiners[step->get<int64_t>()];
-      std::vector<int> both;
-      std::set_union(joined.begin(), joined.end(), ranks->begin(), ranks->end(), std::back_inserter(both));
-      joined = both;
+      AddJoiners(step->get<int64_t>(), *ranks, &trace);
     }
   }
   if (trace.members.empty()) return Status::InvalidArgument(path + ": no outer_sync events: nothing to replay");
@@ -128,10 +133,7 @@ Result<trainer::MembershipTrace> ReadStepMembershipTrace(const std::vector<json>
       survivors[step->get<int64_t>()] = *ranks;
       trace.repeated.insert(step->get<int64_t>());
     } else {
-      std::vector<int>& joined = trace.joiners[step->get<int64_t>()];
-      std::vector<int> both;
-      std::set_union(joined.begin(), joined.end(), ranks->begin(), ranks->end(), std::back_inserter(both));
-      joined = both;
+      AddJoiners(step->get<int64_t>(), *ranks, &trace);
     }
   }
   std::vector<int> group;
