@@ -297,7 +297,7 @@ void ReadDeploy(Section d, Scenario& sc) {
   d.Finish();
 }
 
-// faults: leaves, joins, crashes and link outages, in steps or virtual seconds.
+// faults: leaves, joins, crashes, corrupt senders and link outages, in steps or virtual seconds.
 void ReadFaults(Section& top, Scenario& sc) {
   top.Items("faults", [&](Section& item, const YAML::Node& node, size_t) {
     FaultSpec f;
@@ -305,7 +305,8 @@ void ReadFaults(Section& top, Scenario& sc) {
                                   {{"leave", FaultKind::kLeave},
                                    {"join", FaultKind::kJoin},
                                    {"crash", FaultKind::kCrash},
-                                   {"link_down", FaultKind::kLinkDown}});
+                                   {"link_down", FaultKind::kLinkDown},
+                                   {"corrupt", FaultKind::kCorrupt}});
     if (f.kind == FaultKind::kLinkDown) {
       f.link = item.String("link", "worker:0");
       f.from_s = item.Double("from_s", 0.0, 0.0, 1e12);

@@ -166,11 +166,14 @@ struct ComputeSpec {
   double device_flops = 1e12;  // modelled: sustained FLOP/s of one worker at speed 1
 };
 
-enum class FaultKind { kLeave, kJoin, kCrash, kLinkDown };
+// kCorrupt, a deployment's only: from at_step on, the worker's process sends every message to
+// another short of its last 4 bytes (well-formed, authenticated frames a collective cannot use: a
+// broken or hostile peer), so that its members evict it (docs/deploy.md).
+enum class FaultKind { kLeave, kJoin, kCrash, kLinkDown, kCorrupt };
 struct FaultSpec {
   FaultKind kind = FaultKind::kLeave;
-  int worker = 0;        // leave, join, crash
-  int64_t at_step = 0;   // leave, join, crash: takes effect before this step (0-based)
+  int worker = 0;        // leave, join, crash, corrupt
+  int64_t at_step = 0;   // leave, join, crash, corrupt: takes effect before this step (0-based)
   // crash, in a deployment only: the process dies inside step at_step - 1 instead, just before its
   // (after_sends + 1)-th message of that step (inside the step's collective); -1: between steps.
   int64_t after_sends = -1;

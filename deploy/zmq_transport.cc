@@ -1,5 +1,7 @@
 #include "deploy/zmq_transport.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstring>
 
@@ -86,7 +88,7 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
     n.cv.notify_all();
     return Status::Ok();
   }
-  if (n.opt.before_send) n.opt.before_send(dst, tag, bytes);
+  if (n.opt.before_send) bytes = std::min(bytes, n.opt.before_send(dst, tag, bytes));
   Node::Peer& p = *n.peers[static_cast<size_t>(dst)];
   {
     std::lock_guard<std::mutex> lock(n.mu);
@@ -133,6 +135,11 @@ Status ZmqTransport::Evict(int r, const std::string& why) {
   std::lock_guard<std::mutex> lock(node_->mu);
   node_->EvictPeer(r, "by " + RankName(rank()) + ": " + why);
   return Status::Ok();
+}
+
+std::string ZmqTransport::Removed() {
+  std::lock_guard<std::mutex> lock(node_->mu);
+  return node_->evicted;
 }
 
 std::string ZmqTransport::Evicted(int r) {

@@ -81,8 +81,9 @@ struct ZmqOptions {
   // Where reasons are logged (rejected frames, peers declared dead or rejoining); default stderr.
   std::function<void(const std::string&)> log;
   // Called before each message to another rank leaves, from the sending thread (the deployment's
-  // fault layer counts them to crash a process inside a collective).
-  std::function<void(int dst, int tag, size_t bytes)> before_send;
+  // fault layer counts them to crash a process inside a collective); returns how many of its bytes
+  // to send — fewer than `bytes` only for a deployment's `corrupt` fault, never more.
+  std::function<size_t(int dst, int tag, size_t bytes)> before_send;
   // What every process of the run must agree on (a deployment passes core::RunDigest of its
   // scenario): rank 0 refuses a registration, a restart's included, whose digest differs.
   std::string run_digest;
@@ -112,6 +113,8 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   // zmq_node.h), and refuses its current incarnation's frames from now on.
   core::Status Evict(int rank, const std::string& why) override;
   std::string Evicted(int rank) override;
+  // Why this process was removed from the run (evicted, or declared dead by a member), or "".
+  std::string Removed();
   core::Clock& clock() override;
   core::TransportStats stats() const override;
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override;

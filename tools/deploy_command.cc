@@ -47,17 +47,22 @@ class CrashLayer {
   CrashLayer(const core::Scenario& sc, int rank) {
     for (const auto& f : sc.faults) {
       if (f.kind == core::FaultKind::kCrash && f.worker == rank) crashes_[f.at_step] = f;
+      if (f.kind == core::FaultKind::kCorrupt && f.worker == rank && (corrupt_from_ < 0 || f.at_step < corrupt_from_)) {
+        corrupt_from_ = f.at_step;
+      }
     }
   }
   void BeforeStep(int64_t step) {
+    if (corrupt_from_ >= 0 && step >= corrupt_from_) corrupting_.store(true);
     if (const auto now = crashes_.find(step); now != crashes_.end()) Die(now->second);
     const auto next = crashes_.find(step + 1);
     armed_ = next != crashes_.end() && next->second.after_sends >= 0 ? &next->second : nullptr;
     sends_left_.store(armed_ != nullptr ? armed_->after_sends : -1);
   }
-  void BeforeSend() {
-    if (sends_left_.load() < 0) return;
-    if (sends_left_.fetch_sub(1) == 0) Die(*armed_);
+  // Returns how many of a message's `bytes` to send: 4 fewer once a corrupt fault is on.
+  size_t BeforeSend(size_t bytes) {
+    if (sends_left_.load() >= 0 && sends_left_.fetch_sub(1) == 0) Die(*armed_);
+    return corrupting_.load() && bytes >= 8 ? bytes - 4 : bytes;
   }
 
  private:
@@ -68,6 +73,8 @@ class CrashLayer {
   std::map<int64_t, core::FaultSpec> crashes_;  // by at_step
   const core::FaultSpec* armed_ = nullptr;
   std::atomic<int64_t> sends_left_{-1};  // armed inside the step before a crash with after_sends
+  int64_t corrupt_from_ = -1;             // a corrupt fault's first step (-1: none)
+  std::atomic<bool> corrupting_{false};
 };
 
 using core::Status;
@@ -301,7 +308,7 @@ Status OneSeed(const core::Scenario& sc) {
                                  ": a deployment runs one seed at a time (pass --set seeds=1 --set seed=K per run)");
 }
 
-Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) {
+Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, bool* removed) {
   NARROWS_RETURN_IF_ERROR(OneSeed(scenario));
   core::Scenario sc = scenario;
   auto place = ResolvePlacement(o, ProcessEnvironment());
@@ -324,7 +331,7 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
   const std::string run_dir = sc.output.dir + "/" + sc.name;
   // A restarted process does not crash again.
   auto crashes = std::make_shared<CrashLayer>(o.rejoin ? core::Scenario{} : sc, rank);
-  z->before_send = [crashes](int, int, size_t) { crashes->BeforeSend(); };
+  z->before_send = [crashes](int, int, size_t bytes) { return crashes->BeforeSend(bytes); };
   auto experiments = CreateExperiments(sc, entries, o, run_dir, crashes);
   if (!experiments.ok()) return experiments.status();
   auto transport = deploy::ZmqTransport::Connect(*z);
@@ -341,7 +348,10 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o) 
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + entries[i].name;
     core::Progress progress(label + " step", sc.train.steps, rank == 0 ? o.progress : nullptr);
     auto line = RunEntry(*(*experiments)[i], t, run_dir + "/" + entries[i].name, progress);
-    if (!line.ok()) return line.status();
+    if (!line.ok()) {
+      if (removed != nullptr) *removed = !t.Removed().empty();
+      return line.status();
+    }
     if (rank != 0) continue;
     results.push_back(*line);
     auto written = WriteSummary(sc, run_dir, results, "wall", !selection->only.empty());
@@ -470,6 +480,11 @@ Status Reap(std::vector<pid_t> pids, Chaos* chaos = nullptr) {
                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         chaos->NoteFailedRestart(r, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
       }
+      continue;
+    }
+    if (r != 0 && WIFEXITED(status) && WEXITSTATUS(status) == kExitRemoved) {
+      // Evicted (or declared dead) by its members: they go on without it (their events say why).
+      std::fprintf(stderr, "narrows launch: worker %d was removed from the run; the others go on\n", r);
       continue;
     }
     if (WIFSIGNALED(status)) {

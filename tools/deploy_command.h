@@ -45,7 +45,11 @@ struct Placement {
 core::Result<Placement> ResolvePlacement(const WorkerOptions& options, const std::map<std::string, std::string>& env);
 std::map<std::string, std::string> ProcessEnvironment();
 
-core::Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& options);
+// `removed` (if given) is set when the run went on without this process: its members evicted it or
+// declared it dead. Its error is then not the run's: `narrows worker` exits with kExitRemoved, which
+// `narrows launch` takes as a departure, not a failure.
+core::Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& options, bool* removed = nullptr);
+constexpr int kExitRemoved = 3;
 
 struct LaunchOptions {
   int local = 0;                       // workers to start on this machine

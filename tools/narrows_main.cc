@@ -1,6 +1,8 @@
 // The narrows command line: one CLI11 app with a subcommand per job.
 //
-// Exit status: 0 success, 2 bad input (scenario file, command line, data), 1 any other failure.
+// Exit status: 0 success, 2 bad input (scenario file, command line, data), 1 any other failure;
+// `narrows worker` 3 when its members removed it from the run (evicted, or declared dead), which
+// `narrows launch` takes as a departure.
 // Errors are one message on stderr, never a stack trace.
 #include <CLI/CLI.hpp>
 
@@ -159,7 +161,13 @@ Command AddWorker(CLI::App& app) {
   cmd->add_option("--connect-timeout", o->connect_timeout_s, "seconds to wait for every worker");
   return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             o->progress = a.progress();
-            return Done(narrows::tools::RunWorkerProcess(scenario, *o));
+            bool removed = false;
+            const Status s = narrows::tools::RunWorkerProcess(scenario, *o, &removed);
+            if (!s.ok() && removed) {
+              std::fprintf(stderr, "narrows: %s\n", s.message().c_str());
+              return narrows::tools::kExitRemoved;  // the run goes on without this process
+            }
+            return Done(s);
           })};
 }
 
