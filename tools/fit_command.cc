@@ -20,6 +20,25 @@ using core::Status;
 
 namespace {
 
+// Each entry of `by_entry`, in `order`, with its law fitted (or why not); InvalidArgument `none`
+// when there is no entry.
+Result<std::vector<EntryFit>> FitEntries(std::map<std::string, EntryFit> by_entry, const std::vector<std::string>& order,
+                                         const std::string& none) {
+  std::vector<EntryFit> fits;
+  for (const auto& name : order) {
+    EntryFit f = by_entry[name];
+    auto fit = FitPowerLaw(f.points);
+    if (fit.ok()) {
+      f.fit = *fit;
+    } else {
+      f.skipped = fit.status().message().substr(5);  // without "fit: "
+    }
+    fits.push_back(f);
+  }
+  if (fits.empty()) return Status::InvalidArgument(none);
+  return fits;
+}
+
 // The fields of one CSV line (RFC 4180: quoted fields may hold commas and doubled quotes).
 std::vector<std::string> CsvFields(const std::string& line) {
   std::vector<std::string> out(1);
@@ -97,20 +116,10 @@ Result<std::vector<EntryFit>> FitCsv(const std::string& path) {
     by_entry[name].points.push_back(r.point);
     ++seeds[name][{r.point.params, r.point.workers}];
   }
-  std::vector<EntryFit> fits;
   for (const auto& name : order) {
-    EntryFit f = by_entry[name];
-    for (const auto& [point, count] : seeds[name]) f.seeds = std::max(f.seeds, count);
-    auto fit = FitPowerLaw(f.points);
-    if (fit.ok()) {
-      f.fit = *fit;
-    } else {
-      f.skipped = fit.status().message().substr(5);  // without "fit: "
-    }
-    fits.push_back(f);
+    for (const auto& [point, count] : seeds[name]) by_entry[name].seeds = std::max(by_entry[name].seeds, count);
   }
-  if (fits.empty()) return Status::InvalidArgument(path + ": no points to fit");
-  return fits;
+  return FitEntries(by_entry, order, path + ": no points to fit");
 }
 
 }  // namespace
@@ -145,19 +154,7 @@ Result<std::vector<EntryFit>> FitSweep(const Sweep& sweep) {
       }
     }
   }
-  std::vector<EntryFit> fits;
-  for (const auto& name : order) {
-    EntryFit f = by_entry[name];
-    auto fit = FitPowerLaw(f.points);
-    if (fit.ok()) {
-      f.fit = *fit;
-    } else {
-      f.skipped = fit.status().message().substr(5);  // without "fit: "
-    }
-    fits.push_back(f);
-  }
-  if (fits.empty()) return Status::InvalidArgument(sweep_dir + ": no finished points to fit");
-  return fits;
+  return FitEntries(by_entry, order, sweep_dir + ": no finished points to fit");
 }
 
 Result<std::vector<HeldOut>> HoldOutLargest(const std::string& sweep_dir) {

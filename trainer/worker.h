@@ -187,6 +187,12 @@ struct WorkerContext {
   // learning rate follows the schedule, warmed up again from `rewarm_from` (>= 0: the step this
   // worker joined at: a fresh Adam's first steps are full-size sign steps).
   StepStats InnerStep(int64_t step, int64_t rewarm_from);
+  // This worker's data stream as a new process has it at `step`: from the stream's start, one batch
+  // drawn per step before it (a resumed or restarted worker, and one that comes back in a replay).
+  void StartDataAt(int64_t step) {
+    sampler.Restart();
+    for (int64_t s = 0; s < step; ++s) sampler.Next(entry.sc.train.batch_size);
+  }
   // The learning rate InnerStep uses at `step`.
   double InnerLearningRate(int64_t step, int64_t rewarm_from) const;
   // With warm_start.optimizer: continued, puts the warm start's inner optimiser state and step

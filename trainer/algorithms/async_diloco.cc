@@ -115,6 +115,7 @@ class Server {
         stop_sent_(static_cast<size_t>(x.num_workers), false) {}
 
   core::Status Serve(core::Transport& t, bool live) {
+    live_ = live;
     const int64_t budget = static_cast<int64_t>(x_.num_workers) * x_.sc.train.steps;
     const size_t payload = static_cast<size_t>(codec_.EncodedBytes(n_params_));
     std::vector<uint8_t> m;
@@ -196,6 +197,19 @@ class Server {
     return core::Status::Ok();
   }
 
+  // A resumed run: the server as checkpointed (its records merged by the caller).
+  core::Status Restore(const WorkerCheckpoint& c) {
+    const std::string what = "async server checkpoint (rank-0.ckpt)";
+    NARROWS_RETURN_IF_ERROR(CopyByName(c.tensors, Tensors(), what));
+    std::istringstream in(c.drop_rng);
+    in >> arrivals_ >> version_ >> applied_steps_;
+    for (double& t : step_time_) in >> t;
+    if (!in) return core::Status::InvalidArgument(what + ": unreadable counters '" + c.drop_rng + "'");
+    outer_.steps = c.outer_steps;
+    global_step_ = c.step;
+    return core::Status::Ok();
+  }
+
  private:
   // Why a well-formed push cannot be an honest worker's ("" if it can).
   std::string Implausible(const PushHeader& h) const {
@@ -273,22 +287,6 @@ class Server {
     return core::Status::Ok();
   }
 
- public:
-  // A resumed run: the server as checkpointed (its records merged by the caller).
-  core::Status Restore(const WorkerCheckpoint& c) {
-    const std::string what = "async server checkpoint (rank-0.ckpt)";
-    NARROWS_RETURN_IF_ERROR(CopyByName(c.tensors, Tensors(), what));
-    std::istringstream in(c.drop_rng);
-    in >> arrivals_ >> version_ >> applied_steps_;
-    for (double& t : step_time_) in >> t;
-    if (!in) return core::Status::InvalidArgument(what + ": unreadable counters '" + c.drop_rng + "'");
-    outer_.steps = c.outer_steps;
-    global_step_ = c.step;
-    return core::Status::Ok();
-  }
-  void set_live(bool live) { live_ = live; }
-
- private:
   int64_t NextInnerSteps(int src) const {
     double fastest = 0.0;
     for (double t : step_time_) {
@@ -309,7 +307,7 @@ class Server {
   std::vector<double> step_time_;
   std::vector<bool> expected_, stop_sent_;
   bool stopped_ = false;
-  bool live_ = false;
+  bool live_ = false;  // Serve's: over a network
   core::Status checkpoint_error_;  // the last checkpoint's, reported when the server ends
 };
 
@@ -329,7 +327,6 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
     if (w.rank == kServer) {
       auto state = std::make_shared<Server>(x_, records_, base_);
       const bool live = w.live();
-      state->set_live(live);
       if (resumed) {
         auto c = ReadCheckpoint(CheckpointPath(x_.opt.resume_from, kServer));
         if (!c.ok()) return c.status();
@@ -366,7 +363,7 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
         return Goodbye();
       }
       global_step = first = reply->global_step;
-      for (int64_t s = 0; s < first; ++s) w_.sampler.Next(x_.sc.train.batch_size);  // its place in the data
+      w_.StartDataAt(first);  // its place in the data
     }
     double chunk_compute_from = w_.compute_s;
     for (int64_t local = first;; ++local) {

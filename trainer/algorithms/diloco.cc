@@ -153,8 +153,8 @@ class Diloco final : public RoundAlgorithm {
     const double mine = times[w_.rank];
     const auto recorded = w_.roster->RecordedInnerSteps(round.end);
     const int64_t next = recorded ? *recorded : DyluInnerSteps(o_.inner_steps, fastest, mine);
-    planned_.assign(static_cast<size_t>(x_.num_workers), 0);
-    if (!recorded) {
+    planned_.assign(static_cast<size_t>(x_.num_workers), 0);  // the leader's, for its outer_sync
+    if (!recorded && w_.rank == round.members.front()) {
       for (int r : round.members) planned_[static_cast<size_t>(r)] = DyluInnerSteps(o_.inner_steps, fastest, times[r]);
     }
     if (next != my_inner_steps_) {

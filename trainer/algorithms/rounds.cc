@@ -153,7 +153,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     auto step = RestoreCheckpoint(w, a, x.opt.resume_from);
     if (!step.ok()) return step.status();
     first = *step;
-    for (int64_t s = 0; s < first; ++s) w.sampler.Next(x.sc.train.batch_size);  // this worker's data order
+    w.StartDataAt(first);  // this worker's data order
   } else if (roster.live() && x.opt.rejoin) {
     // A restarted process: the leader of the next round welcomes it and sends it the shared state.
     auto welcome = roster.AwaitWelcome();
@@ -165,7 +165,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     lost_state = false;
     first = welcome->step;
     roster.SetGroup(welcome->group);
-    for (int64_t s = 0; s < first; ++s) w.sampler.Next(x.sc.train.batch_size);
+    w.StartDataAt(first);
   }
   Round round;
   for (int64_t rs = first; rs < S; rs += H) {
@@ -178,10 +178,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
                                             roster.Tag(WorkerContext::kTagJoin, rs, round.members)));
       if (joining) {
-        if (lost_state && roster.RestartsLostWorkers()) {  // as a restarted process (see --rejoin above)
-          w.sampler.Restart();
-          for (int64_t s = 0; s < rs; ++s) w.sampler.Next(x.sc.train.batch_size);
-        }
+        if (lost_state && roster.RestartsLostWorkers()) w.StartDataAt(rs);  // as a restarted process does
         a.OnJoin(rs, lost_state ? InnerState::kLost : InnerState::kKept);
         lost_state = false;
       } else {
