@@ -35,19 +35,16 @@ Status CheckGroup(const Transport& t, const CollectiveOptions& o, int* position)
 // received into `data`, once what was lent to `settle` (the range being overwritten) is back.
 template <typename OnPiece>
 Status Exchange(Transport& t, int next, int prev, int tag, double timeout, const float* data, int64_t sb, int64_t se,
-                int64_t rb, int64_t re, int64_t piece, float* incoming, SendLease& sending, SendLease* settle,
-                OnPiece&& on_piece) {
+                int64_t rb, int64_t re, int64_t piece, int64_t ahead, float* incoming, SendLease& sending,
+                SendLease* settle, OnPiece&& on_piece) {
   auto send = [&](int64_t at) {
     const int64_t end = std::min(se, at + piece);
     return t.SendBorrowed(next, tag, data + at, static_cast<size_t>(end - at) * sizeof(float), sending);
   };
   int64_t s_at = sb;
-  if (s_at < se) {
-    NARROWS_RETURN_IF_ERROR(send(s_at));
-    s_at += piece;
-  }
   for (int64_t r_at = rb; r_at < re; r_at += piece) {
-    if (s_at < se) {
+    // Before receiving piece i, pieces up to i + ahead are out (the chunk sent is final already).
+    while (s_at < se && s_at - sb <= r_at - rb + ahead * piece) {
       NARROWS_RETURN_IF_ERROR(send(s_at));
       s_at += piece;
     }
@@ -76,12 +73,13 @@ Status Exchange(Transport& t, int next, int prev, int tag, double timeout, const
 }
 
 Status RingAllReduce(Transport& t, float* data, int64_t count, const std::vector<int>& group, int tag,
-                     double timeout, int64_t pipeline_bytes) {
+                     double timeout, int64_t pipeline_bytes, int64_t send_ahead_bytes) {
   const int n = static_cast<int>(group.size());
   const int p = PositionOf(group, t.rank());
   if (n == 1 || count == 0) return Status::Ok();
   const int next = group[Mod(p + 1, n)], prev = group[Mod(p - 1, n)];
   const int64_t piece = pipeline_bytes > 0 ? std::max<int64_t>(1, pipeline_bytes / 4) : count;
+  const int64_t ahead = std::max<int64_t>(1, send_ahead_bytes / (4 * piece));  // pieces
   std::vector<float> incoming(static_cast<size_t>(std::min(count / n + 1, piece)));
   // Pieces are sent from `data` without a copy. A chunk lent during the reduce-scatter is never
   // reduced into again, but the all-gather overwrites it (all-gather step s receives the chunk
@@ -100,7 +98,7 @@ Status RingAllReduce(Transport& t, float* data, int64_t count, const std::vector
   for (int s = 0; s < n - 1; ++s) {
     const auto [sb, se] = Chunk(count, n, Mod(p - s, n));
     const auto [rb, re] = Chunk(count, n, Mod(p - s - 1, n));
-    NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag, timeout, data, sb, se, rb, re, piece, incoming.data(),
+    NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag, timeout, data, sb, se, rb, re, piece, ahead, incoming.data(),
                                      scattering, nullptr, [&](int64_t b, int64_t e, const float* in) {
                                        for (int64_t i = b; i < e; ++i) data[i] += in[i - b];
                                      }));
@@ -109,7 +107,7 @@ Status RingAllReduce(Transport& t, float* data, int64_t count, const std::vector
   for (int s = 0; s < n - 1; ++s) {
     const auto [sb, se] = Chunk(count, n, Mod(p + 1 - s, n));
     const auto [rb, re] = Chunk(count, n, Mod(p - s, n));
-    NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag + 1, timeout, data, sb, se, rb, re, piece, nullptr,
+    NARROWS_RETURN_IF_ERROR(Exchange(t, next, prev, tag + 1, timeout, data, sb, se, rb, re, piece, ahead, nullptr,
                                      gathering, s == 0 ? &scattering : nullptr,
                                      [](int64_t, int64_t, const float*) {}));
   }
@@ -153,7 +151,7 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
   const int root = o.root >= 0 ? o.root : o.group.front();
   switch (o.algorithm) {
     case AllReduceAlgorithm::kRing:
-      return RingAllReduce(t, data, count, o.group, o.tag, o.timeout_s, o.pipeline_bytes);
+      return RingAllReduce(t, data, count, o.group, o.tag, o.timeout_s, o.pipeline_bytes, o.send_ahead_bytes);
     case AllReduceAlgorithm::kTwoPhase:
     case AllReduceAlgorithm::kTree: {
       // The encoded all-reduce's exchanges with fp32 on the wire: exact sums (two-phase in group
@@ -184,7 +182,7 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
       const int leader = my_island.front();
       NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, my_island, leader, o.tag + 2, o.timeout_s));
       if (t.rank() == leader) {
-        NARROWS_RETURN_IF_ERROR(RingAllReduce(t, data, count, leaders, o.tag, o.timeout_s, o.pipeline_bytes));
+        NARROWS_RETURN_IF_ERROR(RingAllReduce(t, data, count, leaders, o.tag, o.timeout_s, o.pipeline_bytes, o.send_ahead_bytes));
       }
       return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), my_island, leader,
                            o.tag + 2, o.timeout_s);

@@ -38,6 +38,10 @@ struct CollectiveOptions {
   // ahead of the receive so that copying, checksumming, the wire and the reduction overlap. The
   // sums are the same either way.
   int64_t pipeline_bytes = 0;
+  // Ring with pieces: how many bytes of a step's chunk may be sent beyond what has been received
+  // (at least one piece). Over a long link this should cover the bandwidth-delay product, or the
+  // ring sends one piece per round trip whatever the transport can carry.
+  int64_t send_ahead_bytes = 0;
 };
 
 // In-place element-wise sum over the group.

@@ -54,7 +54,7 @@ class LoopbackHub::Endpoint : public MailboxTransport<std::vector<uint8_t>> {
   }
 
  protected:
-  Result<Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s) override {
+  Result<Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s, void* /*into*/) override {
     std::unique_lock<std::mutex> lock(hub_->mu_);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(timeout_s, 1e6));
     while (true) {

@@ -69,6 +69,12 @@ class Mailbox {
     return out;
   }
 
+  // Whether a message with `tag` from `src` is queued.
+  bool Has(int src, int tag) const {
+    auto it = queues_.find({src, tag});
+    return it != queues_.end() && !it->second.empty();
+  }
+
   // Drops every message queued from `src` (a restarted process: its previous incarnation's
   // messages are void).
   void Discard(int src) {
@@ -112,31 +118,24 @@ template <typename Payload>
 class MailboxTransport : public Transport {
  public:
   Status Recv(int src, int tag, void* data, size_t bytes, double timeout_s = kForever) final {
-    return RecvInPlace(src, tag, bytes, [&](const void* in) {
-      if (bytes) std::memcpy(data, in, bytes);
-    }, timeout_s);
+    if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
+    return Deliver(Await(src, tag, bytes, timeout_s, bytes ? data : nullptr), src, bytes, [&](const void* in) {
+      if (bytes && in != data) std::memcpy(data, in, bytes);  // in == data: the transport received into it
+    });
   }
 
   // `consume` runs without the transport's lock, on the bytes as they arrived.
   Status RecvInPlace(int src, int tag, size_t bytes, const std::function<void(const void*)>& consume,
                      double timeout_s = kForever) final {
     if (src < 0 || src >= world_size()) return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
-    Result<Envelope<Payload>> got = Await(src, tag, bytes, timeout_s);
-    if (!got.ok()) return got.status();
-    const Payload& m = got->payload;
-    if (m.size() != bytes) {
-      return Status::InvalidArgument("message from rank " + std::to_string(src) + " has " + std::to_string(m.size()) +
-                                     " bytes, expected " + std::to_string(bytes));
-    }
-    consume(m.data());
-    return Status::Ok();
+    return Deliver(Await(src, tag, bytes, timeout_s, nullptr), src, bytes, consume);
   }
 
   Result<int> RecvMessage(int src, int tag, std::vector<uint8_t>* out, double timeout_s = kForever) final {
     if (src != kAnySource && (src < 0 || src >= world_size())) {
       return Status::InvalidArgument("receive from invalid rank " + std::to_string(src));
     }
-    Result<Envelope<Payload>> got = Await(src, tag, kAnySize, timeout_s);
+    Result<Envelope<Payload>> got = Await(src, tag, kAnySize, timeout_s, nullptr);
     if (!got.ok()) return got.status();
     if constexpr (std::is_same_v<Payload, std::vector<uint8_t>>) {
       *out = std::move(got->payload);
@@ -151,8 +150,23 @@ class MailboxTransport : public Transport {
   // The earliest message with `tag` from `src` (or kAnySource), taken from this rank's mailbox
   // (Mailbox::Take with `expected_bytes`) once it has arrived; Timeout after `timeout_s` of this
   // endpoint's clock, PeerUnavailable when it can no longer come. `src` has been checked to be
-  // kAnySource or a rank of the world.
-  virtual Result<Envelope<Payload>> Await(int src, int tag, size_t expected_bytes, double timeout_s) = 0;
+  // kAnySource or a rank of the world. `into` (Recv's buffer of `expected_bytes`, or null) is where
+  // the caller will copy the bytes: a transport may receive them there itself and hand back a
+  // payload whose data() is `into`, which is then not copied again.
+  virtual Result<Envelope<Payload>> Await(int src, int tag, size_t expected_bytes, double timeout_s, void* into) = 0;
+
+ private:
+  template <typename Consume>
+  static Status Deliver(Result<Envelope<Payload>> got, int src, size_t bytes, const Consume& consume) {
+    if (!got.ok()) return got.status();
+    const Payload& m = got->payload;
+    if (m.size() != bytes) {
+      return Status::InvalidArgument("message from rank " + std::to_string(src) + " has " + std::to_string(m.size()) +
+                                     " bytes, expected " + std::to_string(bytes));
+    }
+    consume(m.data());
+    return Status::Ok();
+  }
 };
 
 }  // namespace narrows::core

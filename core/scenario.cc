@@ -293,6 +293,15 @@ void ReadDeploy(Section d, Scenario& sc) {
                                      {{"continue", OnFailure::kContinue}, {"stop", OnFailure::kStop}});
   dep.collective_timeout_s = d.Double("collective_timeout_s", 600.0, 0.001, 1e7, Bound::kExclusive);
   dep.checkpoint_every = d.Int("checkpoint_every", 0, 0);
+  // bulk_streams: auto, or a count of connections per peer.
+  const std::string streams = d.Has("bulk_streams") ? d.String("bulk_streams", "0") : "0";
+  if (streams == "auto") {
+    dep.bulk_streams = DeploySpec::kAutoBulkStreams;
+  } else if (!streams.empty() && streams.find_first_not_of("0123456789") == std::string::npos) {
+    dep.bulk_streams = d.Int("bulk_streams", 0, 0, 64);
+  } else {
+    d.ErrorAt("bulk_streams", "expected auto or an integer in [0, 64], got '" + streams + "'");
+  }
   if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");
   d.Finish();
 }

@@ -30,7 +30,7 @@ uint32_t Crc(const uint8_t* header, const void* payload, uint64_t length) {
   return crc32_gzip_refl(crc, static_cast<const unsigned char*>(payload), length);
 }
 
-bool KnownType(uint16_t t) { return t >= 1 && t <= 4; }
+bool KnownType(uint16_t t) { return t >= 1 && t <= 6; }
 
 }  // namespace
 

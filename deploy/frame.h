@@ -24,6 +24,11 @@ enum class FrameType : uint16_t {
   kHeartbeat = 2,  // membership: "I am alive"
   kHello = 3,      // a process announces its rank on connecting
   kBye = 4,        // a process leaves cleanly
+  // The bulk data plane (zmq_node.h): raw TCP connections beside ZeroMQ. A connection opens with
+  // one kBulkHello (tag: the connection's index, incarnation: the sender's, no payload); then
+  // kBulk frames, whose incarnation field holds the message's sequence number to that receiver.
+  kBulkHello = 5,
+  kBulk = 6,
 };
 
 struct FrameHeader {

@@ -85,6 +85,7 @@ bool ZmqTransport::Node::SendFrame(zmq::socket_t& s, FrameType type, int src, in
 void ZmqTransport::Node::DropQueued(int r) {
   Peer& p = *peers[static_cast<size_t>(r)];
   std::lock_guard<std::mutex> lock(p.send_mu);
+  DropBulk(r);
   if (!p.data) return;
   p.data->set(zmq::sockopt::linger, 0);
   p.data->close();
@@ -98,15 +99,22 @@ void ZmqTransport::Node::SendControl(int dst, FrameType type, const Json& body) 
   if (p.control) SendFrame(*p.control, type, opt.rank, 0, text.data(), text.size());
 }
 
-Json ZmqTransport::Node::Hello() const { return {{"data", data_ep}, {"control", control_ep}, {"incarnation", incarnation}}; }
+Json ZmqTransport::Node::Hello() const {
+  Json h = {{"data", data_ep}, {"control", control_ep}, {"incarnation", incarnation}};
+  if (!bulk_ep.empty()) h["bulk"] = bulk_ep;
+  return h;
+}
 
-void ZmqTransport::Node::ConnectPeer(int r, const std::string& d, const std::string& c, uint64_t inc) {
+void ZmqTransport::Node::ConnectPeer(int r, const std::string& d, const std::string& c, const std::string& b,
+                                     uint64_t inc) {
   Peer& p = *peers[static_cast<size_t>(r)];
   std::lock_guard<std::mutex> lock(p.send_mu);
   if (p.data_ep != d || !p.data) p.data = Push(d, 2000);
   if (p.control_ep != c || !p.control) p.control = Push(c, 500);
   p.data_ep = d;
   p.control_ep = c;
+  p.bulk_ep = bulk ? b : "";
+  ConnectBulk(r, p.bulk_ep, inc);
   p.incarnation = inc;
   p.state = PeerState::kAlive;
   p.last_seen = SteadySeconds();
@@ -148,6 +156,7 @@ Status ZmqTransport::Node::Bind(int master_port) {
     }
     data_ep = data_pull.get(zmq::sockopt::last_endpoint);
     control_ep = control_pull.get(zmq::sockopt::last_endpoint);
+    NARROWS_RETURN_IF_ERROR(BindBulk());
     for (int r = 0; r < opt.world_size; ++r) peers.push_back(std::make_unique<Peer>());
     if (rank == 0) {
       router = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
@@ -167,6 +176,7 @@ Status ZmqTransport::Node::Bind(int master_port) {
 core::Result<Json> ZmqTransport::Node::Rendezvous(const std::string& master_host, int master_port) {
   Json reg = {{"data_port", PortOf(data_ep)}, {"control_port", PortOf(control_ep)}, {"incarnation", incarnation},
               {"digest", opt.run_digest}};
+  if (!bulk_ep.empty()) reg["bulk_port"] = PortOf(bulk_ep);
   if (!opt.advertise.empty()) reg["host"] = opt.advertise;
   if (opt.rank == 0) {  // rank 0 registers with itself and waits for the others
     const std::string host = opt.advertise.empty() ? master_host : opt.advertise;
@@ -174,6 +184,7 @@ core::Result<Json> ZmqTransport::Node::Rendezvous(const std::string& master_host
     table[0] = {{"data", TcpEndpoint(host, PortOf(data_ep))},
                 {"control", TcpEndpoint(host, PortOf(control_ep))},
                 {"incarnation", incarnation}};
+    if (!bulk_ep.empty()) table[0]["bulk"] = TcpEndpoint(host, PortOf(bulk_ep));
     AnswerRegistrations();
     if (!cv.wait_for(lock, std::chrono::duration<double>(opt.connect_timeout_s), [&] { return table_complete; })) {
       int missing = 0;
@@ -224,7 +235,7 @@ void ZmqTransport::Node::ConnectAll(const Json& endpoints) {
     for (int r = 0; r < opt.world_size; ++r) {
       if (r == opt.rank) continue;
       const Json& e = endpoints[static_cast<size_t>(r)];
-      ConnectPeer(r, e.at("data"), e.at("control"), e.at("incarnation"));
+      ConnectPeer(r, e.at("data"), e.at("control"), e.value("bulk", std::string()), e.at("incarnation"));
     }
   }
   const Json hello = Hello();
@@ -242,6 +253,7 @@ void ZmqTransport::Node::Close() {
       if (r != opt.rank && p.state == PeerState::kAlive) alive.emplace_back(r, p.data_sent);
     }
   }
+  CloseBulk();  // before the byes: they count what it still has to write
   for (const auto& [r, sent_to] : alive) SendControl(r, FrameType::kBye, {{"incarnation", incarnation}, {"sent", sent_to}});
   stop = true;
   if (thread.joinable()) thread.join();

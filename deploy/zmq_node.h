@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -34,6 +35,7 @@ struct ZmqTransport::Node {
   enum class PeerState { kAlive, kLeft, kDead };
   struct Peer {
     std::string data_ep, control_ep;
+    std::string bulk_ep;  // its bulk plane's endpoint; empty if it has none (or this rank has none)
     uint64_t incarnation = 0;
     int64_t generation = 0;  // new incarnations seen
     std::vector<uint64_t> retired;  // its incarnations replaced so far
@@ -72,6 +74,17 @@ struct ZmqTransport::Node {
   // so that every member drops the same process (an eviction of an incarnation no longer current
   // is ignored by its receivers).
   std::vector<std::tuple<int, uint64_t, std::string>> evictions;
+  // A Recv waiting with its own buffer for the next message from (source, tag), which the bulk plane
+  // may read the payload into. Filling: it has begun to, and only its connection's handlers end
+  // that (done: the message is in the mailbox; failed: it was dropped), so the waiting receive
+  // stays until then.
+  struct Posting {
+    enum class State { kWaiting, kFilling, kDone, kFailed };
+    void* data = nullptr;
+    size_t bytes = 0;
+    State state = State::kWaiting;
+  };
+  std::map<std::pair<int, int>, Posting*> postings;
   // Rendezvous (rank 0): the registered ranks' endpoints and the identities waiting for the table.
   std::vector<Json> table;
   std::vector<std::string> waiting;
@@ -105,13 +118,38 @@ struct ZmqTransport::Node {
   void DropQueued(int r);
   void SendControl(int dst, FrameType type, const Json& body);
   Json Hello() const;
-  // Connects to a peer's endpoints (again, for a restarted peer). REQUIRES: mu held.
-  void ConnectPeer(int r, const std::string& d, const std::string& c, uint64_t inc);
+  // Connects to a peer's endpoints (again, for a restarted peer); `b`: its bulk plane's, or "".
+  // REQUIRES: mu held.
+  void ConnectPeer(int r, const std::string& d, const std::string& c, const std::string& b, uint64_t inc);
   // Why sending to or receiving from `r` can no longer succeed; empty while it can. REQUIRES: mu held.
   std::string Unavailable(int r) const;
   // Evicts `r`'s current incarnation: dead here, its queued data dropped, its later frames refused,
   // the eviction passed on with the heartbeats. REQUIRES: mu held.
   void EvictPeer(int r, const std::string& why);
+
+  // --- the bulk plane (zmq_node_bulk.cc), with opt.bulk_streams > 0 ---------------------------
+  struct Bulk;  // Boost.Asio's io_context and its thread, the listening socket and the connections
+  struct BulkDeleter {
+    void operator()(Bulk* b) const;  // stops its thread if it runs
+  };
+  std::unique_ptr<Bulk, BulkDeleter> bulk;
+  std::string bulk_ep;  // this rank's, as bound; empty without the plane
+  BulkCounts bulk_counts;  // guarded by mu
+  // Binds the plane's listening socket (in Bind) and starts its thread.
+  core::Status BindBulk();
+  // Opens `bulk_streams` connections to `r`'s plane at `endpoint` for its process `inc` (again
+  // after a restart; none if `endpoint` is empty). REQUIRES: r's send_mu held.
+  void ConnectBulk(int r, const std::string& endpoint, uint64_t inc);
+  // Whether data to `r` goes over the plane. REQUIRES: r's send_mu held.
+  bool BulkTo(int r) const;
+  // Queues a data message to `r` on its next connection: lent (given back to `lease` once written
+  // or dropped) when `lease` is given, copied otherwise. False if its connections are gone.
+  // REQUIRES: r's send_mu held.
+  bool SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease);
+  // Closes the connections to `r`; what they still queued is dropped and given back. REQUIRES: r's send_mu held.
+  void DropBulk(int r);
+  // Writes what is queued (for up to 2 s), closes every connection and stops the thread.
+  void CloseBulk();
 
   // --- receiving thread (zmq_node_receive.cc) ------------------------------------------------
   void Loop();

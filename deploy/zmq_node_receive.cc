@@ -123,7 +123,7 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
       ++p.generation;
       Log(RankName(src) + " rejoined (new process)");
     }
-    ConnectPeer(src, body["data"], body["control"], inc);
+    ConnectPeer(src, body["data"], body["control"], body.value("bulk", std::string()), inc);
   } else if (type == FrameType::kHeartbeat) {
     if (inc != p.incarnation || p.state != PeerState::kAlive) return;  // stale or declared dead
     p.last_seen = SteadySeconds();
@@ -192,6 +192,7 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
   }
   table[static_cast<size_t>(src)] = {{"data", TcpEndpoint(host, dp)}, {"control", TcpEndpoint(host, cp)},
                                      {"incarnation", inc}};
+  if (const int bp = body.value("bulk_port", 0); bp > 0) table[static_cast<size_t>(src)]["bulk"] = TcpEndpoint(host, bp);
   waiting.push_back(identity);
   AnswerRegistrations();
 }

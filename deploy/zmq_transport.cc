@@ -13,12 +13,19 @@ namespace narrows::deploy {
 
 using core::Status;
 
-ZmqPayload::ZmqPayload(zmq::message_t message) : message_(std::make_unique<zmq::message_t>(std::move(message))) {}
+ZmqPayload::ZmqPayload(zmq::message_t message)
+    : message_(std::make_unique<zmq::message_t>(std::move(message))), data_(message_->data()), size_(message_->size()) {}
+ZmqPayload::ZmqPayload(std::unique_ptr<uint8_t[]> buffer, size_t bytes)
+    : buffer_(std::move(buffer)), data_(buffer_.get()), size_(bytes) {}
+ZmqPayload ZmqPayload::Placed(const void* at, size_t bytes) {
+  ZmqPayload p;
+  p.data_ = at;
+  p.size_ = bytes;
+  return p;
+}
 ZmqPayload::ZmqPayload(ZmqPayload&&) noexcept = default;
 ZmqPayload& ZmqPayload::operator=(ZmqPayload&&) noexcept = default;
 ZmqPayload::~ZmqPayload() = default;
-const void* ZmqPayload::data() const { return message_->data(); }
-size_t ZmqPayload::size() const { return message_->size(); }
 
 ZmqTransport::ZmqTransport(std::shared_ptr<Node> node)
     : node_(std::move(node)), clock_(std::make_shared<core::WallClock>()) {}
@@ -96,7 +103,9 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
   }
   {
     std::lock_guard<std::mutex> lock(p.send_mu);
-    if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst)) {
+    if (!p.bulk_ep.empty() && n.bulk) {
+      if (!n.SendBulk(dst, tag, data, bytes, lease)) return Status::IoError("the bulk connections to " + RankName(dst) + " are closed");
+    } else if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst)) {
       return Status::IoError("ZeroMQ refused a message to " + RankName(dst));
     }
   }
@@ -107,17 +116,39 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
   return Status::Ok();
 }
 
-core::Result<core::Envelope<ZmqPayload>> ZmqTransport::Await(int src, int tag, size_t expected_bytes, double timeout_s) {
+core::Result<core::Envelope<ZmqPayload>> ZmqTransport::Await(int src, int tag, size_t expected_bytes, double timeout_s,
+                                                             void* into) {
   Node& n = *node_;
   std::unique_lock<std::mutex> lock(n.mu);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::min(timeout_s, 1e7));
+  // With the bulk plane, a Recv's buffer is offered for its message to be received into.
+  Node::Posting posting{into, expected_bytes};
+  const bool posted = n.bulk && into != nullptr && src != core::kAnySource && !n.postings.count({src, tag});
+  if (posted) n.postings[{src, tag}] = &posting;
+  struct Unpost {
+    Node& n;
+    bool posted;
+    std::pair<int, int> key;
+    ~Unpost() {
+      if (posted) n.postings.erase(key);  // under mu: every return below holds it
+    }
+  } unpost{n, posted, {src, tag}};
+  using State = Node::Posting::State;
   while (true) {
+    // While the plane writes into the caller's buffer, the receive stays (it ends with the message).
+    if (posting.state == State::kFilling) {
+      n.cv.wait(lock);
+      continue;
+    }
     if (!n.evicted.empty()) return Status::PeerUnavailable(n.evicted);
     if (auto m = n.mailbox.Take(src, tag, expected_bytes)) return std::move(*m);
+    if (posting.state == State::kFailed) {
+      return Status::PeerUnavailable("the message from " + RankName(src) + " was lost with its connection");
+    }
     if (src != core::kAnySource) {
       if (std::string why = n.Unavailable(src); !why.empty()) return Status::PeerUnavailable(why);
     }
-    if (n.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (n.cv.wait_until(lock, deadline) == std::cv_status::timeout && posting.state != State::kFilling) {
       const std::string who = src == core::kAnySource ? "any rank" : RankName(src);
       return Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) + " s");
     }
@@ -184,6 +215,11 @@ void ZmqTransport::ResetClock() { clock_->Reset(); }
 
 std::string ZmqTransport::data_endpoint() const { return node_->data_ep; }
 std::string ZmqTransport::control_endpoint() const { return node_->control_ep; }
+
+BulkCounts ZmqTransport::bulk_counts() const {
+  std::lock_guard<std::mutex> lock(node_->mu);
+  return node_->bulk_counts;
+}
 
 int64_t ZmqTransport::frames_rejected() const {
   std::lock_guard<std::mutex> lock(node_->mu);

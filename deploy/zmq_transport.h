@@ -24,7 +24,16 @@
 // hold that key pair; without it, plain TCP.
 //
 // Files: zmq_node.h (the sockets, membership, the rendezvous), zmq_node_receive.cc (the receiving
-// thread), curve_keys.h, addresses.h; this file's .cc is the Transport API.
+// thread), zmq_node_bulk.cc (the bulk plane), curve_keys.h, addresses.h; this file's .cc is the
+// Transport API.
+//
+// The bulk plane (ZmqOptions::bulk_streams): ZeroMQ keeps the rendezvous, hellos, heartbeats and
+// byes; every data message to a peer that has the plane goes over its raw TCP connections, framed
+// as on ZeroMQ (CRC-32 included) with a per-receiver sequence number so that the receiver hands
+// messages on in the order they were sent whichever connection carried them. A message whose Recv
+// is waiting is read straight into that Recv's buffer; one whose Recv comes while it is being read
+// goes on into it (what was read so far copied over); the rest into buffers of the plane's, which
+// a RecvInPlace reads in place.
 //
 // Large messages: collectives should send them in pieces (core::CollectiveOptions::pipeline_bytes,
 // about 1 MiB), so that copying, checksumming, the wire and the reduction overlap and buffers are
@@ -52,18 +61,27 @@ class message_t;
 
 namespace narrows::deploy {
 
-// A received payload where the socket put it (ZeroMQ's message): collectives read it in place.
+// A received payload where it was received: ZeroMQ's message, a buffer of the bulk plane's, or
+// the receiver's own buffer (the bulk plane received a Recv's bytes into it). Collectives read it
+// in place.
 class ZmqPayload {
  public:
   explicit ZmqPayload(zmq::message_t message);
+  ZmqPayload(std::unique_ptr<uint8_t[]> buffer, size_t bytes);
+  // Bytes already in a receiver's buffer: data() is `at`, and nothing is owned.
+  static ZmqPayload Placed(const void* at, size_t bytes);
   ZmqPayload(ZmqPayload&&) noexcept;
   ZmqPayload& operator=(ZmqPayload&&) noexcept;
   ~ZmqPayload();
-  const void* data() const;
-  size_t size() const;
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
 
  private:
+  ZmqPayload() = default;
   std::unique_ptr<zmq::message_t> message_;
+  std::unique_ptr<uint8_t[]> buffer_;
+  const void* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 struct ZmqOptions {
@@ -84,9 +102,28 @@ struct ZmqOptions {
   // fault layer counts them to crash a process inside a collective); returns how many of its bytes
   // to send — fewer than `bytes` only for a deployment's `corrupt` fault, never more.
   std::function<size_t(int dst, int tag, size_t bytes)> before_send;
+  // Data messages over k raw TCP connections per peer (the bulk plane, Boost.Asio) instead of
+  // ZeroMQ's data socket: a message is received straight into the buffer of the Recv that waits
+  // for it, and each message takes the connection with the least in flight (k > 1 stripes a
+  // peer's traffic over several TCP windows once one cannot keep up: long fat links). 0: ZeroMQ
+  // carries the data. Plain TCP only: with `curve`, ZeroMQ carries everything. A peer uses it with
+  // this rank only if both have it.
+  int bulk_streams = 0;
   // What every process of the run must agree on (a deployment passes core::RunDigest of its
   // scenario): rank 0 refuses a registration, a restart's included, whose digest differs.
   std::string run_digest;
+};
+
+// Connections a bulk plane needs to fill a path of `bandwidth_bps` and round trip `rtt_s`: one TCP
+// connection keeps at most about half its send buffer's limit (net.ipv4.tcp_wmem's maximum, read
+// from /proc; 4 MiB if unreadable) in flight, so k = ceil(bandwidth-delay product / that), 1 to 16.
+int BulkStreamsFor(double bandwidth_bps, double rtt_s);
+
+// Where the bulk plane put the payloads it received (messages).
+struct BulkCounts {
+  int64_t into_receiver = 0;  // wholly into a waiting Recv's buffer
+  int64_t switched = 0;       // begun in a buffer of the plane's, the rest into a Recv's that came meanwhile
+  int64_t into_own = 0;       // wholly into a buffer of the plane's (a RecvInPlace reads it there; a Recv copies it)
 };
 
 class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
@@ -126,13 +163,14 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   std::string control_endpoint() const;
   // Frames dropped because they failed validation, since Connect.
   int64_t frames_rejected() const;
+  BulkCounts bulk_counts() const;
 
   static constexpr size_t kMinBorrowedBytes = 64 * 1024;
 
   struct Node;  // the sockets, the receiving thread and the mailbox; shared by endpoints (zmq_node.h)
 
  protected:
-  core::Result<core::Envelope<ZmqPayload>> Await(int src, int tag, size_t expected_bytes, double timeout_s) override;
+  core::Result<core::Envelope<ZmqPayload>> Await(int src, int tag, size_t expected_bytes, double timeout_s, void* into) override;
 
  private:
   explicit ZmqTransport(std::shared_ptr<Node> node);

@@ -63,7 +63,7 @@ core::TransportStats Engine::Endpoint::stats() const {
   return s;
 }
 
-core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int src, int tag, size_t expected_bytes, double timeout_s) {
+core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int src, int tag, size_t expected_bytes, double timeout_s, void* /*into*/) {
   std::unique_lock<std::mutex> lock(engine_->mu_);
   engine_->Yield(actor_, lock);
   if (!engine_->failure_.ok()) return engine_->failure_;

@@ -41,7 +41,7 @@ class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override { return engine_->Start(actor_, std::move(op)); }
 
  protected:
-  core::Result<core::Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s) override;
+  core::Result<core::Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s, void* into) override;
 
  private:
   core::Status Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes, bool size_only);

@@ -213,6 +213,9 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   z.timeout_s = sc.deploy.timeout_s;
   z.connect_timeout_s = o.connect_timeout_s;
   z.run_digest = core::RunDigest(sc);
+  z.bulk_streams = static_cast<int>(sc.deploy.bulk_streams == core::DeploySpec::kAutoBulkStreams
+                                        ? deploy::BulkStreamsFor(sc.network.link.bandwidth_bps, 2e-3 * sc.network.link.latency_ms)
+                                        : sc.deploy.bulk_streams);
   if (sc.deploy.security != "curve") return z;
   const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
   if (key.empty()) {

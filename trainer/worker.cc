@@ -401,7 +401,12 @@ core::CollectiveOptions WorkerContext::Options(std::vector<int> group, int tag) 
   o.islands = x.sc.network.islands;
   // Over a real network the ring sends 1 MiB pieces (tools/bench/allreduce); the emulator's
   // messages stay whole (the sums are the same either way).
-  if (live()) o.pipeline_bytes = int64_t{1} << 20;
+  if (live()) {
+    o.pipeline_bytes = int64_t{1} << 20;
+    // ... and keep the declared network's bandwidth-delay product in flight (one piece over a LAN).
+    const auto& link = x.sc.network.link;
+    o.send_ahead_bytes = static_cast<int64_t>(link.bandwidth_bps * 2e-3 * link.latency_ms / 8);
+  }
   if (o.algorithm == core::AllReduceAlgorithm::kHierarchical && o.islands.empty()) {
     o.algorithm = core::AllReduceAlgorithm::kRing;  // a star has one island
   }

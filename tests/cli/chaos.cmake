@@ -100,6 +100,15 @@ if(njoins LESS 1 OR NOT dropped EQUAL -1)
   message(FATAL_ERROR "ddp chaos: ${njoins} joins, a restarted worker dropped (${dropped}):\n${events}\n${out}${err}")
 endif()
 replayed(ddp)
+# DDP over the bulk data plane (2 connections per peer): kills inside its all-reduces drop partial
+# messages with their connections, restarted processes connect anew; the run replays bit for bit.
+storm(bulk --set "compare=[{algorithm: ddp, name: dl}]" --set train.steps=1500 --set deploy.bulk_streams=2
+      --chaos "{seed: 5, kills: 3, mean_interval_s: 2, restart_after_s: 0.5, from_s: 1.5, until_s: 8}")
+string(FIND "${events}" "\"type\":\"join\"" joined)
+if(joined EQUAL -1)
+  message(FATAL_ERROR "bulk chaos: no restarted worker joined:\n${events}\n${out}${err}")
+endif()
+replayed(bulk)
 # DyLU: each round's inner steps come from the step times measured in it (wall time); the leader
 # records every member's plan in its outer steps, and the replay follows it.
 storm(dylu --set "compare=[{algorithm: diloco, inner_steps: 10, dylu: true, name: dl}]" --set train.steps=2000

@@ -77,22 +77,27 @@ file(WRITE ${WORK}/eq.yaml "name: eq\n${common}workers: {count: 3}\noutput: {dir
 run_ok(emulated ${NARROWS} run eq.yaml -q --set output.dir=emu)
 run_ok(launch ${NARROWS} launch --local 3 eq.yaml -q)
 expect_in(launch_table "measured wall-clock time relative to ddp" "${out}")
-foreach(entry ddp ddp-flat diloco-h8)
-  expect_same_metrics(equality_${entry} ${WORK}/emu/eq/${entry}/metrics.jsonl ${WORK}/out/eq/${entry}/metrics.jsonl 0)
-endforeach()
+# Every entry of run `run` (out/<run>) equals the emulator's (emu/eq) bit for bit: metrics and bytes.
 # Streaming DiLoCo with int8 outer gradients overlapped with an inner step: the same losses; the bytes
 # a line reports depend on how far the overlapped all-reduce got, so only the totals must agree.
-expect_same_metrics(equality_streaming ${WORK}/emu/eq/streaming-int8/metrics.jsonl
-                    ${WORK}/out/eq/streaming-int8/metrics.jsonl 0 train_loss)
-file(READ ${WORK}/emu/eq/summary.json emu_summary)
+function(expect_as_emulated run over)
+  foreach(entry ddp ddp-flat diloco-h8)
+    expect_same_metrics(${run}_${entry} ${WORK}/emu/eq/${entry}/metrics.jsonl ${WORK}/out/${run}/${entry}/metrics.jsonl 0)
+  endforeach()
+  expect_same_metrics(${run}_streaming ${WORK}/emu/eq/streaming-int8/metrics.jsonl
+                      ${WORK}/out/${run}/streaming-int8/metrics.jsonl 0 train_loss)
+  file(READ ${WORK}/emu/eq/summary.json emu_summary)
+  file(READ ${WORK}/out/${run}/summary.json summary)
+  foreach(i 0 1 2 3)
+    string(JSON emu_bytes GET "${emu_summary}" results ${i} bytes_sent_per_worker)
+    string(JSON real_bytes GET "${summary}" results ${i} bytes_sent_per_worker)
+    if(NOT emu_bytes STREQUAL real_bytes)
+      message(FATAL_ERROR "entry ${i}: ${emu_bytes} bytes per worker emulated, ${real_bytes} over ${over}")
+    endif()
+  endforeach()
+endfunction()
+expect_as_emulated(eq ZeroMQ)
 file(READ ${WORK}/out/eq/summary.json summary)
-foreach(i 0 1 2 3)
-  string(JSON emu_bytes GET "${emu_summary}" results ${i} bytes_sent_per_worker)
-  string(JSON real_bytes GET "${summary}" results ${i} bytes_sent_per_worker)
-  if(NOT emu_bytes STREQUAL real_bytes)
-    message(FATAL_ERROR "entry ${i}: ${emu_bytes} bytes per worker emulated, ${real_bytes} over ZeroMQ")
-  endif()
-endforeach()
 string(JSON clock GET "${summary}" clock)
 if(NOT clock STREQUAL "wall")
   message(FATAL_ERROR "summary.json of a deployment says clock ${clock}")
@@ -100,6 +105,12 @@ endif()
 if(NOT EXISTS ${WORK}/out/eq/cluster.key)
   message(FATAL_ERROR "launch --local made no key for CURVE")
 endif()
+
+# 1c. The bulk data plane (plain TCP, 2 connections per peer, Boost.Asio): the same losses and
+# bytes as the emulator, bit for bit, for every entry.
+run_ok(bulk ${NARROWS} launch --local 3 eq.yaml -q --set name=eqbulk --set deploy.security=plain
+       --set deploy.bulk_streams=2)
+expect_as_emulated(eqbulk "the bulk plane")
 
 # 1b. Through the link emulator (each worker in a network namespace, home-100m's 30 ms between them):
 # the same losses as the emulator, a DDP run slowed by the latency its all-reduces cross, and the

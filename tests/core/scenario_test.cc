@@ -68,6 +68,16 @@ TEST(ScenarioTest, RunDigestIgnoresOutputAndDataPathOnly) {
   EXPECT_NE(digest("model: {preset: nano}\ntrain: {steps: 10}\n" + other + ", sampling: non-iid}\n"), base);
 }
 
+TEST(ScenarioTest, BulkStreamsAreAutoOrACount) {
+  EXPECT_EQ(ParseScenario("name: x\n", "x")->deploy.bulk_streams, 0);
+  EXPECT_EQ(ParseScenario("deploy: {bulk_streams: 3}\n", "x")->deploy.bulk_streams, 3);
+  EXPECT_EQ(ParseScenario("deploy: {bulk_streams: auto}\n", "x")->deploy.bulk_streams, DeploySpec::kAutoBulkStreams);
+  EXPECT_NE(ErrorOf("deploy: {bulk_streams: lots}\n").find("bad.yaml:1:24: deploy.bulk_streams: expected auto or an integer"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("deploy: {bulk_streams: 65}\n").find("deploy.bulk_streams: expected an integer in [0, 64]"),
+            std::string::npos);
+}
+
 TEST(ScenarioTest, OverridesApplyInDottedForm) {
   auto sc = ParseScenario("train:\n  lr: 0.1\n", "x.yaml",
                           {*ParseOverride("train.lr=3e-4"), *ParseOverride("model.preset=nano"),

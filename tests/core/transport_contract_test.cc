@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -54,10 +55,13 @@ World EmulatedNs3() {
 
 
 // ZeroMQ over loopback TCP: one process, one thread and one transport per rank.
-World ZeroMq(bool curve) {
-  return {curve ? "zeromq_curve" : "zeromq", [curve](int n, const Body& body) {
+// bulk_streams > 0: data over the bulk plane's raw TCP connections (ZeroMQ keeps membership).
+World ZeroMq(bool curve, int bulk_streams = 0) {
+  const std::string name = curve ? "zeromq_curve" : bulk_streams ? "zeromq_bulk" + std::to_string(bulk_streams) : "zeromq";
+  return {name, [curve, bulk_streams](int n, const Body& body) {
             deploy::ZmqOptions base;
             base.world_size = n;
+            base.bulk_streams = bulk_streams;
             base.bind_host = "127.0.0.1";
             base.connect_timeout_s = 20;
             if (curve) {
@@ -194,6 +198,42 @@ TEST_P(TransportContractTest, SendBorrowedDeliversTheBytesItWasLent) {
   });
 }
 
+// Large and small messages under one tag keep their order, whichever connection carries each; a
+// receive that waits for another tag gets its message though a large one sent before it has no
+// receive yet; a large message is received straight into a Recv's buffer where the transport can.
+TEST_P(TransportContractTest, LargeAndSmallMessagesKeepTheirOrder) {
+  GetParam().run(2, [](int rank, Transport& t) {
+    const size_t large = 300 * 1024;  // floats
+    auto pattern = [](size_t n, float base) {
+      std::vector<float> v(n);
+      std::iota(v.begin(), v.end(), base);
+      return v;
+    };
+    if (rank == 0) {
+      for (int round = 0; round < 3; ++round) {
+        const auto a = pattern(large, 1.0f + round), b = pattern(3, -5.0f), c = pattern(large, 7.0f), d = pattern(large / 2, 9.0f);
+        ASSERT_TRUE(t.Send(1, 5, a.data(), a.size() * 4).ok());
+        ASSERT_TRUE(t.Send(1, 5, b.data(), b.size() * 4).ok());
+        ASSERT_TRUE(t.Send(1, 6, c.data(), c.size() * 4).ok());
+        ASSERT_TRUE(t.Send(1, 5, d.data(), d.size() * 4).ok());
+      }
+      return;
+    }
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> a(large), b(3), c(large), d(large / 2);
+      ASSERT_TRUE(t.Recv(0, 6, c.data(), c.size() * 4).ok());  // sent after a and b, received first
+      EXPECT_EQ(c, pattern(large, 7.0f));
+      ASSERT_TRUE(t.Recv(0, 5, a.data(), a.size() * 4).ok());
+      EXPECT_EQ(a, pattern(large, 1.0f + round));
+      ASSERT_TRUE(t.Recv(0, 5, b.data(), b.size() * 4).ok());
+      EXPECT_EQ(b, pattern(3, -5.0f));
+      ASSERT_TRUE(t.RecvInPlace(0, 5, d.size() * 4, [&](const void* p) { std::memcpy(d.data(), p, d.size() * 4); }).ok());
+      EXPECT_EQ(d, pattern(large / 2, 9.0f));
+    }
+    EXPECT_EQ(t.stats().messages_received, 12);
+  });
+}
+
 TEST_P(TransportContractTest, RecvTimesOut) {
   GetParam().run(2, [](int rank, Transport& t) {
     if (rank == 1) {
@@ -271,7 +311,8 @@ TEST_P(TransportContractTest, RecvMessageFromANamedSourceAndTimeout) {
   });
 }
 
-void ExpectAllReduce(const World& w, int n, int64_t count, AllReduceAlgorithm algorithm) {
+void ExpectAllReduce(const World& w, int n, int64_t count, AllReduceAlgorithm algorithm, int64_t pipeline_bytes = 0,
+                     int64_t send_ahead_bytes = 0) {
   w.run(n, [&](int rank, Transport& t) {
     std::vector<float> data(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + i % 97);
@@ -280,6 +321,8 @@ void ExpectAllReduce(const World& w, int n, int64_t count, AllReduceAlgorithm al
     std::iota(o.group.begin(), o.group.end(), 0);
     o.algorithm = algorithm;
     o.islands = {{0, 1}, {2, 3}};
+    o.pipeline_bytes = pipeline_bytes;
+    o.send_ahead_bytes = send_ahead_bytes;
     ASSERT_TRUE(AllReduceSum(t, data.data(), count, o).ok());
     const float rank_sum = 1000.0f * n * (n - 1) / 2;
     for (int64_t i = 0; i < count; ++i) ASSERT_EQ(data[i], rank_sum + n * static_cast<float>(i % 97)) << i;
@@ -298,6 +341,9 @@ TEST_P(TransportContractTest, RingAllReduce) {
   ExpectAllReduce(GetParam(), 3, 2, AllReduceAlgorithm::kRing);  // fewer elements than ranks
   // Chunks of 1.2 MB: pieces lent to the transport, overwritten by the all-gather once back.
   ExpectAllReduce(GetParam(), 3, 900001, AllReduceAlgorithm::kRing);
+  // In 64 KiB pieces, one ahead of each receive (as over a LAN) and 16 ahead (a long link's).
+  ExpectAllReduce(GetParam(), 3, 900001, AllReduceAlgorithm::kRing, 64 << 10);
+  ExpectAllReduce(GetParam(), 3, 900001, AllReduceAlgorithm::kRing, 64 << 10, 1 << 20);
 }
 TEST_P(TransportContractTest, StarAllReduce) { ExpectAllReduce(GetParam(), 4, 1003, AllReduceAlgorithm::kStar); }
 TEST_P(TransportContractTest, TwoPhaseAllReduce) {
@@ -382,7 +428,8 @@ TEST_P(TransportContractTest, AsyncAllReduceCompletesBesideTheCaller) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated(), EmulatedNs3(), ZeroMq(false), ZeroMq(true)),
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated(), EmulatedNs3(), ZeroMq(false), ZeroMq(true),
+                                                                           ZeroMq(false, 1), ZeroMq(false, 3)),
                          [](const auto& info) { return info.param.name; });
 
 TEST(RingBytesTest, MatchesTwoNMinusOneOverN) {

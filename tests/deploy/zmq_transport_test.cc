@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include "core/group_guard.h"
@@ -203,6 +204,47 @@ TEST(ZmqTransportTest, AMemberThatSendsTheWrongSizeIsEvictedEverywhere) {
 
 // A process started with another scenario (another digest) is refused at the rendezvous, and
 // told why.
+// The bulk plane between the ranks that have it, ZeroMQ with one that does not: a large message
+// whose Recv waits is received into the caller's buffer; messages to and from the rank without
+// the plane arrive over ZeroMQ; and what a rank's plane has left to write goes out before it leaves.
+TEST(ZmqTransportTest, TheBulkPlaneReceivesIntoTheCallersBufferBesideZeroMq) {
+  const int port = deploy::FreeLoopbackPort();
+  std::vector<ZmqOptions> opts = {Options(0, 3, port), Options(1, 3, port), Options(2, 3, port)};
+  opts[0].bulk_streams = 2;
+  opts[1].bulk_streams = 2;
+  auto ts = ConnectAll(opts);
+  ASSERT_TRUE(ts[0] && ts[1] && ts[2]);
+  const size_t count = 512 * 1024;
+  std::vector<float> sent(count);
+  std::iota(sent.begin(), sent.end(), 0.5f);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 1's Recv waits first
+    core::SendLease lease;
+    EXPECT_TRUE(ts[0]->SendBorrowed(1, 9, sent.data(), count * 4, lease).ok());
+    EXPECT_TRUE(ts[0]->Send(2, 9, sent.data(), 64).ok());
+    ts[0]->AwaitLent(lease);
+  });
+  std::vector<float> got(count, -1.0f);
+  ASSERT_TRUE(ts[1]->Recv(0, 9, got.data(), count * 4, 10).ok());
+  EXPECT_EQ(got, sent);
+  const BulkCounts at1 = ts[1]->bulk_counts();
+  EXPECT_EQ(at1.into_receiver, 1);
+  EXPECT_EQ(at1.into_own, 0);
+  std::vector<float> small(16);
+  ASSERT_TRUE(ts[2]->Recv(0, 9, small.data(), 64, 10).ok());
+  EXPECT_EQ(small[15], 15.5f);
+  ASSERT_TRUE(ts[2]->Send(1, 9, small.data(), 64).ok());
+  ASSERT_TRUE(ts[1]->Recv(2, 9, small.data(), 64, 10).ok());
+  EXPECT_EQ(ts[2]->bulk_counts().into_own + ts[2]->bulk_counts().into_receiver, 0);
+  sender.join();
+  // Sent and gone at once: rank 1 still gets the message, and sees rank 0 leave only after it.
+  ASSERT_TRUE(ts[0]->Send(1, 10, sent.data(), count * 4).ok());
+  ts[0].reset();
+  ASSERT_TRUE(ts[1]->Recv(0, 10, got.data(), count * 4, 10).ok());
+  EXPECT_EQ(got, sent);
+  EXPECT_EQ(ts[1]->Recv(0, 10, got.data(), count * 4, 10).code(), core::StatusCode::kPeerUnavailable);
+}
+
 TEST(ZmqTransportTest, AProcessWithAnotherScenarioIsRefused) {
   const int port = deploy::FreeLoopbackPort();
   auto zero = Options(0, 2, port), one = Options(1, 2, port);

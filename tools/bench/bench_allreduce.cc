@@ -1,7 +1,10 @@
 // bench_allreduce: ring all-reduce of float32 among processes on loopback, narrows (core::AllReduceSum
-// over deploy::ZmqTransport: plain TCP in 1 MiB pieces, plain TCP in whole chunks, CURVE in 1 MiB
-// pieces) beside Gloo (AllreduceRing and
-// AllreduceRingChunked over its TCP transport), measured in the same run.
+// over deploy::ZmqTransport: plain TCP in 1 MiB pieces over ZeroMQ, over the bulk plane with 1 and
+// 4 connections per peer, plain TCP in whole chunks, CURVE in 1 MiB pieces) beside Gloo
+// (AllreduceRing and AllreduceRingChunked over its TCP transport), measured in the same run.
+// `one p2p-IMPL ...` sends the buffer from rank 0 to rank 1 instead (tools/bench/wan). For one
+// process: BENCH_BIND (the interface to bind, as between namespaces), BENCH_SEND_AHEAD (the ring's
+// bytes ahead of its receives), BULK_COUNTS=1 (print where the bulk plane put what it received).
 //
 // Prints per case the time per all-reduce and the bus bandwidth (NCCL-tests' convention:
 // S/t · 2(n-1)/n, the bytes each rank's link carries per second), and narrows' ratio to the best
@@ -122,8 +125,11 @@ int One(const std::string& impl, int rank, int n, int64_t count, int iters, cons
     o.rank = rank;
     o.world_size = n;
     o.master = rendezvous;
-    o.bind_host = "127.0.0.1";
+    o.bind_host = std::getenv("BENCH_BIND") ? std::getenv("BENCH_BIND") : "127.0.0.1";  // "*" between namespaces
     o.curve = impl.find("curve") != std::string::npos;
+    if (const size_t b = impl.find("bulk"); b != std::string::npos) {  // narrows-bulk: 1 connection; -bulkK: K
+      o.bulk_streams = b + 4 < impl.size() ? std::atoi(impl.c_str() + b + 4) : 1;
+    }
     if (o.curve) {
       auto keys = narrows::deploy::ReadKeyFile(out + ".key");
       if (!keys.ok()) return 1;
@@ -136,6 +142,7 @@ int One(const std::string& impl, int rank, int n, int64_t count, int iters, cons
     }
     narrows::core::CollectiveOptions c;
     c.pipeline_bytes = impl.find("whole") != std::string::npos ? 0 : int64_t{1} << 20;
+    if (const char* ahead = std::getenv("BENCH_SEND_AHEAD")) c.send_ahead_bytes = std::atoll(ahead);  // bytes
     for (int r = 0; r < n; ++r) c.group.push_back(r);
     int tag = 100;
     auto barrier = [&] {
@@ -143,22 +150,59 @@ int One(const std::string& impl, int rank, int n, int64_t count, int iters, cons
       c.tag = (tag += 3);
       return narrows::core::AllReduceSum(**t, &one, 1, c).ok();
     };
+    bool received_ok = true;
+    if (impl.rfind("p2p", 0) == 0) {
+      // Point to point (2 ranks): rank 0 sends the buffer to rank 1 in 1 MiB pieces, all at once,
+      // and the time ends with rank 1's acknowledgement of the last: a link's throughput with the
+      // transport's connections, not the ring's pacing.
+      const int64_t piece = (int64_t{1} << 20) / 4;
+      seconds = Time(iters, data, pattern, barrier, [&] {
+        c.tag = (tag += 3);
+        uint8_t ack = 1;
+        narrows::core::Status s;
+        if (rank == 0) {
+          narrows::core::SendLease lease;
+          for (int64_t at = 0; at < count && s.ok(); at += piece) {
+            s = (*t)->SendBorrowed(1, c.tag, data.data() + at, static_cast<size_t>(std::min(piece, count - at)) * 4, lease);
+          }
+          if (s.ok()) s = (*t)->Recv(1, c.tag + 1, &ack, 1);
+          (*t)->AwaitLent(lease);
+        } else if (rank == 1) {
+          for (int64_t at = 0; at < count && s.ok(); at += piece) {
+            s = (*t)->Recv(0, c.tag, data.data() + at, static_cast<size_t>(std::min(piece, count - at)) * 4);
+          }
+          if (s.ok()) s = (*t)->Send(0, c.tag + 1, &ack, 1);
+        }
+        if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+        return s.ok();
+      });
+      std::vector<float> sent(data.size());
+      Fill(sent, 0);
+      for (size_t i = 0; rank == 1 && i < data.size(); i += 4099) received_ok = received_ok && data[i] == sent[i];
+    } else {
     seconds = Time(iters, data, pattern, barrier, [&] {
       c.tag = (tag += 3);
       const narrows::core::Status s = narrows::core::AllReduceSum(**t, data.data(), count, c);
       if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
       return s.ok();
     });
+    }
     Fill(data, rank);
     c.tag = (tag += 3);
     narrows::core::Status s = narrows::core::AllReduceSum(**t, data.data(), count, c);
-    ok = s.ok() && Correct(data, n);
+    ok = s.ok() && Correct(data, n) && received_ok;
     // Everyone has finished before anyone leaves.
     c.tag = (tag += 3);
     float one = 1;
     if (ok) s = narrows::core::AllReduceSum(**t, &one, 1, c);
     if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
     ok = ok && s.ok();
+    if (std::getenv("BULK_COUNTS") && o.bulk_streams > 0) {
+      const auto b = (*t)->bulk_counts();
+      std::fprintf(stderr, "rank %d %s: %lld into the receiver's buffer, %lld switched to it, %lld into its own\n", rank,
+                   impl.c_str(), static_cast<long long>(b.into_receiver), static_cast<long long>(b.switched),
+                   static_cast<long long>(b.into_own));
+    }
   }
   if (!ok) {
     std::fprintf(stderr, "rank %d: %s gave a wrong sum\n", rank, impl.c_str());
@@ -219,7 +263,8 @@ int main(int argc, char** argv) {
       const double bytes = static_cast<double>(count) * 4;
       // Rounds of every implementation, in turn forwards and backwards, so that all of them meet
       // the machine's drift alike; each one's figure is the median over the rounds.
-      std::vector<std::string> impls = {"gloo-ring", "gloo-ring-chunked", "narrows", "narrows-whole", "narrows-curve"};
+      std::vector<std::string> impls = {"gloo-ring", "gloo-ring-chunked", "narrows", "narrows-bulk", "narrows-bulk4",
+                                        "narrows-whole", "narrows-curve"};
       std::map<std::string, std::vector<double>> rounds;
       for (int r = 0; r < n_rounds; ++r) {
         for (size_t i = 0; i < impls.size(); ++i) {

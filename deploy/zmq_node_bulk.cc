@@ -1,0 +1,501 @@
+// The bulk data plane of a ZmqTransport::Node: raw TCP connections on one Boost.Asio io_context
+// (its own thread), beside ZeroMQ's sockets. zmq_transport.h says what it promises.
+//
+// Sending: each peer has `bulk_streams` outgoing connections; a message takes the first with less
+// than a TCP window not yet acknowledged (queued here, and SIOCOUTQ in the kernel), with its sequence number (per receiver, from 0 for each process of the receiver) and waits in that
+// connection's queue; the io thread writes header and payload with one gathered write and gives a
+// lent payload back once written. Each connection carries one direction only, so a socket is only
+// ever written (sender) or only read (receiver), each from the io thread.
+//
+// Receiving: each accepted connection says which rank and process it comes from, then carries
+// frames. The io thread reads a frame's header, then its payload as it arrives (at most 1 MiB a read): into the
+// buffer of a waiting Recv (a Posting) when the message is the next one that Recv can get (nothing
+// of its (source, tag) queued or in flight before it, every earlier message of the source at least
+// begun), otherwise into a buffer of its own — and where that Recv comes while the payload is being
+// read, the slices read so far are copied over and the rest goes straight into its buffer. Reading
+// never waits for a receive (the connection would stall, and over a long link its TCP window with
+// it). A finished message is handed to the mailbox in sequence order. Node::mu guards the postings
+// and the per-source state below.
+#include <boost/asio.hpp>
+
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <future>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <thread>
+
+#include "deploy/addresses.h"
+#include "deploy/zmq_node.h"
+
+namespace narrows::deploy {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using core::Status;
+using State = ZmqTransport::Node::Posting::State;
+
+namespace {
+
+// What one TCP connection keeps in flight at most: about half its send buffer's limit.
+int64_t TcpWindowBytes() {
+  int64_t lo = 0, def = 0, hi = 0;
+  std::ifstream f("/proc/sys/net/ipv4/tcp_wmem");
+  return (f >> lo >> def >> hi && hi > 0) ? hi / 2 : int64_t{2} << 20;
+}
+
+constexpr uint64_t kSliceBytes = uint64_t{1} << 20;  // at most, per read: whatever has arrived
+
+struct Write {
+  std::vector<uint8_t> header;
+  const void* data = nullptr;
+  size_t bytes = 0;
+  std::unique_ptr<uint8_t[]> owned;  // a copied payload
+  core::SendLease* lease = nullptr;  // a lent one's
+  int dst = -1;
+  void GiveBack() {
+    if (lease) lease->Return(dst);
+    lease = nullptr;
+  }
+};
+
+struct OutStream {
+  OutStream(asio::io_context& io, int to) : sock(io), dst(to) {}
+  tcp::socket sock;
+  int dst;
+  // Read by senders to choose a connection: bytes queued here, and the socket once connected.
+  std::atomic<int64_t> queued{0};
+  std::atomic<int> fd{-1};
+  // Bytes not yet acknowledged by the receiver: queued here, and in the kernel (SIOCOUTQ).
+  int64_t Outstanding() const {
+    int in_kernel = 0;
+    const int f = fd.load();
+    if (f >= 0) ::ioctl(f, SIOCOUTQ, &in_kernel);
+    return queued.load() + in_kernel;
+  }
+  bool connected = false, writing = false, broken = false;
+  std::deque<Write> queue;
+};
+
+struct InStream {
+  explicit InStream(asio::io_context& io) : sock(io) {}
+  tcp::socket sock;
+  int src = -1;
+  uint64_t inc = 0;
+  std::array<uint8_t, kFrameHeaderBytes> header{};
+  FrameHeader h;
+  ZmqTransport::Node::Posting* claimed = nullptr;  // the Recv it is read into
+  std::unique_ptr<uint8_t[]> buffer;       // ... or this
+  uint8_t* target = nullptr;
+  uint64_t read = 0;                       // of the payload, so far
+};
+
+// A message read whole, waiting for the ones sent before it.
+struct Arrived {
+  int tag = 0;
+  std::optional<ZmqPayload> payload;  // none: dropped (corrupt, or its process was replaced)
+  ZmqTransport::Node::Posting* claimed = nullptr;
+};
+
+}  // namespace
+
+struct ZmqTransport::Node::Bulk {
+  explicit Bulk(Node& n) : node(n), acceptor(io), guard(io.get_executor()) {}
+  Node& node;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  asio::executor_work_guard<asio::io_context::executor_type> guard;
+  std::thread thread;
+  const int64_t window = TcpWindowBytes();
+
+  // Per destination, guarded by its send_mu: its process, where, the next sequence number, the connections.
+  struct Outbound {
+    uint64_t inc = 0;
+    std::string endpoint;
+    uint64_t next_seq = 0;
+    std::vector<std::shared_ptr<OutStream>> streams;
+  };
+  std::vector<Outbound> out;
+
+  // Per source, guarded by node.mu: the process its connections come from, what it sent that has
+  // begun to arrive (sequence -> tag) and not been handed on, and what arrived whole.
+  struct Inbound {
+    uint64_t inc = 0;
+    uint64_t next = 0;  // the next sequence number to hand to the mailbox
+    std::map<uint64_t, int> begun;
+    std::map<uint64_t, Arrived> arrived;
+  };
+  std::vector<Inbound> in;
+
+  // --- io thread: sending ---
+  void Broken(const std::shared_ptr<OutStream>& s, const std::string& why) {
+    if (!s->broken && !why.empty()) node.Log("bulk connection to " + RankName(s->dst) + ": " + why);
+    s->broken = true;
+    s->fd = -1;
+    boost::system::error_code ignored;
+    s->sock.close(ignored);
+    for (auto& w : s->queue) w.GiveBack();
+    if (!s->writing) s->queue.clear();  // the write in flight gives its own back when it ends
+  }
+  void WriteNext(const std::shared_ptr<OutStream>& s) {
+    if (s->writing || !s->connected || s->broken || s->queue.empty()) return;
+    s->writing = true;
+    Write& w = s->queue.front();
+    const std::array<asio::const_buffer, 2> parts{asio::buffer(w.header), asio::buffer(w.data, w.bytes)};
+    asio::async_write(s->sock, parts, [this, s](const boost::system::error_code& ec, size_t) {
+      s->writing = false;
+      s->queued -= static_cast<int64_t>(s->queue.front().bytes);
+      s->queue.front().GiveBack();  // Broken leaves the write in flight queued
+      s->queue.pop_front();
+      if (ec) {
+        Broken(s, ec == asio::error::operation_aborted ? "" : ec.message());
+        s->queue.clear();
+        return;
+      }
+      WriteNext(s);
+    });
+  }
+  void Enqueue(const std::shared_ptr<OutStream>& s, Write w) {
+    if (s->broken) {
+      w.GiveBack();
+      return;
+    }
+    s->queue.push_back(std::move(w));
+    WriteNext(s);
+  }
+  void Open(const std::shared_ptr<OutStream>& s, tcp::endpoint at, Write hello) {
+    s->queue.push_front(std::move(hello));
+    s->sock.async_connect(at, [this, s](const boost::system::error_code& ec) {
+      if (ec) {
+        Broken(s, ec == asio::error::operation_aborted ? "" : "cannot connect: " + ec.message());
+        return;
+      }
+      s->sock.set_option(tcp::no_delay(true));
+      s->connected = true;
+      s->fd = s->sock.native_handle();
+      WriteNext(s);
+    });
+  }
+
+  // --- io thread: receiving ---
+  void Accept() {
+    auto s = std::make_shared<InStream>(io);
+    acceptor.async_accept(s->sock, [this, s](const boost::system::error_code& ec) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) ReadHello(s);
+      Accept();
+    });
+  }
+  void Drop(const std::shared_ptr<InStream>& s, const std::string& why) {
+    if (!why.empty()) node.Reject(s->src, "bulk connection: " + why);
+    boost::system::error_code ignored;
+    s->sock.close(ignored);
+  }
+  void ReadHello(const std::shared_ptr<InStream>& s) {
+    asio::async_read(s->sock, asio::buffer(s->header), [this, s](const boost::system::error_code& ec, size_t) {
+      if (ec) return;
+      auto h = DecodeFrameHeader(s->header.data(), s->header.size(), 0);
+      if (!h.ok()) return Drop(s, h.status().message());
+      if (h->type != FrameType::kBulkHello) return Drop(s, "it did not begin with a hello");
+      if (Status v = VerifyFrame(s->header.data(), *h, nullptr, 0); !v.ok()) return Drop(s, v.message());
+      if (h->src < 0 || h->src >= node.opt.world_size || h->src == node.opt.rank) {
+        return Drop(s, "sender rank " + std::to_string(h->src) + " is not a peer");
+      }
+      {
+        std::lock_guard<std::mutex> lock(node.mu);
+        Peer& p = *node.peers[static_cast<size_t>(h->src)];
+        if (p.Replaced(h->incarnation)) return Drop(s, "");  // a replaced process's late connection
+        Inbound& from = in[static_cast<size_t>(h->src)];
+        if (from.inc != h->incarnation) Restart(from, h->incarnation);
+      }
+      s->src = h->src;
+      s->inc = h->incarnation;
+      ReadHeader(s);
+    });
+  }
+  // A new process of the source: its predecessor's partial messages are void. REQUIRES: node.mu held.
+  void Restart(Inbound& from, uint64_t inc) {
+    for (auto& [seq, a] : from.arrived) {
+      if (a.claimed) a.claimed->state = State::kFailed;
+    }
+    from = Inbound{};
+    from.inc = inc;
+    node.cv.notify_all();
+  }
+  void ReadHeader(const std::shared_ptr<InStream>& s) {
+    asio::async_read(s->sock, asio::buffer(s->header), [this, s](const boost::system::error_code& ec, size_t) {
+      if (ec) return Lost(s, ec);
+      auto h = DecodeFrameHeader(s->header.data(), s->header.size(), node.opt.max_message_bytes);
+      if (!h.ok()) return Drop(s, h.status().message());
+      if (h->type != FrameType::kBulk) return Drop(s, "a frame other than data");
+      if (h->src != s->src) return Drop(s, "a frame claiming " + RankName(h->src) + " on " + RankName(s->src) + "'s");
+      s->h = *h;
+      Route(s);
+    });
+  }
+  // Whether the payload of `s`'s frame can go into the posting that waits for (source, tag).
+  // REQUIRES: node.mu held.
+  Posting* Fits(const std::shared_ptr<InStream>& s) {
+    auto it = node.postings.find({s->src, s->h.tag});
+    if (it == node.postings.end() || it->second->state != State::kWaiting || it->second->bytes != s->h.length) return nullptr;
+    if (node.mailbox.Has(s->src, s->h.tag)) return nullptr;
+    const Inbound& from = in[static_cast<size_t>(s->src)];
+    const uint64_t seq = s->h.incarnation;
+    for (uint64_t q = from.next; q < seq; ++q) {
+      auto b = from.begun.find(q);
+      if (b == from.begun.end() || b->second == s->h.tag) return nullptr;  // an earlier one may be its
+    }
+    return it->second;
+  }
+  // Where the payload goes: the waiting Recv's buffer, or one of ours.
+  void Route(const std::shared_ptr<InStream>& s) {
+    s->read = 0;
+    {
+      std::lock_guard<std::mutex> lock(node.mu);
+      Inbound& from = in[static_cast<size_t>(s->src)];
+      if (s->inc == from.inc) {
+        from.begun[s->h.incarnation] = s->h.tag;
+        if (Posting* p = Fits(s)) {
+          ++node.bulk_counts.into_receiver;
+          p->state = State::kFilling;
+          s->claimed = p;
+          s->target = static_cast<uint8_t*>(p->data);
+        }
+      }
+    }
+    if (!s->claimed) {
+      s->buffer.reset(new uint8_t[std::max<uint64_t>(1, s->h.length)]);
+      s->target = s->buffer.get();
+    }
+    ReadSlice(s);
+  }
+  void ReadSlice(const std::shared_ptr<InStream>& s) {
+    if (s->read == s->h.length) return Finish(s);  // an empty payload
+    const uint64_t n = std::min(kSliceBytes, s->h.length - s->read);
+    s->sock.async_read_some(asio::buffer(s->target + s->read, n), [this, s](const boost::system::error_code& ec, size_t got) {
+      if (ec) return Lost(s, ec);
+      s->read += got;
+      if (s->read == s->h.length) return Finish(s);
+      if (!s->claimed) {  // its Recv may have come meanwhile: the rest goes into its buffer
+        Posting* p = nullptr;
+        {
+          std::lock_guard<std::mutex> lock(node.mu);
+          if (s->inc == in[static_cast<size_t>(s->src)].inc && (p = Fits(s)) != nullptr) {
+            ++node.bulk_counts.switched;
+            p->state = State::kFilling;
+            s->claimed = p;
+          }
+        }
+        if (p) {
+          std::memcpy(p->data, s->buffer.get(), s->read);
+          s->target = static_cast<uint8_t*>(p->data);
+          s->buffer.reset();
+        }
+      }
+      ReadSlice(s);
+    });
+  }
+  void Finish(const std::shared_ptr<InStream>& s) {
+    const bool intact = VerifyFrame(s->header.data(), s->h, s->target, s->h.length).ok();
+    if (!intact) node.Reject(s->src, "bulk frame: corrupt (checksum)");
+    {
+      std::lock_guard<std::mutex> lock(node.mu);
+      Inbound& from = in[static_cast<size_t>(s->src)];
+      Arrived a;
+      a.tag = s->h.tag;
+      a.claimed = std::exchange(s->claimed, nullptr);
+      if (!a.claimed) ++node.bulk_counts.into_own;
+      if (s->inc != from.inc) {  // its process was replaced meanwhile
+        if (a.claimed) a.claimed->state = State::kFailed;
+        node.cv.notify_all();
+      } else {
+        if (intact) {
+          a.payload = a.claimed ? ZmqPayload::Placed(s->target, s->h.length) : ZmqPayload(std::move(s->buffer), s->h.length);
+        }
+        from.arrived.emplace(s->h.incarnation, std::move(a));
+        HandOn(s->src);
+      }
+    }
+    s->buffer.reset();
+    ReadHeader(s);
+  }
+  // The connection ended: at a process's exit (or kill) or a broken link. What it was reading is lost.
+  void Lost(const std::shared_ptr<InStream>& s, const boost::system::error_code& ec) {
+    std::lock_guard<std::mutex> lock(node.mu);
+    if (s->claimed) {
+      s->claimed->state = State::kFailed;
+      s->claimed = nullptr;
+      node.cv.notify_all();
+    }
+    if (ec != asio::error::eof && ec != asio::error::operation_aborted && ec != asio::error::connection_reset) {
+      node.Log("bulk connection from " + RankName(s->src) + ": " + ec.message());
+    }
+  }
+  // Hands the source's messages that arrived whole to the mailbox, in the order they were sent.
+  // REQUIRES: node.mu held.
+  void HandOn(int src) {
+    Inbound& from = in[static_cast<size_t>(src)];
+    Peer& p = *node.peers[static_cast<size_t>(src)];
+    for (auto it = from.arrived.find(from.next); it != from.arrived.end(); it = from.arrived.find(from.next)) {
+      Arrived a = std::move(it->second);
+      from.arrived.erase(it);
+      from.begun.erase(from.next);
+      ++from.next;
+      const bool void_now = p.state == PeerState::kDead || p.Replaced(from.inc);
+      if (!a.payload || void_now) {
+        if (a.claimed) a.claimed->state = State::kFailed;
+        continue;
+      }
+      if (a.claimed) a.claimed->state = State::kDone;
+      p.last_seen = SteadySeconds();
+      node.mailbox.Put(src, a.tag, std::move(*a.payload));
+      if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+    }
+    node.cv.notify_all();
+  }
+};
+
+int BulkStreamsFor(double bandwidth_bps, double rtt_s) {
+  const double bdp_bytes = bandwidth_bps * rtt_s / 8.0;
+  return static_cast<int>(std::clamp(std::ceil(bdp_bytes / static_cast<double>(TcpWindowBytes())), 1.0, 16.0));
+}
+
+void ZmqTransport::Node::BulkDeleter::operator()(Bulk* b) const {
+  if (b->thread.joinable()) {  // a node that failed to connect was never closed
+    b->io.stop();
+    b->thread.join();
+  }
+  delete b;
+}
+
+Status ZmqTransport::Node::BindBulk() {
+  if (opt.bulk_streams <= 0 || opt.curve) return Status::Ok();
+  bulk.reset(new Bulk(*this));
+  bulk->out.resize(static_cast<size_t>(opt.world_size));
+  bulk->in.resize(static_cast<size_t>(opt.world_size));
+  try {
+    const std::string host = opt.bind_host == "*" ? "0.0.0.0" : opt.bind_host;
+    const tcp::endpoint at(asio::ip::make_address(host), 0);
+    bulk->acceptor.open(at.protocol());
+    bulk->acceptor.set_option(tcp::acceptor::reuse_address(true));
+    bulk->acceptor.bind(at);
+    bulk->acceptor.listen();
+    bulk_ep = TcpEndpoint(host, bulk->acceptor.local_endpoint().port());
+  } catch (const std::exception& e) {
+    return Status::IoError(RankName(opt.rank) + ": cannot bind its bulk data socket: " + e.what());
+  }
+  bulk->Accept();
+  bulk->thread = std::thread([b = bulk.get()] { b->io.run(); });
+  return Status::Ok();
+}
+
+bool ZmqTransport::Node::BulkTo(int r) const {
+  return bulk && !bulk->out[static_cast<size_t>(r)].streams.empty();
+}
+
+void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_t inc) {
+  if (!bulk) return;
+  Bulk::Outbound& o = bulk->out[static_cast<size_t>(r)];
+  if (!o.streams.empty() && o.inc == inc && o.endpoint == endpoint) return;
+  DropBulk(r);
+  o.inc = inc;
+  o.endpoint = endpoint;
+  o.next_seq = 0;
+  if (endpoint.empty()) return;
+  const std::string hostport = endpoint.substr(endpoint.find("://") + 3);
+  auto split = SplitHostPort(hostport);
+  tcp::endpoint at;
+  try {
+    if (!split.ok()) throw std::runtime_error(split.status().message());
+    tcp::resolver resolver(bulk->io);
+    at = *resolver.resolve(split->first, std::to_string(split->second)).begin();
+  } catch (const std::exception& e) {
+    Log("bulk endpoint of " + RankName(r) + " (" + endpoint + "): " + e.what() + "; its data goes over ZeroMQ");
+    return;
+  }
+  for (int k = 0; k < opt.bulk_streams; ++k) {
+    auto s = std::make_shared<OutStream>(bulk->io, r);
+    Write hello;
+    hello.header = EncodeFrameHeader(FrameType::kBulkHello, opt.rank, k, nullptr, 0, incarnation);
+    asio::post(bulk->io, [b = bulk.get(), s, at, hello = std::move(hello)]() mutable { b->Open(s, at, std::move(hello)); });
+    o.streams.push_back(std::move(s));
+  }
+}
+
+bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease) {
+  Bulk::Outbound& o = bulk->out[static_cast<size_t>(r)];
+  if (o.streams.empty()) return false;
+  const uint64_t seq = o.next_seq++;
+  // The first connection with less than a window in flight (what one TCP connection can keep in
+  // flight), else the one with the least: a light load stays on one warm connection (an idle one,
+  // or one that carries a piece now and then, starts each piece from a small congestion window),
+  // and a heavy one spreads over as many windows as it fills.
+  std::shared_ptr<OutStream> s;
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (const auto& c : o.streams) {
+    const int64_t n = c->Outstanding();
+    if (n < bulk->window) {
+      s = c;
+      break;
+    }
+    if (n < least) {
+      least = n;
+      s = c;
+    }
+  }
+  s->queued += static_cast<int64_t>(bytes);
+  Write w;
+  w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, seq);
+  w.bytes = bytes;
+  w.dst = r;
+  if (lease) {
+    lease->Lend(r);
+    w.lease = lease;
+    w.data = payload;
+  } else {
+    w.owned.reset(new uint8_t[std::max<size_t>(1, bytes)]);
+    if (bytes) std::memcpy(w.owned.get(), payload, bytes);
+    w.data = w.owned.get();
+  }
+  asio::post(bulk->io, [b = bulk.get(), s = std::move(s), w = std::move(w)]() mutable { b->Enqueue(s, std::move(w)); });
+  return true;
+}
+
+void ZmqTransport::Node::DropBulk(int r) {
+  if (!bulk) return;
+  auto streams = std::move(bulk->out[static_cast<size_t>(r)].streams);
+  bulk->out[static_cast<size_t>(r)].streams.clear();
+  if (streams.empty()) return;
+  asio::post(bulk->io, [b = bulk.get(), streams = std::move(streams)] {
+    for (const auto& s : streams) b->Broken(s, "");
+  });
+}
+
+void ZmqTransport::Node::CloseBulk() {
+  if (!bulk) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {  // what is queued goes out first (the byes count it)
+    std::promise<size_t> queued;
+    auto counted = queued.get_future();
+    asio::post(bulk->io, [b = bulk.get(), &queued] {
+      size_t n = 0;
+      for (const auto& o : b->out) {
+        for (const auto& s : o.streams) n += s->broken ? 0 : s->queue.size();
+      }
+      queued.set_value(n);
+    });
+    if (counted.get() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  bulk->io.stop();
+  if (bulk->thread.joinable()) bulk->thread.join();
+}
+
+}  // namespace narrows::deploy
