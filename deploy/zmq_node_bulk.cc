@@ -95,6 +95,7 @@ struct InStream {
   std::unique_ptr<uint8_t[]> buffer;       // ... or this
   uint8_t* target = nullptr;
   uint64_t read = 0;                       // of the payload, so far
+  bool duplicate = false;                  // its sequence number came before: read and dropped
 };
 
 // A message read whole, waiting for the ones sent before it.
@@ -260,8 +261,10 @@ struct ZmqTransport::Node::Bulk {
     {
       std::lock_guard<std::mutex> lock(node.mu);
       Inbound& from = in[static_cast<size_t>(s->src)];
-      if (s->inc == from.inc) {
-        from.begun[s->h.incarnation] = s->h.tag;
+      const uint64_t seq = s->h.incarnation;
+      s->duplicate = s->inc == from.inc && (seq < from.next || from.begun.count(seq) > 0);
+      if (s->inc == from.inc && !s->duplicate) {
+        from.begun[seq] = s->h.tag;
         if (Posting* p = Fits(s)) {
           ++node.bulk_counts.into_receiver;
           p->state = State::kFilling;
@@ -303,6 +306,11 @@ struct ZmqTransport::Node::Bulk {
     });
   }
   void Finish(const std::shared_ptr<InStream>& s) {
+    if (s->duplicate) {  // a sender never repeats a sequence number: a broken or hostile peer did
+      node.Reject(s->src, "bulk frame: sequence number " + std::to_string(s->h.incarnation) + " again (a duplicated message)");
+      s->buffer.reset();
+      return ReadHeader(s);
+    }
     const bool intact = VerifyFrame(s->header.data(), s->h, s->target, s->h.length).ok();
     if (!intact) node.Reject(s->src, "bulk frame: corrupt (checksum)");
     {

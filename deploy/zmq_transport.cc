@@ -215,6 +215,7 @@ void ZmqTransport::ResetClock() { clock_->Reset(); }
 
 std::string ZmqTransport::data_endpoint() const { return node_->data_ep; }
 std::string ZmqTransport::control_endpoint() const { return node_->control_ep; }
+std::string ZmqTransport::bulk_endpoint() const { return node_->bulk_ep; }
 
 BulkCounts ZmqTransport::bulk_counts() const {
   std::lock_guard<std::mutex> lock(node_->mu);

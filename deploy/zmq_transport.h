@@ -30,7 +30,8 @@
 // The bulk plane (ZmqOptions::bulk_streams): ZeroMQ keeps the rendezvous, hellos, heartbeats and
 // byes; every data message to a peer that has the plane goes over its raw TCP connections, framed
 // as on ZeroMQ (CRC-32 included) with a per-receiver sequence number so that the receiver hands
-// messages on in the order they were sent whichever connection carried them. A message whose Recv
+// messages on in the order they were sent whichever connection carried them (one that repeats a
+// sequence number is a duplicate: rejected and dropped). A message whose Recv
 // is waiting is read straight into that Recv's buffer; one whose Recv comes while it is being read
 // goes on into it (what was read so far copied over); the rest into buffers of the plane's, which
 // a RecvInPlace reads in place.
@@ -104,8 +105,8 @@ struct ZmqOptions {
   std::function<size_t(int dst, int tag, size_t bytes)> before_send;
   // Data messages over k raw TCP connections per peer (the bulk plane, Boost.Asio) instead of
   // ZeroMQ's data socket: a message is received straight into the buffer of the Recv that waits
-  // for it, and each message takes the connection with the least in flight (k > 1 stripes a
-  // peer's traffic over several TCP windows once one cannot keep up: long fat links). 0: ZeroMQ
+  // for it, and each message takes the first connection with less than a TCP window in flight
+  // (k > 1 stripes a peer's traffic over several windows once one cannot keep up: long fat links). 0: ZeroMQ
   // carries the data. Plain TCP only: with `curve`, ZeroMQ carries everything. A peer uses it with
   // this rank only if both have it.
   int bulk_streams = 0;
@@ -164,6 +165,8 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   // Frames dropped because they failed validation, since Connect.
   int64_t frames_rejected() const;
   BulkCounts bulk_counts() const;
+  // The bulk plane's listening endpoint as bound ("tcp://127.0.0.1:41234"); empty without it.
+  std::string bulk_endpoint() const;
 
   static constexpr size_t kMinBorrowedBytes = 64 * 1024;
 

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,12 +16,14 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <thread>
 
 #include "core/group_guard.h"
+#include "deploy/addresses.h"
 #include "deploy/frame.h"
 
 namespace narrows::deploy {
@@ -243,6 +248,53 @@ TEST(ZmqTransportTest, TheBulkPlaneReceivesIntoTheCallersBufferBesideZeroMq) {
   ASSERT_TRUE(ts[1]->Recv(0, 10, got.data(), count * 4, 10).ok());
   EXPECT_EQ(got, sent);
   EXPECT_EQ(ts[1]->Recv(0, 10, got.data(), count * 4, 10).code(), core::StatusCode::kPeerUnavailable);
+}
+
+// A bulk connection's frames are handed on in their sequence order (sent 0, 2, 1: received 0, 1,
+// 2), a repeated sequence number is rejected and dropped, and a corrupt frame is rejected while the
+// frames after it still arrive.
+TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreDropped) {
+  const int port = deploy::FreeLoopbackPort();
+  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
+  opts[0].bulk_streams = opts[1].bulk_streams = 1;
+  auto ts = ConnectAll(opts);
+  ASSERT_TRUE(ts[0] && ts[1]);
+  const std::string ep = ts[1]->bulk_endpoint();
+  ASSERT_FALSE(ep.empty());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(static_cast<uint16_t>(PortOf(ep)));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  auto put = [&](const std::vector<uint8_t>& bytes) {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  };
+  // As a new process of rank 0 (its own incarnation), then frames with sequence numbers.
+  put(EncodeFrameHeader(FrameType::kBulkHello, 0, 0, nullptr, 0, 0x5eed));
+  auto frame = [&](uint64_t seq, int32_t value, bool corrupt = false) {
+    std::vector<uint8_t> body(4);
+    std::memcpy(body.data(), &value, 4);
+    auto bytes = EncodeFrameHeader(FrameType::kBulk, 0, 8, body.data(), body.size(), seq);
+    if (corrupt) body[0] ^= 1;
+    bytes.insert(bytes.end(), body.begin(), body.end());
+    put(bytes);
+  };
+  frame(0, 100);
+  frame(2, 102);
+  frame(0, 999);        // a duplicate
+  frame(1, 101);
+  frame(3, 103, true);  // corrupt: dropped, its place in the order kept
+  frame(4, 104);
+  for (int want : {100, 101, 102, 104}) {
+    int32_t got = 0;
+    ASSERT_TRUE(ts[1]->Recv(0, 8, &got, 4, 5.0).ok());
+    EXPECT_EQ(got, want);
+  }
+  int32_t none = 0;
+  EXPECT_EQ(ts[1]->Recv(0, 8, &none, 4, 0.2).code(), core::StatusCode::kTimeout);
+  EXPECT_EQ(ts[1]->frames_rejected(), 2);
+  ::close(fd);
 }
 
 TEST(ZmqTransportTest, AProcessWithAnotherScenarioIsRefused) {
