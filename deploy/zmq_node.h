@@ -140,7 +140,8 @@ struct ZmqTransport::Node {
   // Opens `bulk_streams` connections to `r`'s plane at `endpoint` for its process `inc` (again
   // after a restart; none if `endpoint` is empty). REQUIRES: r's send_mu held.
   void ConnectBulk(int r, const std::string& endpoint, uint64_t inc);
-  // Whether data to `r` goes over the plane. REQUIRES: r's send_mu held.
+  // Whether data to `r` goes over the plane (both ends have it: ConnectPeer keeps r's bulk
+  // endpoint only then). REQUIRES: r's send_mu held.
   bool BulkTo(int r) const;
   // Queues a data message to `r` on its next connection: lent (given back to `lease` once written
   // or dropped) when `lease` is given, copied otherwise. False if its connections are gone.

@@ -404,9 +404,7 @@ Status ZmqTransport::Node::BindBulk() {
   return Status::Ok();
 }
 
-bool ZmqTransport::Node::BulkTo(int r) const {
-  return bulk && !bulk->out[static_cast<size_t>(r)].streams.empty();
-}
+bool ZmqTransport::Node::BulkTo(int r) const { return !peers[static_cast<size_t>(r)]->bulk_ep.empty(); }
 
 void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_t inc) {
   if (!bulk) return;
