@@ -27,6 +27,7 @@ T Get(const uint8_t* in) {
 // zlib's ~3 GB/s, which would cost more than the copy of every large message. Same values as zlib.
 uint32_t Crc(const uint8_t* header, const void* payload, uint64_t length) {
   const uint32_t crc = crc32_gzip_refl(0, header, kCrcOffset);
+  if (payload == nullptr) return crc;  // the header alone
   return crc32_gzip_refl(crc, static_cast<const unsigned char*>(payload), length);
 }
 

@@ -27,6 +27,7 @@ enum class FrameType : uint16_t {
   // The bulk data plane (zmq_node.h): raw TCP connections beside ZeroMQ. A connection opens with
   // one kBulkHello (tag: the connection's index, incarnation: the sender's, no payload); then
   // kBulk frames, whose incarnation field holds the message's sequence number to that receiver.
+  // In a run with CURVE both are sealed (bulk_seal.h): the hello carries a sealed session key.
   kBulkHello = 5,
   kBulk = 6,
 };
@@ -40,7 +41,8 @@ struct FrameHeader {
   uint32_t crc = 0;     // CRC-32 of the header's first 32 bytes, then the payload
 };
 
-// The header for `payload` (of `length` bytes), checksum included.
+// The header for `payload` (of `length` bytes), checksum included. A null `payload` with a length:
+// the checksum covers the header alone (a sealed bulk frame, whose payload its AEAD tags cover).
 std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length,
                                        uint64_t incarnation = 0);
 

@@ -16,6 +16,11 @@
 // never waits for a receive (the connection would stall, and over a long link its TCP window with
 // it). A finished message is handed to the mailbox in sequence order. Node::mu guards the postings
 // and the per-source state below.
+//
+// With CURVE the plane is sealed (bulk_seal.h): each connection's hello carries the sender's session
+// key for this receiver process, a sender encrypts a message on its own thread before queueing it,
+// and the io thread decrypts each 1 MiB record in place (in the Recv's buffer, where it goes there)
+// as soon as it is read whole.
 #include <boost/asio.hpp>
 
 #include <linux/sockios.h>
@@ -33,6 +38,7 @@
 #include <thread>
 
 #include "deploy/addresses.h"
+#include "deploy/bulk_seal.h"
 #include "deploy/zmq_node.h"
 
 namespace narrows::deploy {
@@ -91,6 +97,11 @@ struct InStream {
   uint64_t inc = 0;
   std::array<uint8_t, kFrameHeaderBytes> header{};
   FrameHeader h;
+  std::vector<uint8_t> hello;  // a sealed hello's payload
+  SealKey key{};               // sealed: the sender's session key, from its hello
+  std::vector<uint8_t> tags;   // sealed: the frame's record tags
+  size_t opened = 0;           // sealed: its records decrypted so far
+  bool forged = false;         // sealed: a record failed authentication
   ZmqTransport::Node::Posting* claimed = nullptr;  // the Recv it is read into
   std::unique_ptr<uint8_t[]> buffer;       // ... or this
   uint8_t* target = nullptr;
@@ -115,12 +126,15 @@ struct ZmqTransport::Node::Bulk {
   asio::executor_work_guard<asio::io_context::executor_type> guard;
   std::thread thread;
   const int64_t window = TcpWindowBytes();
+  bool sealed = false;  // the run uses CURVE: hellos and frames sealed (bulk_seal.h)
+  SealKey hello_key{};
 
   // Per destination, guarded by its send_mu: its process, where, the next sequence number, the connections.
   struct Outbound {
     uint64_t inc = 0;
     std::string endpoint;
     uint64_t next_seq = 0;
+    SealKey key{};  // sealed: this process's session key for that one (new with each)
     std::vector<std::shared_ptr<OutStream>> streams;
   };
   std::vector<Outbound> out;
@@ -202,24 +216,39 @@ struct ZmqTransport::Node::Bulk {
   void ReadHello(const std::shared_ptr<InStream>& s) {
     asio::async_read(s->sock, asio::buffer(s->header), [this, s](const boost::system::error_code& ec, size_t) {
       if (ec) return;
-      auto h = DecodeFrameHeader(s->header.data(), s->header.size(), 0);
+      auto h = DecodeFrameHeader(s->header.data(), s->header.size(), sealed ? kSealedHelloBytes : 0);
       if (!h.ok()) return Drop(s, h.status().message());
       if (h->type != FrameType::kBulkHello) return Drop(s, "it did not begin with a hello");
-      if (Status v = VerifyFrame(s->header.data(), *h, nullptr, 0); !v.ok()) return Drop(s, v.message());
       if (h->src < 0 || h->src >= node.opt.world_size || h->src == node.opt.rank) {
         return Drop(s, "sender rank " + std::to_string(h->src) + " is not a peer");
       }
-      {
-        std::lock_guard<std::mutex> lock(node.mu);
-        Peer& p = *node.peers[static_cast<size_t>(h->src)];
-        if (p.Replaced(h->incarnation)) return Drop(s, "");  // a replaced process's late connection
-        Inbound& from = in[static_cast<size_t>(h->src)];
-        if (from.inc != h->incarnation) Restart(from, h->incarnation);
-      }
-      s->src = h->src;
-      s->inc = h->incarnation;
-      ReadHeader(s);
+      if (sealed && h->length != kSealedHelloBytes) return Drop(s, "its hello carries no sealed key (this run uses CURVE)");
+      s->h = *h;
+      s->hello.resize(h->length);
+      asio::async_read(s->sock, asio::buffer(s->hello), [this, s](const boost::system::error_code& ec2, size_t) {
+        if (!ec2) Admit(s);
+      });
     });
+  }
+  // A connection whose hello was read: checked (and opened, sealed), then its frames.
+  void Admit(const std::shared_ptr<InStream>& s) {
+    if (Status v = VerifyFrame(s->header.data(), s->h, s->hello.data(), s->hello.size()); !v.ok()) return Drop(s, v.message());
+    if (sealed) {
+      const HelloParties parties{s->h.src, s->h.incarnation, node.opt.rank, node.incarnation};
+      auto key = OpenHello(hello_key, s->hello.data(), s->hello.size(), parties);
+      if (!key.ok()) return Drop(s, key.status().message());
+      s->key = *key;
+    }
+    {
+      std::lock_guard<std::mutex> lock(node.mu);
+      Peer& p = *node.peers[static_cast<size_t>(s->h.src)];
+      if (p.Replaced(s->h.incarnation)) return Drop(s, "");  // a replaced process's late connection
+      Inbound& from = in[static_cast<size_t>(s->h.src)];
+      if (from.inc != s->h.incarnation) Restart(from, s->h.incarnation);
+    }
+    s->src = s->h.src;
+    s->inc = s->h.incarnation;
+    ReadHeader(s);
   }
   // A new process of the source: its predecessor's partial messages are void. REQUIRES: node.mu held.
   void Restart(Inbound& from, uint64_t inc) {
@@ -238,7 +267,12 @@ struct ZmqTransport::Node::Bulk {
       if (h->type != FrameType::kBulk) return Drop(s, "a frame other than data");
       if (h->src != s->src) return Drop(s, "a frame claiming " + RankName(h->src) + " on " + RankName(s->src) + "'s");
       s->h = *h;
-      Route(s);
+      if (!sealed) return Route(s);
+      s->tags.resize(SealRecords(h->length) * kSealTagBytes);
+      asio::async_read(s->sock, asio::buffer(s->tags), [this, s](const boost::system::error_code& ec2, size_t) {
+        if (ec2) return Lost(s, ec2);
+        Route(s);
+      });
     });
   }
   // Whether the payload of `s`'s frame can go into the posting that waits for (source, tag).
@@ -258,6 +292,8 @@ struct ZmqTransport::Node::Bulk {
   // Where the payload goes: the waiting Recv's buffer, or one of ours.
   void Route(const std::shared_ptr<InStream>& s) {
     s->read = 0;
+    s->opened = 0;
+    s->forged = false;
     {
       std::lock_guard<std::mutex> lock(node.mu);
       Inbound& from = in[static_cast<size_t>(s->src)];
@@ -285,6 +321,7 @@ struct ZmqTransport::Node::Bulk {
     s->sock.async_read_some(asio::buffer(s->target + s->read, n), [this, s](const boost::system::error_code& ec, size_t got) {
       if (ec) return Lost(s, ec);
       s->read += got;
+      OpenRecords(s);
       if (s->read == s->h.length) return Finish(s);
       if (!s->claimed) {  // its Recv may have come meanwhile: the rest goes into its buffer
         Posting* p = nullptr;
@@ -305,14 +342,28 @@ struct ZmqTransport::Node::Bulk {
       ReadSlice(s);
     });
   }
+  // Sealed: decrypts in place the records of the payload that were read whole.
+  void OpenRecords(const std::shared_ptr<InStream>& s) {
+    if (!sealed || s->duplicate) return;
+    const size_t records = SealRecords(s->h.length);
+    while (!s->forged && s->opened < records) {
+      const uint64_t at = s->opened * kSealRecordBytes;
+      const uint64_t end = std::min<uint64_t>(s->h.length, at + kSealRecordBytes);
+      if (s->read < end) return;
+      s->forged = !OpenRecord(s->key, s->h.incarnation, s->header.data(), s->opened, s->target + at, end - at,
+                              s->tags.data() + s->opened * kSealTagBytes);
+      ++s->opened;
+    }
+  }
   void Finish(const std::shared_ptr<InStream>& s) {
+    OpenRecords(s);
     if (s->duplicate) {  // a sender never repeats a sequence number: a broken or hostile peer did
       node.Reject(s->src, "bulk frame: sequence number " + std::to_string(s->h.incarnation) + " again (a duplicated message)");
       s->buffer.reset();
       return ReadHeader(s);
     }
-    const bool intact = VerifyFrame(s->header.data(), s->h, s->target, s->h.length).ok();
-    if (!intact) node.Reject(s->src, "bulk frame: corrupt (checksum)");
+    const bool intact = sealed ? !s->forged : VerifyFrame(s->header.data(), s->h, s->target, s->h.length).ok();
+    if (!intact) node.Reject(s->src, sealed ? "bulk frame: fails authentication (forged or corrupt)" : "bulk frame: corrupt (checksum)");
     {
       std::lock_guard<std::mutex> lock(node.mu);
       Inbound& from = in[static_cast<size_t>(s->src)];
@@ -384,8 +435,15 @@ void ZmqTransport::Node::BulkDeleter::operator()(Bulk* b) const {
 }
 
 Status ZmqTransport::Node::BindBulk() {
-  if (opt.bulk_streams <= 0 || opt.curve) return Status::Ok();
+  if (opt.bulk_streams <= 0) return Status::Ok();
   bulk.reset(new Bulk(*this));
+  if (opt.curve) {
+    NARROWS_RETURN_IF_ERROR(InitSodium());
+    auto key = HelloKey(opt.keys);
+    if (!key.ok()) return key.status();
+    bulk->sealed = true;
+    bulk->hello_key = *key;
+  }
   bulk->out.resize(static_cast<size_t>(opt.world_size));
   bulk->in.resize(static_cast<size_t>(opt.world_size));
   try {
@@ -415,6 +473,11 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
   o.endpoint = endpoint;
   o.next_seq = 0;
   if (endpoint.empty()) return;
+  std::vector<uint8_t> sealed_hello;  // one for all k connections
+  if (bulk->sealed) {
+    o.key = NewSessionKey();
+    sealed_hello = SealHello(bulk->hello_key, o.key, HelloParties{opt.rank, incarnation, r, inc});
+  }
   const std::string hostport = endpoint.substr(endpoint.find("://") + 3);
   auto split = SplitHostPort(hostport);
   tcp::endpoint at;
@@ -429,7 +492,14 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
   for (int k = 0; k < opt.bulk_streams; ++k) {
     auto s = std::make_shared<OutStream>(bulk->io, r);
     Write hello;
-    hello.header = EncodeFrameHeader(FrameType::kBulkHello, opt.rank, k, nullptr, 0, incarnation);
+    hello.header = EncodeFrameHeader(FrameType::kBulkHello, opt.rank, k, sealed_hello.data(), sealed_hello.size(), incarnation);
+    if (!sealed_hello.empty()) {
+      hello.owned.reset(new uint8_t[sealed_hello.size()]);
+      std::memcpy(hello.owned.get(), sealed_hello.data(), sealed_hello.size());
+      hello.data = hello.owned.get();
+      hello.bytes = sealed_hello.size();
+      s->queued += static_cast<int64_t>(hello.bytes);
+    }
     asio::post(bulk->io, [b = bulk.get(), s, at, hello = std::move(hello)]() mutable { b->Open(s, at, std::move(hello)); });
     o.streams.push_back(std::move(s));
   }
@@ -456,20 +526,28 @@ bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t by
       s = c;
     }
   }
-  s->queued += static_cast<int64_t>(bytes);
   Write w;
-  w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, seq);
-  w.bytes = bytes;
   w.dst = r;
-  if (lease) {
+  if (bulk->sealed) {  // encrypted here, on the sender's thread: the payload is not lent
+    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, nullptr, bytes, seq);
+    w.bytes = SealRecords(bytes) * kSealTagBytes + bytes;
+    w.owned.reset(new uint8_t[w.bytes]);
+    SealPayload(o.key, seq, w.header.data(), payload, bytes, w.owned.get());
+    w.data = w.owned.get();
+  } else if (lease) {
+    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, seq);
+    w.bytes = bytes;
     lease->Lend(r);
     w.lease = lease;
     w.data = payload;
   } else {
+    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, seq);
+    w.bytes = bytes;
     w.owned.reset(new uint8_t[std::max<size_t>(1, bytes)]);
     if (bytes) std::memcpy(w.owned.get(), payload, bytes);
     w.data = w.owned.get();
   }
+  s->queued += static_cast<int64_t>(w.bytes);
   asio::post(bulk->io, [b = bulk.get(), s = std::move(s), w = std::move(w)]() mutable { b->Enqueue(s, std::move(w)); });
   return true;
 }
@@ -498,7 +576,7 @@ void ZmqTransport::Node::CloseBulk() {
       queued.set_value(n);
     });
     if (counted.get() == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   bulk->io.stop();
   if (bulk->thread.joinable()) bulk->thread.join();

@@ -29,7 +29,7 @@
 //
 // The bulk plane (ZmqOptions::bulk_streams): ZeroMQ keeps the rendezvous, hellos, heartbeats and
 // byes; every data message to a peer that has the plane goes over its raw TCP connections, framed
-// as on ZeroMQ (CRC-32 included) with a per-receiver sequence number so that the receiver hands
+// as on ZeroMQ (CRC-32 included; sealed with CURVE, bulk_seal.h) with a per-receiver sequence number so that the receiver hands
 // messages on in the order they were sent whichever connection carried them (one that repeats a
 // sequence number is a duplicate: rejected and dropped). A message whose Recv
 // is waiting is read straight into that Recv's buffer; one whose Recv comes while it is being read
@@ -107,8 +107,9 @@ struct ZmqOptions {
   // ZeroMQ's data socket: a message is received straight into the buffer of the Recv that waits
   // for it, and each message takes the first connection with less than a TCP window in flight
   // (k > 1 stripes a peer's traffic over several windows once one cannot keep up: long fat links). 0: ZeroMQ
-  // carries the data. Plain TCP only: with `curve`, ZeroMQ carries everything. A peer uses it with
-  // this rank only if both have it.
+  // carries the data. With `curve` the plane is sealed (bulk_seal.h: ChaCha20-Poly1305 under
+  // session keys sent in hellos sealed with the cluster key). A peer uses it with this rank only if
+  // both have it.
   int bulk_streams = 0;
   // What every process of the run must agree on (a deployment passes core::RunDigest of its
   // scenario): rank 0 refuses a registration, a restart's included, whose digest differs.

@@ -57,7 +57,8 @@ World EmulatedNs3() {
 // ZeroMQ over loopback TCP: one process, one thread and one transport per rank.
 // bulk_streams > 0: data over the bulk plane's raw TCP connections (ZeroMQ keeps membership).
 World ZeroMq(bool curve, int bulk_streams = 0) {
-  const std::string name = curve ? "zeromq_curve" : bulk_streams ? "zeromq_bulk" + std::to_string(bulk_streams) : "zeromq";
+  const std::string name = std::string(curve ? "zeromq_curve" : "zeromq") +
+                           (bulk_streams ? "_bulk" + std::to_string(bulk_streams) : "");
   return {name, [curve, bulk_streams](int n, const Body& body) {
             deploy::ZmqOptions base;
             base.world_size = n;
@@ -429,7 +430,7 @@ TEST_P(TransportContractTest, AsyncAllReduceCompletesBesideTheCaller) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransports, TransportContractTest, ::testing::Values(Loopback(), Emulated(), EmulatedNs3(), ZeroMq(false), ZeroMq(true),
-                                                                           ZeroMq(false, 1), ZeroMq(false, 3)),
+                                                                           ZeroMq(false, 1), ZeroMq(true, 3)),
                          [](const auto& info) { return info.param.name; });
 
 TEST(RingBytesTest, MatchesTwoNMinusOneOverN) {

@@ -1,10 +1,14 @@
-// The wire frame: round trip, and every kind of bad frame rejected with a reason, never a crash.
+// The wire frame: round trip, and every kind of bad frame rejected with a reason, never a crash;
+// the bulk plane's sealed frames and hellos (bulk_seal.h).
 #include "deploy/frame.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
+
+#include "deploy/bulk_seal.h"
 
 namespace narrows::deploy {
 namespace {
@@ -103,6 +107,86 @@ TEST(FrameTest, RandomBytesNeverPassAndNeverCrash) {
   // The IEEE CRC-32 has Hamming distance 5 at this frame length (1,248 bits): every error of up to
   // 4 bits is caught, wherever it falls.
   EXPECT_EQ(accepted, 0);
+}
+
+// A sealed payload opens record by record in place, only with its key, sequence number, header
+// and record order; its bytes on the wire are not the plaintext.
+TEST(BulkSealTest, SealedPayloadsOpenRecordByRecordOnlyAsSent) {
+  ASSERT_TRUE(InitSodium().ok());
+  const SealKey key = NewSessionKey();
+  for (const size_t n : {size_t{0}, size_t{1}, kSealRecordBytes - 1, kSealRecordBytes, 2 * kSealRecordBytes + 5}) {
+    SCOPED_TRACE(n);
+    const auto plain = Payload(n);
+    const auto header = EncodeFrameHeader(FrameType::kBulk, 1, 9, nullptr, n, 7);
+    auto d = DecodeFrameHeader(header.data(), header.size(), uint64_t{1} << 30);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->length, n);
+    EXPECT_TRUE(VerifyFrame(header.data(), *d, nullptr, n).ok());  // the checksum covers the header alone
+    const size_t records = SealRecords(n);
+    EXPECT_EQ(records, std::max<size_t>(1, (n + kSealRecordBytes - 1) / kSealRecordBytes));
+    std::vector<uint8_t> wire(records * kSealTagBytes + n);
+    SealPayload(key, 7, header.data(), plain.data(), n, wire.data());
+    uint8_t* cipher = wire.data() + records * kSealTagBytes;
+    size_t same = 0;
+    for (size_t i = 0; i < n; ++i) same += cipher[i] == plain[i];
+    EXPECT_LE(same, n / 64 + 1);  // a byte matches by chance 1 time in 256
+    auto attempt = [&](uint64_t seq, const std::vector<uint8_t>& h, size_t i, size_t from) {
+      const size_t at = from * kSealRecordBytes, len = std::min(kSealRecordBytes, n - std::min(n, at));
+      std::vector<uint8_t> copy(cipher + at, cipher + at + len);
+      return OpenRecord(key, seq, h.data(), i, copy.data(), len, wire.data() + from * kSealTagBytes);
+    };
+    const auto other_tag = EncodeFrameHeader(FrameType::kBulk, 1, 10, nullptr, n, 7);
+    EXPECT_FALSE(attempt(8, header, 0, 0));          // another sequence number
+    EXPECT_FALSE(attempt(7, other_tag, 0, 0));       // another header
+    if (records > 1) {
+      EXPECT_FALSE(attempt(7, header, 1, 0));  // a record in another place
+    }
+    for (size_t i = 0; i < records; ++i) {
+      const size_t at = i * kSealRecordBytes, len = std::min(kSealRecordBytes, n - std::min(n, at));
+      ASSERT_TRUE(OpenRecord(key, 7, header.data(), i, cipher + at, len, wire.data() + i * kSealTagBytes)) << i;
+    }
+    EXPECT_TRUE(std::equal(plain.begin(), plain.end(), cipher));
+    if (n > kSealRecordBytes) {  // one changed byte fails its own record only
+      SealPayload(key, 7, header.data(), plain.data(), n, wire.data());
+      cipher[kSealRecordBytes + 3] ^= 0x40;
+      EXPECT_TRUE(OpenRecord(key, 7, header.data(), 0, cipher, kSealRecordBytes, wire.data()));
+      EXPECT_FALSE(OpenRecord(key, 7, header.data(), 1, cipher + kSealRecordBytes, kSealRecordBytes, wire.data() + kSealTagBytes));
+    }
+  }
+}
+
+// A hello opens only with the cluster's key, and only for the sender and receiver it names.
+TEST(BulkSealTest, HellosOpenOnlyWithTheClusterKeyForTheirReceiver) {
+  ASSERT_TRUE(InitSodium().ok());
+  auto cluster = GenerateCurveKeys(), stranger = GenerateCurveKeys();
+  ASSERT_TRUE(cluster.ok() && stranger.ok());
+  const SealKey mine = *HelloKey(*cluster), theirs = *HelloKey(*stranger);
+  EXPECT_NE(mine, theirs);
+  EXPECT_EQ(mine, *HelloKey(*cluster));  // every process of the run derives the same
+  const SealKey session = NewSessionKey();
+  const HelloParties parties{0, 11, 1, 22};
+  const auto hello = SealHello(mine, session, parties);
+  ASSERT_EQ(hello.size(), kSealedHelloBytes);
+  auto opened = OpenHello(mine, hello.data(), hello.size(), parties);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(*opened, session);
+  EXPECT_NE(SealHello(mine, session, parties), hello);  // a fresh nonce each time
+  auto refused = [&](const SealKey& k, std::vector<uint8_t> bytes, HelloParties expect) {
+    auto r = OpenHello(k, bytes.data(), bytes.size(), expect);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(refused(theirs, hello, parties).find("does not open with the cluster key"), std::string::npos);
+  EXPECT_NE(refused(mine, hello, {0, 11, 1, 23}).find("sealed for another process (a replay)"), std::string::npos);
+  EXPECT_NE(refused(mine, hello, {2, 11, 1, 22}).find("names another sender"), std::string::npos);
+  auto flipped = hello;
+  flipped[50] ^= 1;
+  EXPECT_NE(refused(mine, flipped, parties).find("does not open"), std::string::npos);
+  EXPECT_NE(refused(mine, std::vector<uint8_t>(hello.begin(), hello.end() - 1), parties).find("this one 95"),
+            std::string::npos);
+  CurveKeys bad = *cluster;
+  bad.secret_key.pop_back();
+  EXPECT_FALSE(HelloKey(bad).ok());
 }
 
 }  // namespace

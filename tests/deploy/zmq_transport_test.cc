@@ -24,6 +24,7 @@
 
 #include "core/group_guard.h"
 #include "deploy/addresses.h"
+#include "deploy/bulk_seal.h"
 #include "deploy/frame.h"
 
 namespace narrows::deploy {
@@ -295,6 +296,59 @@ TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreDropped) {
   EXPECT_EQ(ts[1]->Recv(0, 8, &none, 4, 0.2).code(), core::StatusCode::kTimeout);
   EXPECT_EQ(ts[1]->frames_rejected(), 2);
   ::close(fd);
+}
+
+// With CURVE the bulk plane is sealed: a connection whose hello is plain, sealed with another
+// cluster's key, or sealed for another process of the receiver (a replay) is refused, and the
+// run's own data still goes over the plane into the caller's buffer.
+TEST(ZmqTransportTest, TheSealedBulkPlaneAdmitsOnlyTheClustersHellos) {
+  const int port = deploy::FreeLoopbackPort();
+  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
+  const CurveKeys cluster = *GenerateCurveKeys();
+  for (auto& o : opts) {
+    o.curve = true;
+    o.keys = cluster;
+    o.bulk_streams = 2;
+  }
+  auto ts = ConnectAll(opts);
+  ASSERT_TRUE(ts[0] && ts[1]);
+  const std::string ep = ts[1]->bulk_endpoint();
+  ASSERT_FALSE(ep.empty());
+  ASSERT_TRUE(InitSodium().ok());
+  std::vector<int> fds;
+  auto knock = [&](const std::vector<uint8_t>& payload) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(static_cast<uint16_t>(PortOf(ep)));
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+    auto bytes = EncodeFrameHeader(FrameType::kBulkHello, 0, 0, payload.data(), payload.size(), 0x5eed);
+    bytes.insert(bytes.end(), payload.begin(), payload.end());
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    fds.push_back(fd);
+  };
+  const HelloParties other_process{0, 0x5eed, 1, 12345};  // not rank 1's incarnation
+  knock({});                                                                              // plain
+  knock(SealHello(*HelloKey(*GenerateCurveKeys()), NewSessionKey(), other_process));     // a stranger's key
+  knock(SealHello(*HelloKey(cluster), NewSessionKey(), other_process));                  // another process's
+  for (int i = 0; i < 100 && ts[1]->frames_rejected() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ts[1]->frames_rejected(), 3);
+  const size_t count = 600 * 1024;  // over two records
+  std::vector<float> sent(count), got(count, -1.0f);
+  std::iota(sent.begin(), sent.end(), 0.25f);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_TRUE(ts[0]->Send(1, 5, sent.data(), count * 4).ok());
+    EXPECT_TRUE(ts[0]->Send(1, 5, sent.data(), 0).ok());
+  });
+  ASSERT_TRUE(ts[1]->Recv(0, 5, got.data(), count * 4, 10).ok());
+  EXPECT_EQ(got, sent);
+  ASSERT_TRUE(ts[1]->Recv(0, 5, got.data(), 0, 10).ok());
+  sender.join();
+  EXPECT_EQ(ts[1]->bulk_counts().into_receiver + ts[1]->bulk_counts().into_own, 2);
+  EXPECT_EQ(ts[1]->frames_rejected(), 3);
+  for (int fd : fds) ::close(fd);
 }
 
 TEST(ZmqTransportTest, AProcessWithAnotherScenarioIsRefused) {

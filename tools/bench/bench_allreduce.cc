@@ -1,6 +1,7 @@
 // bench_allreduce: ring all-reduce of float32 among processes on loopback, narrows (core::AllReduceSum
 // over deploy::ZmqTransport: plain TCP in 1 MiB pieces over ZeroMQ, over the bulk plane with 1 and
-// 4 connections per peer, plain TCP in whole chunks, CURVE in 1 MiB pieces) beside Gloo
+// 4 connections per peer, plain TCP in whole chunks, CURVE in 1 MiB pieces over ZeroMQ and over the
+// sealed bulk plane) beside Gloo
 // (AllreduceRing and AllreduceRingChunked over its TCP transport), measured in the same run.
 // `one p2p-IMPL ...` sends the buffer from rank 0 to rank 1 instead (tools/bench/wan). For one
 // process: BENCH_BIND (the interface to bind, as between namespaces), BENCH_SEND_AHEAD (the ring's
@@ -264,7 +265,7 @@ int main(int argc, char** argv) {
       // Rounds of every implementation, in turn forwards and backwards, so that all of them meet
       // the machine's drift alike; each one's figure is the median over the rounds.
       std::vector<std::string> impls = {"gloo-ring", "gloo-ring-chunked", "narrows", "narrows-bulk", "narrows-bulk4",
-                                        "narrows-whole", "narrows-curve"};
+                                        "narrows-whole", "narrows-curve", "narrows-curve-bulk"};
       std::map<std::string, std::vector<double>> rounds;
       for (int r = 0; r < n_rounds; ++r) {
         for (size_t i = 0; i < impls.size(); ++i) {

@@ -28,6 +28,9 @@ def one(impl, count, iters, port, tmp, ahead=0):
     `ahead` bytes beyond what it received); seconds or None."""
     out = pathlib.Path(tmp) / "result"
     out.unlink(missing_ok=True)
+    key = pathlib.Path(str(out) + ".key")  # where bench_allreduce reads the cluster key under CURVE
+    if "curve" in impl and not key.exists():
+        subprocess.run([str(NARROWS), "keygen", str(key)], check=True, stdout=subprocess.DEVNULL)
     procs = []
     for rank in (0, 1):
         env = dict(os.environ, BENCH_BIND=f"10.77.0.{rank + 1}", BENCH_SEND_AHEAD=str(ahead))
@@ -45,6 +48,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--mb", type=int, default=64)
+    ap.add_argument("--latencies", default="50,150", help="one-way latencies (ms), comma-separated")
+    ap.add_argument("--tests", default="p2p,ring,ring-bdp", help="a subset of p2p,ring,ring-bdp")
     a = ap.parse_args()
     if os.geteuid() != 0 or not os.path.exists("/dev/net/tun"):
         print("tools/bench/wan needs root and /dev/net/tun (network namespaces and TUN devices)", file=sys.stderr)
@@ -53,7 +58,8 @@ def main():
     port = 29700
     print(f"{a.mb} MB between two processes through the link emulator; median of {a.iters}")
     print(f"{'link':<24} {'test':<10} {'transport':<16} {'time (s)':>9} {'Mbit/s':>8} {'of link':>8}")
-    for latency_ms in (50, 150):
+    tests = a.tests.split(",")
+    for latency_ms in [int(x) for x in a.latencies.split(",")]:
         bandwidth = 1e9
         k_auto = streams_auto(bandwidth, 2 * latency_ms / 1000)
         with tempfile.TemporaryDirectory() as tmp:
@@ -72,8 +78,11 @@ def main():
             auto = (f"narrows-bulk{k_auto}", f"bulk, auto ({k_auto})")
             everything = [("narrows", "zeromq"), ("narrows-bulk1", "bulk, 1"), ("narrows-bulk2", "bulk, 2"),
                           ("narrows-bulk4", "bulk, 4"), ("narrows-bulk8", "bulk, 8"), auto]
-            for test, impls, ahead in [("p2p", everything, 0), ("ring", [everything[0], auto], 0),
+            encrypted = [("narrows-curve", "zeromq, CURVE"), (f"narrows-curve-bulk{k_auto}", f"sealed, auto ({k_auto})")]
+            for test, impls, ahead in [("p2p", everything + encrypted, 0), ("ring", [everything[0], auto], 0),
                                        ("ring, bdp", [everything[0], everything[1], auto], bdp)]:
+                if test.replace(", ", "-") not in tests:
+                    continue
                 for impl, label in impls:
                     port += 1
                     t = one(("p2p-" if test == "p2p" else "") + impl, count, a.iters, port, tmp, ahead)
