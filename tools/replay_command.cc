@@ -150,6 +150,35 @@ Result<trainer::MembershipTrace> ReadStepMembershipTrace(const std::vector<json>
   return trace;
 }
 
+Result<trainer::MembershipTrace> ReadArrivalTrace(const std::vector<json>& events, const std::string& path, int workers) {
+  trainer::MembershipTrace trace;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    const std::string type = e.value("type", "");
+    const std::string where = path + ": event " + std::to_string(i + 1) + " (" + type + ")";
+    if (type == "crash" || type == "join" || type == "evicted") {
+      return Status::InvalidArgument(where + ": async-diloco is replayed from runs without crashes, evictions or "
+                                     "restarts (what a killed worker had computed is not in the events)");
+    }
+    if (type != "arrival") continue;
+    const auto w = e.find("worker");
+    if (w == e.end() || !w->is_number_integer() || w->get<int>() < 0 || w->get<int>() >= workers) {
+      return Status::InvalidArgument(where + ": expected a worker below " + std::to_string(workers));
+    }
+    trainer::AsyncArrival a;
+    a.worker = w->get<int>();
+    if (const auto n = e.find("next_inner_steps"); n != e.end()) {
+      if (!n->is_number_integer() || n->get<int64_t>() <= 0) {
+        return Status::InvalidArgument(where + ": \"next_inner_steps\" holds " + n->dump() + ", expected a step count");
+      }
+      a.next_inner_steps = n->get<int64_t>();
+    }
+    trace.arrivals.push_back(a);
+  }
+  if (trace.arrivals.empty()) return Status::InvalidArgument(path + ": no arrival events: nothing to replay");
+  return trace;
+}
+
 Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const ReplayOptions& options) {
   auto live = LoadRun(run_dir);
   if (!live.ok()) return live.status();
@@ -171,13 +200,14 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
   for (const Entry& e : live->entries) {
     const std::string name = e.summary.value("name", "");
     const std::string events = run_dir + "/" + name + "/events.jsonl";
-    auto trace = e.summary.value("algorithm", "") == "ddp"
-                     ? ReadStepMembershipTrace(e.events, events, sc->workers.count, sc->train.steps)
-                     : ReadMembershipTrace(e.events, events);
+    const std::string algorithm = e.summary.value("algorithm", "");
+    auto trace = algorithm == "ddp"             ? ReadStepMembershipTrace(e.events, events, sc->workers.count, sc->train.steps)
+                 : algorithm == "async-diloco" ? ReadArrivalTrace(e.events, events, sc->workers.count)
+                                               : ReadMembershipTrace(e.events, events);
     if (!trace.ok()) return trace.status();
     ReplayAgreement a;
     a.entry = name;
-    a.rounds = static_cast<int>(trace->members.size());
+    a.rounds = static_cast<int>(algorithm == "async-diloco" ? trace->arrivals.size() : trace->members.size());
     agreements.push_back(a);
     run.replay[name] = std::make_shared<const trainer::MembershipTrace>(std::move(*trace));
     by_name[name] = &e;

@@ -1,5 +1,6 @@
 // `narrows replay`: a deployment's run (narrows launch, with or without --chaos) replayed in the
-// emulator from its membership trace — who was in each outer step, who was welcomed back when —
+// emulator from its membership trace — who was in each outer step, who was welcomed back when, the
+// order in which an asynchronous server took its pushes —
 // and its losses compared with the run's, evaluation by evaluation. Equal bit for bit says that the
 // deployment lost and double-counted nothing through its crashes, restarts and partitions: the
 // same members, the same data and the same arithmetic give the same model.
@@ -25,6 +26,12 @@ core::Result<trainer::MembershipTrace> ReadMembershipTrace(const std::vector<nlo
 // of the collective that dropped them) and the join events.
 core::Result<trainer::MembershipTrace> ReadStepMembershipTrace(const std::vector<nlohmann::json>& events,
                                                                const std::string& path, int workers, int64_t steps);
+
+// async-diloco's: the pushes its server took, in order, from the arrival events (with DyLU's
+// answered counts). A run with crash, join or evicted events is refused: its killed workers' partial
+// work is not in the events.
+core::Result<trainer::MembershipTrace> ReadArrivalTrace(const std::vector<nlohmann::json>& events,
+                                                        const std::string& path, int workers);
 
 struct ReplayOptions {
   std::FILE* progress = stderr;  // nullptr = quiet

@@ -70,6 +70,13 @@ enum class Membership {
   kReplay,
 };
 
+// One push an asynchronous server took, in order: its worker, and (DyLU) the inner-step count the
+// server answered with (0: none recorded).
+struct AsyncArrival {
+  int worker = 0;
+  int64_t next_inner_steps = 0;
+};
+
 // What a deployment's membership was, round by round, as its events record it: the members whose
 // contribution is in the synchronisation that ends each round (by the step it ends at), and the
 // workers welcomed back at the start of a round (by the step it starts at).
@@ -81,6 +88,8 @@ struct MembershipTrace {
   // The steps whose collective failed and was repeated without the dead (DDP reduces those whole,
   // not in its buckets).
   std::set<int64_t> repeated;
+  // async-diloco: every push its server took, in the order taken (`arrival` events).
+  std::vector<AsyncArrival> arrivals;
 };
 
 struct ExperimentOptions {

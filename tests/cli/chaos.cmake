@@ -125,6 +125,18 @@ list(LENGTH joins njoins)
 if(NOT nkills EQUAL 3 OR njoins LESS 1)
   message(FATAL_ERROR "async chaos: ${nkills} kills (expected 3), ${njoins} joins:\n${events}\n${out}${err}")
 endif()
+# Its replay is refused, saying why: what a killed worker had computed is not in the events.
+execute_process(COMMAND ${NARROWS} replay out/async -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK} TIMEOUT 60)
+string(FIND "${err}" "async-diloco is replayed from runs without crashes" at)
+if(rc EQUAL 0 OR at EQUAL -1)
+  message(FATAL_ERROR "replay of async chaos: exit ${rc}, expected a refusal\n${out}${err}")
+endif()
+# Without faults, with DyLU: the order in which the server took the pushes (the network's) and the
+# inner-step counts it answered (from step times measured in wall time) are the run's own; the
+# replay takes both from the server's arrival events and equals the run bit for bit.
+storm(asyncorder --set "compare=[{algorithm: async-diloco, inner_steps: 10, dylu: true, name: dl}]" --set train.steps=1000)
+replayed(asyncorder)
 # A hostile member (a `corrupt` fault): from step 100 worker 2 sends every message 4 bytes short —
 # well-formed, authenticated frames that no collective can use. The member that receives one evicts
 # it, every member drops it, it is told why and stops (exit 3, which launch takes as a departure);

@@ -234,6 +234,67 @@ TEST_F(DistributedTest, AReplayFollowsTheRecordedInnerSteps) {
   EXPECT_FALSE(line.contains("train_loss"));
 }
 
+// async-diloco's replay takes the pushes in the recorded order, each from the worker the trace
+// names, answering with DyLU's recorded counts: its own trace gives the run itself; two arrivals
+// swapped and a count changed give that order and that count (and another model).
+TEST_F(DistributedTest, AnAsyncReplayTakesThePushesInTheRecordedOrder) {
+  const auto sc = Make("workers: {count: 3, speed: [1, 1, 0.5]}\n"
+                       "compare: [{name: a, algorithm: async-diloco, inner_steps: 4, outer_lr: 0.35, dylu: true}]\n");
+  auto events = [&] {
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(Slurp(dir_ / "out" / "a" / "events.jsonl"));
+    for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  auto updates = [](const std::vector<nlohmann::json>& es) {  // (worker, answered count) of each applied push
+    std::vector<std::pair<int, int64_t>> out;
+    for (const auto& e : es) {
+      if (e.at("type") == "arrival" && e.at("kind") == "update") out.emplace_back(e.at("worker"), e.value("next_inner_steps", 0));
+    }
+    return out;
+  };
+  const EntryResult plain = Run(sc);
+  const auto recorded = events();
+  auto trace = tools::ReadArrivalTrace(recorded, "events.jsonl", 3);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  const auto order = updates(recorded);
+  ASSERT_GE(order.size(), 6u);
+  EXPECT_EQ(order[1].second, 4);  // the straggler's count is halved, the others' kept
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = std::make_shared<const MembershipTrace>(*trace);
+  EXPECT_EQ(Run(sc, 0, replay).final_val_loss, plain.final_val_loss);
+  EXPECT_EQ(updates(events()), order);
+  // Swap the first two neighbouring updates of different workers; answer the second update with 1.
+  MembershipTrace changed = *trace;
+  size_t i = 0;
+  while (changed.arrivals[i].worker == changed.arrivals[i + 1].worker) ++i;
+  std::swap(changed.arrivals[i], changed.arrivals[i + 1]);
+  changed.arrivals[1].next_inner_steps = 1;
+  replay.trace = std::make_shared<const MembershipTrace>(changed);
+  const EntryResult other = Run(sc, 0, replay);
+  EXPECT_NE(other.final_val_loss, plain.final_val_loss);
+  const auto followed = updates(events());
+  ASSERT_GT(followed.size(), i + 1);
+  EXPECT_EQ(followed[i].first, order[i + 1].first);
+  EXPECT_EQ(followed[i + 1].first, order[i].first);
+  EXPECT_EQ(followed[1].second, 1);
+  bool one_step = false;  // the worker answered with 1 pushed an update of 1 inner step
+  for (const auto& e : events()) {
+    one_step = one_step || (e.at("type") == "outer_sync" && e.at("worker") == followed[1].first && e.at("inner_steps") == 1);
+  }
+  EXPECT_TRUE(one_step);
+  // What the trace reader refuses.
+  auto crashed = tools::ReadArrivalTrace({{{"type", "arrival"}, {"worker", 0}}, {{"type", "crash"}, {"step", 3}, {"worker", 1}}},
+                                         "e.jsonl", 3);
+  ASSERT_FALSE(crashed.ok());
+  EXPECT_NE(crashed.status().message().find("e.jsonl: event 2 (crash): async-diloco is replayed from runs without crashes"),
+            std::string::npos) << crashed.status().message();
+  auto stranger = tools::ReadArrivalTrace({{{"type", "arrival"}, {"worker", 3}}}, "e.jsonl", 3);
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_NE(stranger.status().message().find("event 1 (arrival): expected a worker below 3"), std::string::npos);
+}
+
 // A trace that cannot be the run's (members who were not there, an outer step missing), an entry
 // whose per-worker state a restart would lose (drop_probability's generator), and malformed events
 // are refused with what and where.

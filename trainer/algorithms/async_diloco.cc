@@ -25,6 +25,15 @@
 // by worker 0: a run resumed from one restores the server, and every worker joins it so. Neither can
 // equal an uninterrupted run: arrival order is the network's.
 //
+// Every push the server takes is an `arrival` event (its worker, what it was, and with dylu the
+// inner-step count the server answered), in the order taken. A replay of a deployment
+// (Membership::kReplay) takes the pushes in that order, each from the worker the trace names, and
+// answers with the recorded counts, so that what wall time decided over the network — the order of
+// the updates, hence every worker's staleness and starting parameters, and DyLU's counts, computed
+// from measured step times — is the deployment's; until the budget is spent (the order of the pushes
+// after it changes nothing). A run with crashes or restarts is not replayed (what a killed worker had
+// computed when it died is not in the events).
+//
 // The run ends at DiLoCo's token count: once the server has applied workers * train.steps inner
 // steps it sends every worker a stop; each then says goodbye, and the server ends when all have (or
 // left: a scripted departure says goodbye; over a network a dead worker drops out of Members()).
@@ -120,8 +129,13 @@ class Server {
     const size_t payload = static_cast<size_t>(codec_.EncodedBytes(n_params_));
     std::vector<uint8_t> m;
     std::vector<float> g(static_cast<size_t>(n_params_));
+    const std::vector<AsyncArrival>* order =
+        x_.opt.membership == Membership::kReplay && x_.opt.trace ? &x_.opt.trace->arrivals : nullptr;
+    size_t taken = 0;  // pushes taken so far
     while (std::count(expected_.begin(), expected_.end(), true) > 0) {
-      auto from = t.RecvMessage(core::kAnySource, kTagPush, &m, live ? 1.0 : core::kForever);
+      // A replay takes the deployment's next push while the budget lasts.
+      const AsyncArrival* recorded = order && !stopped_ && taken < order->size() ? &(*order)[taken] : nullptr;
+      auto from = t.RecvMessage(recorded ? recorded->worker : core::kAnySource, kTagPush, &m, live ? 1.0 : core::kForever);
       if (!from.ok()) {
         // The emulator: no worker can send any more (one that failed says no goodbye; its error is
         // reported by its own worker).
@@ -137,18 +151,23 @@ class Server {
         continue;
       }
       const int src = *from;
+      ++taken;
       auto header = ReadHeader<PushHeader>(m, payload, src, "async push");
       // A push that is malformed or claims what cannot be (a peer gone bad) is refused, not fatal:
       // nothing of it is applied or counted, and the reply restarts the worker from the global model.
       const std::string refused = header.ok() ? Implausible(*header) : header.status().message();
       ReplyHeader reply{kParams, static_cast<int32_t>(o_.inner_steps), version_, global_step_, 0, 0};
+      const char* kind = "update";
       if (!refused.empty()) {
+        kind = "refused";
         records_.Event({{"type", "refused_message"}, {"step", global_step_}, {"time", t.clock().Now()},
                         {"worker", src}, {"reason", refused}});
       } else if (header->kind == kBye) {
+        kind = "bye";
         expected_[static_cast<size_t>(src)] = false;
         reply.kind = kAck;
       } else if (header->kind == kJoin) {
+        kind = "join";
         // A restarted (or resumed) worker: expected again, from the global parameters.
         expected_[static_cast<size_t>(src)] = true;
         records_.Event({{"type", "join"}, {"step", global_step_}, {"time", t.clock().Now()}, {"workers", {src}}});
@@ -162,6 +181,7 @@ class Server {
           }
         }
       } else if (stopped_) {
+        kind = "stopped";
         reply.kind = kStopped;  // spent after this worker started: its steps are not applied
       } else {
         codec_.Decode(m.data() + sizeof(PushHeader), n_params_, g.data());
@@ -173,7 +193,10 @@ class Server {
         } else {
           Apply(g, *header, src, t.clock().Now());
         }
-        if (o_.dylu) reply.next_inner_steps = static_cast<int32_t>(NextInnerSteps(src));
+        if (o_.dylu) {
+          reply.next_inner_steps = static_cast<int32_t>(recorded && recorded->next_inner_steps > 0 ? recorded->next_inner_steps
+                                                                                                 : NextInnerSteps(src));
+        }
         if (applied_steps_ >= budget) {
           stopped_ = true;
           const int32_t stop = 1;
@@ -186,6 +209,9 @@ class Server {
         reply.version = version_;
         reply.global_step = global_step_;
       }
+      Json arrival = {{"type", "arrival"}, {"step", global_step_}, {"time", t.clock().Now()}, {"worker", src}, {"kind", kind}};
+      if (o_.dylu && reply.kind == kParams && kind == std::string("update")) arrival["next_inner_steps"] = reply.next_inner_steps;
+      records_.Event(std::move(arrival));
       reply.stop_sent = stop_sent_[static_cast<size_t>(src)] ? 1 : 0;
       const size_t params_bytes = reply.kind == kParams ? static_cast<size_t>(n_params_) * sizeof(float) : 0;
       std::vector<uint8_t> out = Message(reply, params_bytes);
@@ -565,9 +591,7 @@ AlgorithmPlugin AsyncPlugin() {
   p.summary = "asynchronous DiLoCo: a server beside worker 0 applies each pseudo-gradient as it arrives";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<AsyncDiloco>(w); };
   p.plan = PlanAsync;
-  p.replay = [](const core::AlgorithmSpec&) -> std::string {
-    return "its server applies pushes in the order they arrive, which the trace does not impose";
-  };
+  p.replay = [](const core::AlgorithmSpec&) -> std::string { return ""; };  // the server follows the arrivals
   return p;
 }
 
