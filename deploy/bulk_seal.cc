@@ -8,29 +8,19 @@
 #include <string>
 
 #include "deploy/frame.h"
+#include "deploy/little_endian.h"
 
 namespace narrows::deploy {
 namespace {
 
 constexpr char kHelloContext[] = "narrows bulk plane hello key v1";
 
-template <typename T>
-void Put(uint8_t* out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i));
-}
-
-template <typename T>
-T Get(const uint8_t* in) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
-  return static_cast<T>(v);
-}
 
 // Record i of message seq: the sequence number, then the record's index (little-endian).
 std::array<uint8_t, crypto_aead_chacha20poly1305_ietf_NPUBBYTES> Nonce(uint64_t seq, uint64_t i) {
   std::array<uint8_t, crypto_aead_chacha20poly1305_ietf_NPUBBYTES> n{};
-  Put<uint64_t>(n.data(), seq);
-  Put<uint32_t>(n.data() + 8, static_cast<uint32_t>(i));
+  PutLittleEndian<uint64_t>(n.data(), seq);
+  PutLittleEndian<uint32_t>(n.data() + 8, static_cast<uint32_t>(i));
   return n;
 }
 
@@ -66,10 +56,10 @@ SealKey NewSessionKey() {
 std::vector<uint8_t> SealHello(const SealKey& hello_key, const SealKey& session, const HelloParties& parties) {
   uint8_t plain[kHelloPlain];
   std::memcpy(plain, session.data(), 32);
-  Put<uint32_t>(plain + 32, static_cast<uint32_t>(parties.from_rank));
-  Put<uint64_t>(plain + 36, parties.from_incarnation);
-  Put<uint32_t>(plain + 44, static_cast<uint32_t>(parties.to_rank));
-  Put<uint64_t>(plain + 48, parties.to_incarnation);
+  PutLittleEndian<uint32_t>(plain + 32, static_cast<uint32_t>(parties.from_rank));
+  PutLittleEndian<uint64_t>(plain + 36, parties.from_incarnation);
+  PutLittleEndian<uint32_t>(plain + 44, static_cast<uint32_t>(parties.to_rank));
+  PutLittleEndian<uint64_t>(plain + 48, parties.to_incarnation);
   std::vector<uint8_t> out(kSealedHelloBytes);
   randombytes_buf(out.data(), crypto_secretbox_NONCEBYTES);
   crypto_secretbox_easy(out.data() + crypto_secretbox_NONCEBYTES, plain, sizeof plain, out.data(), hello_key.data());
@@ -88,10 +78,10 @@ core::Result<SealKey> OpenHello(const SealKey& hello_key, const uint8_t* data, s
     return core::Status::InvalidArgument("its hello does not open with the cluster key");
   }
   HelloParties got;
-  got.from_rank = static_cast<int32_t>(Get<uint32_t>(plain + 32));
-  got.from_incarnation = Get<uint64_t>(plain + 36);
-  got.to_rank = static_cast<int32_t>(Get<uint32_t>(plain + 44));
-  got.to_incarnation = Get<uint64_t>(plain + 48);
+  got.from_rank = static_cast<int32_t>(GetLittleEndian<uint32_t>(plain + 32));
+  got.from_incarnation = GetLittleEndian<uint64_t>(plain + 36);
+  got.to_rank = static_cast<int32_t>(GetLittleEndian<uint32_t>(plain + 44));
+  got.to_incarnation = GetLittleEndian<uint64_t>(plain + 48);
   SealKey k;
   std::memcpy(k.data(), plain, 32);
   sodium_memzero(plain, sizeof plain);

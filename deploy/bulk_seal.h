@@ -12,7 +12,7 @@
 // Frames. A sealed data frame is the plane's header (its checksum over the header alone), then a
 // Poly1305 tag for each record of the payload, then the payload encrypted. A record is 1 MiB of the
 // payload (the last one shorter; an empty payload is one empty record); record i of message `seq`
-// has the nonce (seq, i) and authenticates the 36-byte header as well, so a receiver decrypts each
+// has the nonce (seq, i) and authenticates the frame's header as well, so a receiver decrypts each
 // record in place as soon as its bytes are in, and a changed header, payload, order or sequence
 // number fails authentication.
 //

@@ -1,7 +1,9 @@
 // The wire frame of the ZeroMQ transport: every message between processes is one frame,
 // a fixed header followed by its payload. The header carries a magic number, the protocol version,
 // the frame type, the sender's rank, the tag, the payload length, the sender's incarnation (its
-// process: a receiver drops data that a replaced process left in flight) and a CRC-32 (zlib) over
+// process: a receiver drops data that a replaced process left in flight), the message's sequence
+// number (data: from this sender process to that receiver process, from 0, so that a receiver
+// rejects a repeated or reordered message) and a CRC-32 (zlib) over
 // the header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
 // wrong-version, unknown-type and oversized frames before reading or allocating the payload),
 // then checks the checksum over header and payload. Little-endian on the wire.
@@ -16,8 +18,8 @@
 namespace narrows::deploy {
 
 constexpr uint32_t kFrameMagic = 0x5357524e;  // "NRWS" read little-endian
-constexpr uint16_t kProtocolVersion = 2;
-constexpr size_t kFrameHeaderBytes = 36;
+constexpr uint16_t kProtocolVersion = 3;
+constexpr size_t kFrameHeaderBytes = 44;
 
 enum class FrameType : uint16_t {
   kData = 1,       // a Transport message: tag and payload
@@ -25,8 +27,8 @@ enum class FrameType : uint16_t {
   kHello = 3,      // a process announces its rank on connecting
   kBye = 4,        // a process leaves cleanly
   // The bulk data plane (zmq_node.h): raw TCP connections beside ZeroMQ. A connection opens with
-  // one kBulkHello (tag: the connection's index, incarnation: the sender's, no payload); then
-  // kBulk frames, whose incarnation field holds the message's sequence number to that receiver.
+  // one kBulkHello (tag: the connection's index, no payload); then kBulk frames, each with its
+  // sequence number to that receiver (over all k connections).
   // In a run with CURVE both are sealed (bulk_seal.h): the hello carries a sealed session key.
   kBulkHello = 5,
   kBulk = 6,
@@ -38,13 +40,14 @@ struct FrameHeader {
   int32_t tag = 0;
   uint64_t length = 0;  // payload bytes
   uint64_t incarnation = 0;  // the sending process's
-  uint32_t crc = 0;     // CRC-32 of the header's first 32 bytes, then the payload
+  uint64_t seq = 0;     // data and bulk frames: the message's number from this process to that one
+  uint32_t crc = 0;     // CRC-32 of the header's first 40 bytes, then the payload
 };
 
 // The header for `payload` (of `length` bytes), checksum included. A null `payload` with a length:
 // the checksum covers the header alone (a sealed bulk frame, whose payload its AEAD tags cover).
 std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length,
-                                       uint64_t incarnation = 0);
+                                       uint64_t incarnation = 0, uint64_t seq = 0);
 
 // Decodes and validates a header; `max_payload` bounds the length a receiver will accept.
 // InvalidArgument naming what is wrong: truncated, bad magic, version, type, or oversized.

@@ -73,8 +73,8 @@ std::unique_ptr<zmq::socket_t> ZmqTransport::Node::Push(const std::string& endpo
 }
 
 bool ZmqTransport::Node::SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
-                      core::SendLease* lease, int dst) const {
-  const auto header = EncodeFrameHeader(type, src, tag, payload, bytes, incarnation);
+                      core::SendLease* lease, int dst, uint64_t seq) const {
+  const auto header = EncodeFrameHeader(type, src, tag, payload, bytes, incarnation, seq);
   if (!s.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
   if (!lease) return static_cast<bool>(s.send(zmq::message_t(payload, bytes), zmq::send_flags::dontwait));
   lease->Lend(dst);  // returned by ZeroMQ, or by `body`'s destructor if the send fails
@@ -109,7 +109,12 @@ void ZmqTransport::Node::ConnectPeer(int r, const std::string& d, const std::str
                                      uint64_t inc) {
   Peer& p = *peers[static_cast<size_t>(r)];
   std::lock_guard<std::mutex> lock(p.send_mu);
-  if (p.data_ep != d || !p.data) p.data = Push(d, 2000);
+  // A new process of the peer: what was queued for its predecessor is void (dropped, even where
+  // the new one took the same port), and data to it is numbered from 0.
+  const bool successor = inc != p.incarnation;
+  if (successor && p.data) p.data->set(zmq::sockopt::linger, 0);
+  if (p.data_ep != d || !p.data || successor) p.data = Push(d, 2000);
+  if (successor) p.data_seq = 0;
   if (p.control_ep != c || !p.control) p.control = Push(c, 500);
   p.data_ep = d;
   p.control_ep = c;

@@ -42,6 +42,10 @@ struct ZmqTransport::Node {
     bool Replaced(uint64_t inc) const { return std::find(retired.begin(), retired.end(), inc) != retired.end(); }
     std::unique_ptr<zmq::socket_t> data, control;  // PUSH, guarded by send_mu
     std::mutex send_mu;
+    uint64_t data_seq = 0;  // the next data frame's number to its current process (send_mu)
+    // Data frames from it (mu): the number expected next from each of its processes (a new one
+    // numbers from 0; kept per process so that alternating claims cannot reset the count).
+    std::map<uint64_t, uint64_t> in_next;
     PeerState state = PeerState::kAlive;
     double last_seen = 0.0;
     // Data frames sent to it and received from it (this incarnation); a bye says how many it sent,
@@ -112,7 +116,7 @@ struct ZmqTransport::Node {
   // The header, then the payload: copied into the message, or lent to it when `lease` is given
   // (ZeroMQ returns it to `lease` for `dst` once written or dropped).
   bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
-                 core::SendLease* lease = nullptr, int dst = -1) const;
+                 core::SendLease* lease = nullptr, int dst = -1, uint64_t seq = 0) const;
   // Closes the data socket to `r` without lingering: what it still queued (lent messages
   // included) is dropped. The next hello from `r` opens a new one.
   void DropQueued(int r);
@@ -160,7 +164,9 @@ struct ZmqTransport::Node {
   // Reads one multipart frame [header][payload] (a ROUTER's has the identity first); false if
   // none was waiting.
   bool ReadFrame(zmq::socket_t& s, Inbox inbox);
-  void OnData(int src, int tag, uint64_t incarnation, zmq::message_t payload);
+  // A data frame: numbered `seq` by the sender process `incarnation` for this process; one whose
+  // number came already (repeated, or overtaken) is rejected.
+  void OnData(int src, int tag, uint64_t incarnation, uint64_t seq, zmq::message_t payload);
   // The JSON body of a control frame, or false (the frame rejected) if it is not JSON.
   bool ParseBody(int src, const zmq::message_t& payload, const char* what, Json* body);
   void OnControl(int src, FrameType type, const zmq::message_t& payload);

@@ -224,6 +224,7 @@ struct ZmqTransport::Node::Bulk {
       }
       if (sealed && h->length != kSealedHelloBytes) return Drop(s, "its hello carries no sealed key (this run uses CURVE)");
       s->h = *h;
+      if (h->length == 0) return Admit(s);
       s->hello.resize(h->length);
       asio::async_read(s->sock, asio::buffer(s->hello), [this, s](const boost::system::error_code& ec2, size_t) {
         if (!ec2) Admit(s);
@@ -266,6 +267,7 @@ struct ZmqTransport::Node::Bulk {
       if (!h.ok()) return Drop(s, h.status().message());
       if (h->type != FrameType::kBulk) return Drop(s, "a frame other than data");
       if (h->src != s->src) return Drop(s, "a frame claiming " + RankName(h->src) + " on " + RankName(s->src) + "'s");
+      if (h->incarnation != s->inc) return Drop(s, "a frame of another process than its hello's");
       s->h = *h;
       if (!sealed) return Route(s);
       s->tags.resize(SealRecords(h->length) * kSealTagBytes);
@@ -282,7 +284,7 @@ struct ZmqTransport::Node::Bulk {
     if (it == node.postings.end() || it->second->state != State::kWaiting || it->second->bytes != s->h.length) return nullptr;
     if (node.mailbox.Has(s->src, s->h.tag)) return nullptr;
     const Inbound& from = in[static_cast<size_t>(s->src)];
-    const uint64_t seq = s->h.incarnation;
+    const uint64_t seq = s->h.seq;
     for (uint64_t q = from.next; q < seq; ++q) {
       auto b = from.begun.find(q);
       if (b == from.begun.end() || b->second == s->h.tag) return nullptr;  // an earlier one may be its
@@ -297,7 +299,7 @@ struct ZmqTransport::Node::Bulk {
     {
       std::lock_guard<std::mutex> lock(node.mu);
       Inbound& from = in[static_cast<size_t>(s->src)];
-      const uint64_t seq = s->h.incarnation;
+      const uint64_t seq = s->h.seq;
       s->duplicate = s->inc == from.inc && (seq < from.next || from.begun.count(seq) > 0);
       if (s->inc == from.inc && !s->duplicate) {
         from.begun[seq] = s->h.tag;
@@ -350,7 +352,7 @@ struct ZmqTransport::Node::Bulk {
       const uint64_t at = s->opened * kSealRecordBytes;
       const uint64_t end = std::min<uint64_t>(s->h.length, at + kSealRecordBytes);
       if (s->read < end) return;
-      s->forged = !OpenRecord(s->key, s->h.incarnation, s->header.data(), s->opened, s->target + at, end - at,
+      s->forged = !OpenRecord(s->key, s->h.seq, s->header.data(), s->opened, s->target + at, end - at,
                               s->tags.data() + s->opened * kSealTagBytes);
       ++s->opened;
     }
@@ -358,7 +360,7 @@ struct ZmqTransport::Node::Bulk {
   void Finish(const std::shared_ptr<InStream>& s) {
     OpenRecords(s);
     if (s->duplicate) {  // a sender never repeats a sequence number: a broken or hostile peer did
-      node.Reject(s->src, "bulk frame: sequence number " + std::to_string(s->h.incarnation) + " again (a duplicated message)");
+      node.Reject(s->src, "bulk frame: sequence number " + std::to_string(s->h.seq) + " again (a duplicated message)");
       s->buffer.reset();
       return ReadHeader(s);
     }
@@ -378,7 +380,7 @@ struct ZmqTransport::Node::Bulk {
         if (intact) {
           a.payload = a.claimed ? ZmqPayload::Placed(s->target, s->h.length) : ZmqPayload(std::move(s->buffer), s->h.length);
         }
-        from.arrived.emplace(s->h.incarnation, std::move(a));
+        from.arrived.emplace(s->h.seq, std::move(a));
         HandOn(s->src);
       }
     }
@@ -409,7 +411,8 @@ struct ZmqTransport::Node::Bulk {
       ++from.next;
       const bool void_now = p.state == PeerState::kDead || p.Replaced(from.inc);
       if (!a.payload || void_now) {
-        if (a.claimed) a.claimed->state = State::kFailed;
+        // A corrupt message read into a Recv's buffer leaves that Recv waiting for the next one.
+        if (a.claimed) a.claimed->state = void_now ? State::kFailed : State::kWaiting;
         continue;
       }
       if (a.claimed) a.claimed->state = State::kDone;
@@ -529,19 +532,19 @@ bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t by
   Write w;
   w.dst = r;
   if (bulk->sealed) {  // encrypted here, on the sender's thread: the payload is not lent
-    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, nullptr, bytes, seq);
+    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, nullptr, bytes, incarnation, seq);
     w.bytes = SealRecords(bytes) * kSealTagBytes + bytes;
     w.owned.reset(new uint8_t[w.bytes]);
     SealPayload(o.key, seq, w.header.data(), payload, bytes, w.owned.get());
     w.data = w.owned.get();
   } else if (lease) {
-    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, seq);
+    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, incarnation, seq);
     w.bytes = bytes;
     lease->Lend(r);
     w.lease = lease;
     w.data = payload;
   } else {
-    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, seq);
+    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, incarnation, seq);
     w.bytes = bytes;
     w.owned.reset(new uint8_t[std::max<size_t>(1, bytes)]);
     if (bytes) std::memcpy(w.owned.get(), payload, bytes);

@@ -62,7 +62,7 @@ bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
       Reject(src, "control frame on the data socket");
       return true;
     }
-    OnData(src, header->tag, header->incarnation, std::move(parts[1]));
+    OnData(src, header->tag, header->incarnation, header->seq, std::move(parts[1]));
   } else {
     if (header->type == FrameType::kData) {
       Reject(src, "data frame on the control socket");
@@ -73,7 +73,8 @@ bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
   return true;
 }
 
-void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, zmq::message_t payload) {
+void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, uint64_t seq, zmq::message_t payload) {
+  std::string repeated, missing;
   {
     std::lock_guard<std::mutex> lock(mu);
     Peer& p = *peers[static_cast<size_t>(src)];
@@ -81,10 +82,25 @@ void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, zmq::message_t p
     // Bytes a replaced process left in flight (its kernel still sends them once a link heals) may
     // arrive after its successor's hello, on their own connection: they are void.
     if (p.Replaced(inc)) return;
-    p.last_seen = SteadySeconds();
-    mailbox.Put(src, tag, ZmqPayload(std::move(payload)));
-    if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+    uint64_t& next = p.in_next[inc];
+    if (seq < next) {
+      // One TCP connection neither repeats nor reorders: a broken or hostile sender did.
+      repeated = "data frame number " + std::to_string(seq) + " after " + std::to_string(next - 1) +
+                 " (a repeated or reordered message): dropped";
+    } else if (seq > next) {
+      // Dropped by the sender with its queue (it took this process for dead), or overtaken.
+      missing = "data from " + RankName(src) + ": messages " + std::to_string(next) + " to " + std::to_string(seq - 1) +
+                " never arrived";
+    }
+    if (repeated.empty()) {
+      next = seq + 1;
+      p.last_seen = SteadySeconds();
+      mailbox.Put(src, tag, ZmqPayload(std::move(payload)));
+      if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+    }
   }
+  if (!repeated.empty()) return Reject(src, repeated);
+  if (!missing.empty()) Log(missing);
   cv.notify_all();
 }
 

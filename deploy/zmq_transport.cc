@@ -105,7 +105,7 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
     std::lock_guard<std::mutex> lock(p.send_mu);
     if (n.BulkTo(dst)) {
       if (!n.SendBulk(dst, tag, data, bytes, lease)) return Status::IoError("the bulk connections to " + RankName(dst) + " are closed");
-    } else if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst)) {
+    } else if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst, p.data_seq++)) {
       return Status::IoError("ZeroMQ refused a message to " + RankName(dst));
     }
   }

@@ -125,6 +125,7 @@ Status Gather(deploy::ZmqTransport& t, trainer::Experiment& e, std::vector<int>*
     NARROWS_RETURN_IF_ERROR(t.Recv(r, kTagPart, part.data(), part.size()));
     NARROWS_RETURN_IF_ERROR(e.MergePart(part));
   }
+  e.GatherLeftoverSpools();  // what killed processes on this machine recorded before they died
   return Status::Ok();
 }
 

@@ -121,6 +121,25 @@ core::Status Experiment::MergePart(const std::string& part) {
   }
 }
 
+int Experiment::GatherLeftoverSpools() {
+  Impl& x = *impl_;
+  if (x.opt.spool_dir.empty()) return 0;
+  const auto leftovers = Spool::TakeLeftovers(x.opt.spool_dir);
+  std::lock_guard<std::mutex> lock(x.mu);
+  for (const auto& l : leftovers) {
+    x.records.insert(x.records.end(), l.records.begin(), l.records.end());
+    x.events.insert(x.events.end(), l.events.begin(), l.events.end());
+    x.host_rates.insert(x.host_rates.end(), l.rates.begin(), l.rates.end());
+    int64_t last = -1;
+    for (const auto& r : l.records) last = std::max(last, r.step);
+    Json e = {{"type", "gathered_spool"}, {"step", std::max<int64_t>(0, last)}, {"process", l.stem},
+              {"records", l.records.size()}, {"events", l.events.size()}};
+    if (!l.status.ok()) e["error"] = l.status.message();
+    x.events.push_back(std::move(e));
+  }
+  return static_cast<int>(leftovers.size());
+}
+
 namespace {
 
 // The entry's line of summary.json; the partial evaluations folded into whole ones first.

@@ -131,6 +131,10 @@ class Experiment {
   // What the workers run by this process recorded (JSON), and merging another process's.
   std::string ExportPart() const;
   core::Status MergePart(const std::string& part);
+  // With a spool folder: merges what processes of this run killed on this machine left there (their
+  // step records and events up to their death), each noted as a `gathered_spool` event; how many
+  // were. For the process that writes the results, after MergePart.
+  int GatherLeftoverSpools();
   // Aggregates the workers' records into `dir`/metrics.jsonl and events.jsonl.
   core::Result<EntryResult> Finish(const std::string& dir);
 

@@ -1,9 +1,14 @@
 #include "trainer/spool.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -124,6 +129,47 @@ core::Status Spool::Read(std::vector<StepRecord>* records, std::vector<nlohmann:
   events->insert(events->end(), kept_events_.begin(), kept_events_.end());
   rates->insert(rates->end(), kept_rates_.begin(), kept_rates_.end());
   return status;
+}
+
+std::vector<Spool::Leftover> Spool::TakeLeftovers(const std::string& dir) {
+  std::vector<std::string> stems;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    const std::string suffix = ".records";
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("process-", 0) != 0 || name.size() <= suffix.size() ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      const std::string stem = name.substr(0, name.size() - suffix.size());
+      char* end = nullptr;
+      const long pid = std::strtol(stem.c_str() + 8, &end, 10);
+      if (end == stem.c_str() + 8 || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // it runs (or is not ours to ask)
+      stems.push_back(stem);
+    }
+    ::closedir(d);
+  }
+  std::sort(stems.begin(), stems.end());
+  std::vector<Leftover> out;
+  for (const std::string& stem : stems) {
+    std::unique_ptr<Spool> s(new Spool());
+    s->dir_ = dir;
+    Leftover l;
+    l.stem = stem;
+    for (auto [file, suffix] : {std::pair{&s->records_, ".records"}, {&s->events_, ".events.jsonl"}, {&s->rates_, ".rates"}}) {
+      file->path = dir + "/" + stem + suffix;
+      file->fd = ::open(file->path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      if (file->fd >= 0 && ::fstat(file->fd, &st) == 0) file->size = st.st_size;
+    }
+    // Whole items only: a kill can cut the last one short.
+    s->records_.size -= s->records_.size % static_cast<off_t>(sizeof(StepRecord));
+    s->rates_.size -= s->rates_.size % static_cast<off_t>(sizeof(double));
+    l.status = s->Read(&l.records, &l.events, &l.rates);
+    out.push_back(std::move(l));
+  }  // each spool's destructor removes its files
+  return out;
 }
 
 }  // namespace narrows::trainer

@@ -47,6 +47,19 @@ class Spool {
   // stopped writing (then what it could not write was kept and is appended all the same).
   core::Status Read(std::vector<StepRecord>* records, std::vector<nlohmann::json>* events, std::vector<double>* rates);
 
+  // What processes that no longer run left in `dir` (killed before they could hand their records
+  // on; a spool is named process-PID): each read as Read reads (whole items; a line cut short by
+  // the kill is left out) and its files removed. A process still running on this machine, and this
+  // one, are left alone; a folder on another machine is not seen.
+  struct Leftover {
+    std::string stem;  // process-PID
+    std::vector<StepRecord> records;
+    std::vector<nlohmann::json> events;
+    std::vector<double> rates;
+    core::Status status;  // what could not be read
+  };
+  static std::vector<Leftover> TakeLeftovers(const std::string& dir);
+
  private:
   struct File {
     std::string path;

@@ -38,6 +38,13 @@ foreach(expected "\"type\":\"chaos_kill\"" "\"type\":\"crash\"" "\"type\":\"join
     message(FATAL_ERROR "chaos: events lack ${expected}:\n${events}\n${out}${err}")
   endif()
 endforeach()
+# What the killed processes recorded before they died (their spools, on this machine) is gathered
+# by rank 0 into the entry's records, and no spool file is left.
+string(FIND "${events}" "\"type\":\"gathered_spool\"" gathered)
+file(GLOB left ${WORK}/out/chaos/dl/spool/*)
+if(gathered EQUAL -1 OR left)
+  message(FATAL_ERROR "chaos: killed processes' spools not gathered (left: ${left}):\n${events}")
+endif()
 # The storm replayed in the emulator from its membership (who was in each outer step, who was
 # welcomed back when): every evaluation and the final loss equal bit for bit.
 macro(replayed name)

@@ -1,10 +1,12 @@
 // The spool of a long deployment's records (trainer/spool.h): what is added comes back in order,
-// reading does not consume it, and a file-size limit loses nothing.
+// reading does not consume it, a file-size limit loses nothing, and what a killed process spooled
+// is taken up afterwards.
 #include "trainer/spool.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -83,6 +85,74 @@ TEST(SpoolTest, AFileSizeLimitLosesNothing) {
   for (int64_t i = 0; i < 40; ++i) EXPECT_EQ(records[static_cast<size_t>(i)].step, i);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].at("type"), "after");
+}
+
+// A process killed with its spool open leaves it behind: TakeLeftovers reads its whole items (the
+// partial record and the unterminated line a kill can leave are left out) and removes its files; a
+// running process's spool (this one's, a live child's) is not taken.
+TEST(SpoolTest, AKilledProcesssSpoolIsTakenUpAndALiveOnesIsNot) {
+  const std::string dir = Folder("leftover");
+  auto mine = Spool::Open(dir, "process-" + std::to_string(::getpid()));
+  ASSERT_TRUE(mine.ok());
+  (*mine)->Add(Rec(1));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  auto child = [&](int records, bool stay) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      auto s = Spool::Open(dir, "process-" + std::to_string(::getpid()));
+      if (!s.ok()) ::_exit(1);
+      for (int i = 0; i < records; ++i) (*s)->Add(Rec(100 + i));
+      (*s)->Add(nlohmann::json{{"type", "crash"}, {"step", 7}});
+      (*s)->AddRate(2e-9);
+      if (!stay) {  // a kill in the middle of the next item
+        const std::string path = dir + "/process-" + std::to_string(::getpid());
+        FILE* f = std::fopen((path + ".records").c_str(), "ab");
+        std::fwrite("partial", 1, 7, f);
+        std::fclose(f);
+        f = std::fopen((path + ".events.jsonl").c_str(), "ab");
+        std::fputs("{\"type\":\"cut", f);
+        std::fclose(f);
+      }
+      const char c = 1;
+      if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+      for (;;) ::pause();  // until killed
+    }
+    char c = 0;
+    EXPECT_EQ(::read(ready[0], &c, 1), 1);
+    return pid;
+  };
+  const pid_t dead = child(5, false), alive = child(3, true);
+  ASSERT_GT(dead, 0);
+  ASSERT_GT(alive, 0);
+  ::kill(dead, SIGKILL);
+  ::waitpid(dead, nullptr, 0);
+  auto taken = Spool::TakeLeftovers(dir);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].stem, "process-" + std::to_string(dead));
+  EXPECT_TRUE(taken[0].status.ok()) << taken[0].status.message();
+  ASSERT_EQ(taken[0].records.size(), 5u);
+  EXPECT_EQ(taken[0].records[4].step, 104);
+  ASSERT_EQ(taken[0].events.size(), 1u);
+  EXPECT_EQ(taken[0].events[0].at("type"), "crash");
+  EXPECT_EQ(taken[0].rates, std::vector<double>{2e-9});
+  EXPECT_FALSE(std::filesystem::exists(dir + "/process-" + std::to_string(dead) + ".records"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/process-" + std::to_string(alive) + ".records"));
+  EXPECT_TRUE(Spool::TakeLeftovers(dir).empty());  // taken once
+  ::kill(alive, SIGKILL);
+  ::waitpid(alive, nullptr, 0);
+  auto second = Spool::TakeLeftovers(dir);  // now it is dead too
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].records.size(), 3u);
+  std::vector<StepRecord> records;
+  std::vector<nlohmann::json> events;
+  std::vector<double> rates;
+  ASSERT_TRUE((*mine)->Read(&records, &events, &rates).ok());  // this process's own is untouched
+  EXPECT_EQ(records.size(), 1u);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  mine->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
