@@ -9,10 +9,12 @@ file(WRITE ${WORK}/chaos.yaml "name: chaos\nseed: 3\nthreads: 1\nmodel: {preset:
      "workers: {count: 4}\noutput: {dir: out, log_every: 50}\n"
      "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0, collective_timeout_s: 30}\n"
      "compare: [{algorithm: diloco, inner_steps: 10, name: dl}]\n")
-# Runs `narrows launch --local 4 chaos.yaml -q ARGN` as the run NAME; fails unless it ends with exit 0.
-# Leaves the entry's events in `events` and the output in `out` and `err`.
+# Runs `narrows launch --local 4 ${storm_yaml} -q ARGN` (chaos.yaml unless set) as the run NAME;
+# fails unless it ends with exit 0. Leaves the entry's events in `events` and the output in `out`
+# and `err`.
+set(storm_yaml chaos.yaml)
 macro(storm name)
-  execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --set name=${name} ${ARGN}
+  execute_process(COMMAND ${NARROWS} launch --local 4 ${storm_yaml} -q --set name=${name} ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
   set(events "")
   if(EXISTS ${WORK}/out/${name}/dl/events.jsonl)
@@ -116,6 +118,20 @@ if(joined EQUAL -1)
   message(FATAL_ERROR "bulk chaos: no restarted worker joined:\n${events}\n${out}${err}")
 endif()
 replayed(bulk)
+# The same sealed under CURVE (chaos_curve.yaml: chaos.yaml with CURVE): each restarted process
+# gets new session keys (its peers' hellos are sealed for it), and the run replays bit for bit.
+file(READ ${WORK}/chaos.yaml chaos_yaml)
+string(REPLACE "security: plain, " "" curve_yaml "${chaos_yaml}")
+file(WRITE ${WORK}/chaos_curve.yaml "${curve_yaml}")
+set(storm_yaml chaos_curve.yaml)
+storm(sealed --set "compare=[{algorithm: ddp, name: dl}]" --set train.steps=1500 --set deploy.bulk_streams=2
+      --chaos "{seed: 5, kills: 3, mean_interval_s: 2, restart_after_s: 0.5, from_s: 1.5, until_s: 8}")
+set(storm_yaml chaos.yaml)
+string(FIND "${events}" "\"type\":\"join\"" joined)
+if(joined EQUAL -1)
+  message(FATAL_ERROR "sealed bulk chaos: no restarted worker joined:\n${events}\n${out}${err}")
+endif()
+replayed(sealed)
 # DyLU: each round's inner steps come from the step times measured in it (wall time); the leader
 # records every member's plan in its outer steps, and the replay follows it.
 storm(dylu --set "compare=[{algorithm: diloco, inner_steps: 10, dylu: true, name: dl}]" --set train.steps=2000

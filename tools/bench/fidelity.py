@@ -47,8 +47,13 @@ def main():
         _, compute, steps = result(name, entry)
         flops[entry] = sum(compute) / len(compute) * 1e12
     rows = []
-    networks = [(label, [x for o in overrides for x in ("--set", o)]) for label, overrides in LINKEMU] if linkemu else \
-        [(rate, ["--set", f"network.bandwidth_bps={rate}e6"]) for rate in RATES]
+    # --networks a,b: the link emulator's networks to run (default all of LINKEMU).
+    chosen = sys.argv[sys.argv.index("--networks") + 1].split(",") if "--networks" in sys.argv else [n for n, _ in LINKEMU]
+    unknown = [n for n in chosen if n not in dict(LINKEMU)]
+    if unknown:
+        sys.exit(f"tools/bench/fidelity: unknown network {', '.join(unknown)} (known: {', '.join(n for n, _ in LINKEMU)})")
+    networks = [(label, [x for o in overrides for x in ("--set", o)]) for label, overrides in LINKEMU if label in chosen] \
+        if linkemu else [(rate, ["--set", f"network.bandwidth_bps={rate}e6"]) for rate in RATES]
     for rate, network in networks:
         for entry, spec in ENTRIES.items():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
