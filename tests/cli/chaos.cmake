@@ -137,6 +137,11 @@ replayed(sealed)
 storm(dylu --set "compare=[{algorithm: diloco, inner_steps: 10, dylu: true, name: dl}]" --set train.steps=2000
       --chaos "{seed: 4, kills: 3, mean_interval_s: 2, restart_after_s: 0.5, from_s: 1.5, until_s: 8}")
 replayed(dylu)
+# Streaming DiLoCo without overlap (a fragment's synchronisation ends its round, as DiLoCo's): kills
+# and restarts, replayed from its outer steps' members bit for bit.
+storm(streaming --set "compare=[{algorithm: streaming-diloco, inner_steps: 10, fragments: 2, overlap_steps: 0, name: dl}]"
+      --set train.steps=2000 --chaos "{seed: 3, kills: 3, mean_interval_s: 2, restart_after_s: 0.5, from_s: 1.5, until_s: 8}")
+replayed(streaming)
 # Async DiLoCo: a restarted worker joins the server again (a push of kind join) and trains on from
 # the global parameters; the run ends at its budget.
 storm(async --set "compare=[{algorithm: async-diloco, inner_steps: 10, name: dl}]" --set train.steps=2000

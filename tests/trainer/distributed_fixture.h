@@ -8,6 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
@@ -61,6 +65,14 @@ class DistributedTest : public ::testing::Test {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
+  }
+
+  // The events an entry's run wrote (out/<entry>/events.jsonl), one JSON object a line.
+  std::vector<nlohmann::json> Events(const std::string& entry) {
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(Slurp(dir_ / "out" / entry / "events.jsonl"));
+    for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
   }
 
   fs::path dir_;

@@ -142,9 +142,7 @@ TEST_F(DistributedTest, DropoutsDoNotStopTheRun) {
 TEST_F(DistributedTest, AReplayOfEveryoneInEveryRoundIsTheRunItself) {
   const auto sc = Make("workers: {count: 3}\ncompare: [diloco-h4]\n");
   const EntryResult plain = Run(sc);
-  std::vector<nlohmann::json> events;
-  std::istringstream lines(Slurp(dir_ / "out" / "diloco-h4" / "events.jsonl"));
-  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> events = Events("diloco-h4");
   auto trace = tools::ReadMembershipTrace(events, "events.jsonl");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_EQ(trace->members.size(), 3u);
@@ -154,6 +152,30 @@ TEST_F(DistributedTest, AReplayOfEveryoneInEveryRoundIsTheRunItself) {
   replay.trace = std::make_shared<const MembershipTrace>(*trace);
   const EntryResult replayed = Run(sc, 0, replay);
   EXPECT_EQ(replayed.final_val_loss, plain.final_val_loss);
+}
+
+// Streaming DiLoCo without overlap synchronises one fragment at the end of each round: its trace is
+// DiLoCo's form, its own trace replays it bit for bit, and a worker out of a round and back at the
+// next changes it.
+TEST_F(DistributedTest, StreamingWithoutOverlapIsReplayedFromItsOuterSteps) {
+  const auto sc = Make("workers: {count: 3}\ncompare: [{name: sd, algorithm: streaming-diloco, inner_steps: 4, fragments: 2, "
+                       "overlap_steps: 0}]\n");
+  const EntryResult plain = Run(sc);
+  const std::vector<nlohmann::json> events = Events("sd");
+  auto trace = tools::ReadMembershipTrace(events, "events.jsonl");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->members.size(), 6u);  // a round of 2 steps each
+  ExperimentOptions replay;
+  replay.membership = Membership::kReplay;
+  replay.trace = std::make_shared<const MembershipTrace>(*trace);
+  EXPECT_EQ(Run(sc, 0, replay).final_val_loss, plain.final_val_loss);
+  MembershipTrace crashed = *trace;
+  crashed.members[6] = {0, 1};
+  crashed.joiners[6] = {2};
+  replay.trace = std::make_shared<const MembershipTrace>(crashed);
+  const EntryResult r = Run(sc, 0, replay);
+  EXPECT_NE(r.final_val_loss, plain.final_val_loss);
+  EXPECT_NE(Slurp(dir_ / "out" / "sd" / "events.jsonl").find("\"type\":\"join\",\"workers\":[2]"), std::string::npos);
 }
 
 // A worker out of one round (killed in it) and welcomed back at the next: the outer steps are the
@@ -240,12 +262,7 @@ TEST_F(DistributedTest, AReplayFollowsTheRecordedInnerSteps) {
 TEST_F(DistributedTest, AnAsyncReplayTakesThePushesInTheRecordedOrder) {
   const auto sc = Make("workers: {count: 3, speed: [1, 1, 0.5]}\n"
                        "compare: [{name: a, algorithm: async-diloco, inner_steps: 4, outer_lr: 0.35, dylu: true}]\n");
-  auto events = [&] {
-    std::vector<nlohmann::json> out;
-    std::istringstream lines(Slurp(dir_ / "out" / "a" / "events.jsonl"));
-    for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
-    return out;
-  };
+  auto events = [&] { return Events("a"); };
   auto updates = [](const std::vector<nlohmann::json>& es) {  // (worker, answered count) of each applied push
     std::vector<std::pair<int, int64_t>> out;
     for (const auto& e : es) {

@@ -428,9 +428,12 @@ AlgorithmPlugin StreamingPlugin() {
               "(eager: true, or eager-diloco: eager outer updates, each all-reduce beside a whole round)";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<StreamingDiloco>(w); };
   p.plan = PlanStreaming;
-  p.replay = [](const core::AlgorithmSpec&) -> std::string {
-    return "a fragment's all-reduce completes during the next round, in which a worker killed there would "
-           "still have to take part";
+  // Without overlap a fragment's synchronisation ends its round, as DiLoCo's does: its outer steps
+  // record their members and its joins their workers.
+  p.replay = [](const core::AlgorithmSpec& entry) -> std::string {
+    if (entry.Options<StreamingOptions>().overlap_steps == 0) return "";
+    return "a fragment's all-reduce completes during the next round (overlap_steps > 0, or eager), in which a "
+           "worker killed there would still have to take part";
   };
   return p;
 }
