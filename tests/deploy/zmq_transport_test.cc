@@ -358,6 +358,7 @@ TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreDropped) {
   std::thread receiver([&] { EXPECT_TRUE(ts[1]->Recv(0, 8, &got, 4, 5.0).ok()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   frame(3, 103, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the Recv has seen the corrupt one go
   frame(4, 104);
   receiver.join();
   EXPECT_EQ(got, 104);
