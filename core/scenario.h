@@ -204,7 +204,7 @@ struct DeploySpec {
   double collective_timeout_s = 600.0;  // a collective that makes no progress this long fails
   int64_t checkpoint_every = 0;        // diloco: outer steps between checkpoints of the global state
   // Data over k raw TCP connections per peer (the bulk plane) instead of ZeroMQ's data socket;
-  // 0: ZeroMQ; kAutoBulkStreams: from the network's bandwidth-delay product (plain security only).
+  // 0: ZeroMQ; kAutoBulkStreams: from the network's bandwidth-delay product.
   int64_t bulk_streams = 0;
   static constexpr int64_t kAutoBulkStreams = -1;
 };

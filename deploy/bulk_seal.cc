@@ -47,15 +47,15 @@ core::Result<SealKey> HelloKey(const CurveKeys& keys) {
   return k;
 }
 
-SealKey NewSessionKey() {
+SealKey NewPairKey() {
   SealKey k;
   crypto_aead_chacha20poly1305_ietf_keygen(k.data());
   return k;
 }
 
-std::vector<uint8_t> SealHello(const SealKey& hello_key, const SealKey& session, const HelloParties& parties) {
+std::vector<uint8_t> SealHello(const SealKey& hello_key, const SealKey& pair_key, const HelloParties& parties) {
   uint8_t plain[kHelloPlain];
-  std::memcpy(plain, session.data(), 32);
+  std::memcpy(plain, pair_key.data(), 32);
   PutLittleEndian<uint32_t>(plain + 32, static_cast<uint32_t>(parties.from_rank));
   PutLittleEndian<uint64_t>(plain + 36, parties.from_incarnation);
   PutLittleEndian<uint32_t>(plain + 44, static_cast<uint32_t>(parties.to_rank));

@@ -4,10 +4,10 @@
 // Keys. Every process of the run holds the cluster's CURVE key pair (curve_keys.h). A connection's
 // hello is sealed (crypto_secretbox: XSalsa20-Poly1305, random nonce) under a key derived from the
 // cluster secret key (BLAKE2b, keyed), so only a holder of the key file can open one or make one;
-// it carries a fresh random session key for that sender process and that receiver process, and
+// it carries a fresh random pair key for that sender process and that receiver process, and
 // names both (rank and incarnation), so it cannot be replayed to another process or by another.
-// The sender draws a new session key whenever it opens connections to a new process of the
-// receiver, and numbers its messages to it from 0: (session key, sequence number) never repeats.
+// The sender draws a new pair key whenever it opens connections to a new process of the
+// receiver, and numbers its messages to it from 0: (pair key, sequence number) never repeats.
 //
 // Frames. A sealed data frame is the plane's header (its checksum over the header alone), then a
 // Poly1305 tag for each record of the payload, then the payload encrypted. A record is 1 MiB of the
@@ -35,7 +35,7 @@ using SealKey = std::array<uint8_t, 32>;
 
 constexpr size_t kSealTagBytes = 16;
 constexpr size_t kSealRecordBytes = size_t{1} << 20;
-// A sealed hello: nonce (24), MAC (16), session key (32), from rank (4) and incarnation (8), to
+// A sealed hello: nonce (24), MAC (16), pair key (32), from rank (4) and incarnation (8), to
 // rank (4) and incarnation (8).
 constexpr size_t kSealedHelloBytes = 24 + 16 + 32 + 4 + 8 + 4 + 8;
 
@@ -43,8 +43,8 @@ constexpr size_t kSealedHelloBytes = 24 + 16 + 32 + 4 + 8 + 4 + 8;
 core::Status InitSodium();
 // The key that seals hellos, derived from the cluster's secret key.
 core::Result<SealKey> HelloKey(const CurveKeys& keys);
-// A fresh random session key.
-SealKey NewSessionKey();
+// A fresh random pair key.
+SealKey NewPairKey();
 
 // Who a hello is from and to.
 struct HelloParties {
@@ -53,9 +53,9 @@ struct HelloParties {
   int32_t to_rank = 0;
   uint64_t to_incarnation = 0;
 };
-// kSealedHelloBytes bytes carrying `session` from and to `parties`.
-std::vector<uint8_t> SealHello(const SealKey& hello_key, const SealKey& session, const HelloParties& parties);
-// The session key of a sealed hello, if it opens under `hello_key` and names `expected`'s parties;
+// kSealedHelloBytes bytes carrying `pair_key` from and to `parties`.
+std::vector<uint8_t> SealHello(const SealKey& hello_key, const SealKey& pair_key, const HelloParties& parties);
+// The pair key of a sealed hello, if it opens under `hello_key` and names `expected`'s parties;
 // InvalidArgument saying which check failed otherwise.
 core::Result<SealKey> OpenHello(const SealKey& hello_key, const uint8_t* data, size_t size, const HelloParties& expected);
 

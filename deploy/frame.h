@@ -29,7 +29,7 @@ enum class FrameType : uint16_t {
   // The bulk data plane (zmq_node.h): raw TCP connections beside ZeroMQ. A connection opens with
   // one kBulkHello (tag: the connection's index, no payload); then kBulk frames, each with its
   // sequence number to that receiver (over all k connections).
-  // In a run with CURVE both are sealed (bulk_seal.h): the hello carries a sealed session key.
+  // In a run with CURVE both are sealed (bulk_seal.h): the hello carries a sealed pair key.
   kBulkHello = 5,
   kBulk = 6,
 };

@@ -13,9 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>

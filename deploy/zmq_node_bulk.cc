@@ -17,8 +17,8 @@
 // it). A finished message is handed to the mailbox in sequence order. Node::mu guards the postings
 // and the per-source state below.
 //
-// With CURVE the plane is sealed (bulk_seal.h): each connection's hello carries the sender's session
-// key for this receiver process, a sender encrypts a message on its own thread before queueing it,
+// With CURVE the plane is sealed (bulk_seal.h): each connection's hello carries the sender's key
+// for this receiver process (its pair key), a sender encrypts a message on its own thread before queueing it,
 // and the io thread decrypts each 1 MiB record in place (in the Recv's buffer, where it goes there)
 // as soon as it is read whole.
 #include <boost/asio.hpp>
@@ -98,7 +98,7 @@ struct InStream {
   std::array<uint8_t, kFrameHeaderBytes> header{};
   FrameHeader h;
   std::vector<uint8_t> hello;  // a sealed hello's payload
-  SealKey key{};               // sealed: the sender's session key, from its hello
+  SealKey key{};               // sealed: the sender's pair key, from its hello
   std::vector<uint8_t> tags;   // sealed: the frame's record tags
   size_t opened = 0;           // sealed: its records decrypted so far
   bool forged = false;         // sealed: a record failed authentication
@@ -134,7 +134,7 @@ struct ZmqTransport::Node::Bulk {
     uint64_t inc = 0;
     std::string endpoint;
     uint64_t next_seq = 0;
-    SealKey key{};  // sealed: this process's session key for that one (new with each)
+    SealKey key{};  // sealed: this process's pair key for that one (new with each)
     std::vector<std::shared_ptr<OutStream>> streams;
   };
   std::vector<Outbound> out;
@@ -478,7 +478,7 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
   if (endpoint.empty()) return;
   std::vector<uint8_t> sealed_hello;  // one for all k connections
   if (bulk->sealed) {
-    o.key = NewSessionKey();
+    o.key = NewPairKey();
     sealed_hello = SealHello(bulk->hello_key, o.key, HelloParties{opt.rank, incarnation, r, inc});
   }
   const std::string hostport = endpoint.substr(endpoint.find("://") + 3);
@@ -531,23 +531,20 @@ bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t by
   }
   Write w;
   w.dst = r;
-  if (bulk->sealed) {  // encrypted here, on the sender's thread: the payload is not lent
-    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, nullptr, bytes, incarnation, seq);
-    w.bytes = SealRecords(bytes) * kSealTagBytes + bytes;
-    w.owned.reset(new uint8_t[w.bytes]);
-    SealPayload(o.key, seq, w.header.data(), payload, bytes, w.owned.get());
-    w.data = w.owned.get();
-  } else if (lease) {
-    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, incarnation, seq);
-    w.bytes = bytes;
+  // Sealed, the checksum covers the header alone (the records' tags cover the payload).
+  w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, bulk->sealed ? nullptr : payload, bytes, incarnation, seq);
+  w.bytes = bulk->sealed ? SealRecords(bytes) * kSealTagBytes + bytes : bytes;
+  if (lease && !bulk->sealed) {
     lease->Lend(r);
     w.lease = lease;
     w.data = payload;
-  } else {
-    w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, payload, bytes, incarnation, seq);
-    w.bytes = bytes;
-    w.owned.reset(new uint8_t[std::max<size_t>(1, bytes)]);
-    if (bytes) std::memcpy(w.owned.get(), payload, bytes);
+  } else {  // copied, or encrypted here on the sender's thread
+    w.owned.reset(new uint8_t[std::max<size_t>(1, w.bytes)]);
+    if (bulk->sealed) {
+      SealPayload(o.key, seq, w.header.data(), payload, bytes, w.owned.get());
+    } else if (bytes) {
+      std::memcpy(w.owned.get(), payload, bytes);
+    }
     w.data = w.owned.get();
   }
   s->queued += static_cast<int64_t>(w.bytes);

@@ -108,7 +108,7 @@ struct ZmqOptions {
   // for it, and each message takes the first connection with less than a TCP window in flight
   // (k > 1 stripes a peer's traffic over several windows once one cannot keep up: long fat links). 0: ZeroMQ
   // carries the data. With `curve` the plane is sealed (bulk_seal.h: ChaCha20-Poly1305 under
-  // session keys sent in hellos sealed with the cluster key). A peer uses it with this rank only if
+  // pair keys sent in hellos sealed with the cluster key). A peer uses it with this rank only if
   // both have it.
   int bulk_streams = 0;
   // What every process of the run must agree on (a deployment passes core::RunDigest of its

@@ -119,7 +119,7 @@ if(joined EQUAL -1)
 endif()
 replayed(bulk)
 # The same sealed under CURVE (chaos_curve.yaml: chaos.yaml with CURVE): each restarted process
-# gets new session keys (its peers' hellos are sealed for it), and the run replays bit for bit.
+# gets new pair keys (its peers' hellos are sealed for it), and the run replays bit for bit.
 file(READ ${WORK}/chaos.yaml chaos_yaml)
 string(REPLACE "security: plain, " "" curve_yaml "${chaos_yaml}")
 file(WRITE ${WORK}/chaos_curve.yaml "${curve_yaml}")

@@ -119,7 +119,7 @@ TEST(FrameTest, RandomBytesNeverPassAndNeverCrash) {
 // and record order; its bytes on the wire are not the plaintext.
 TEST(BulkSealTest, SealedPayloadsOpenRecordByRecordOnlyAsSent) {
   ASSERT_TRUE(InitSodium().ok());
-  const SealKey key = NewSessionKey();
+  const SealKey key = NewPairKey();
   for (const size_t n : {size_t{0}, size_t{1}, kSealRecordBytes - 1, kSealRecordBytes, 2 * kSealRecordBytes + 5}) {
     SCOPED_TRACE(n);
     const auto plain = Payload(n);
@@ -169,14 +169,14 @@ TEST(BulkSealTest, HellosOpenOnlyWithTheClusterKeyForTheirReceiver) {
   const SealKey mine = *HelloKey(*cluster), theirs = *HelloKey(*stranger);
   EXPECT_NE(mine, theirs);
   EXPECT_EQ(mine, *HelloKey(*cluster));  // every process of the run derives the same
-  const SealKey session = NewSessionKey();
+  const SealKey pair_key = NewPairKey();
   const HelloParties parties{0, 11, 1, 22};
-  const auto hello = SealHello(mine, session, parties);
+  const auto hello = SealHello(mine, pair_key, parties);
   ASSERT_EQ(hello.size(), kSealedHelloBytes);
   auto opened = OpenHello(mine, hello.data(), hello.size(), parties);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  EXPECT_EQ(*opened, session);
-  EXPECT_NE(SealHello(mine, session, parties), hello);  // a fresh nonce each time
+  EXPECT_EQ(*opened, pair_key);
+  EXPECT_NE(SealHello(mine, pair_key, parties), hello);  // a fresh nonce each time
   auto refused = [&](const SealKey& k, std::vector<uint8_t> bytes, HelloParties expect) {
     auto r = OpenHello(k, bytes.data(), bytes.size(), expect);
     EXPECT_FALSE(r.ok());

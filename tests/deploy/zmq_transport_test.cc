@@ -397,8 +397,8 @@ TEST(ZmqTransportTest, TheSealedBulkPlaneAdmitsOnlyTheClustersHellos) {
   };
   const HelloParties other_process{0, 0x5eed, 1, 12345};  // not rank 1's incarnation
   knock({});                                                                              // plain
-  knock(SealHello(*HelloKey(*GenerateCurveKeys()), NewSessionKey(), other_process));     // a stranger's key
-  knock(SealHello(*HelloKey(cluster), NewSessionKey(), other_process));                  // another process's
+  knock(SealHello(*HelloKey(*GenerateCurveKeys()), NewPairKey(), other_process));     // a stranger's key
+  knock(SealHello(*HelloKey(cluster), NewPairKey(), other_process));                  // another process's
   for (int i = 0; i < 100 && ts[1]->frames_rejected() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(ts[1]->frames_rejected(), 3);
   const size_t count = 600 * 1024;  // over two records

@@ -158,6 +158,7 @@ class Server {
       const std::string refused = header.ok() ? Implausible(*header) : header.status().message();
       ReplyHeader reply{kParams, static_cast<int32_t>(o_.inner_steps), version_, global_step_, 0, 0};
       const char* kind = "update";
+      int32_t answered = 0;  // DyLU: the inner-step count this update was answered with
       if (!refused.empty()) {
         kind = "refused";
         records_.Event({{"type", "refused_message"}, {"step", global_step_}, {"time", t.clock().Now()},
@@ -194,8 +195,9 @@ class Server {
           Apply(g, *header, src, t.clock().Now());
         }
         if (o_.dylu) {
-          reply.next_inner_steps = static_cast<int32_t>(recorded && recorded->next_inner_steps > 0 ? recorded->next_inner_steps
-                                                                                                 : NextInnerSteps(src));
+          answered = static_cast<int32_t>(recorded && recorded->next_inner_steps > 0 ? recorded->next_inner_steps
+                                                                                   : NextInnerSteps(src));
+          reply.next_inner_steps = answered;
         }
         if (applied_steps_ >= budget) {
           stopped_ = true;
@@ -210,7 +212,7 @@ class Server {
         reply.global_step = global_step_;
       }
       Json arrival = {{"type", "arrival"}, {"step", global_step_}, {"time", t.clock().Now()}, {"worker", src}, {"kind", kind}};
-      if (o_.dylu && reply.kind == kParams && kind == std::string("update")) arrival["next_inner_steps"] = reply.next_inner_steps;
+      if (answered > 0) arrival["next_inner_steps"] = answered;
       records_.Event(std::move(arrival));
       reply.stop_sent = stop_sent_[static_cast<size_t>(src)] ? 1 : 0;
       const size_t params_bytes = reply.kind == kParams ? static_cast<size_t>(n_params_) * sizeof(float) : 0;
