@@ -306,7 +306,7 @@ void ReadDeploy(Section d, Scenario& sc) {
   d.Finish();
 }
 
-// faults: leaves, joins, crashes, corrupt senders and link outages, in steps or virtual seconds.
+// faults: leaves, joins, crashes, corrupt and repeating senders and link outages, in steps or virtual seconds.
 void ReadFaults(Section& top, Scenario& sc) {
   top.Items("faults", [&](Section& item, const YAML::Node& node, size_t) {
     FaultSpec f;
@@ -315,7 +315,8 @@ void ReadFaults(Section& top, Scenario& sc) {
                                    {"join", FaultKind::kJoin},
                                    {"crash", FaultKind::kCrash},
                                    {"link_down", FaultKind::kLinkDown},
-                                   {"corrupt", FaultKind::kCorrupt}});
+                                   {"corrupt", FaultKind::kCorrupt},
+                                   {"repeat", FaultKind::kRepeat}});
     if (f.kind == FaultKind::kLinkDown) {
       f.link = item.String("link", "worker:0");
       f.from_s = item.Double("from_s", 0.0, 0.0, 1e12);

@@ -168,8 +168,9 @@ struct ComputeSpec {
 
 // kCorrupt, a deployment's only: from at_step on, the worker's process sends every message to
 // another short of its last 4 bytes (well-formed, authenticated frames a collective cannot use: a
-// broken or hostile peer), so that its members evict it (docs/deploy.md).
-enum class FaultKind { kLeave, kJoin, kCrash, kLinkDown, kCorrupt };
+// broken or hostile peer), so that its members evict it (docs/deploy.md). kRepeat, likewise: from
+// at_step on it sends every message twice under one sequence number (a duplicating peer).
+enum class FaultKind { kLeave, kJoin, kCrash, kLinkDown, kCorrupt, kRepeat };
 struct FaultSpec {
   FaultKind kind = FaultKind::kLeave;
   int worker = 0;        // leave, join, crash, corrupt

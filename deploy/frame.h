@@ -3,8 +3,9 @@
 // the frame type, the sender's rank, the tag, the payload length, the sender's incarnation (its
 // process: a receiver drops data that a replaced process left in flight), the message's sequence
 // number (data: from this sender process to that receiver process, from 0, so that a receiver
-// rejects a repeated or reordered message) and a CRC-32 (zlib) over
-// the header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
+// rejects a repeated or reordered message), the receiver's incarnation (data: the process it was
+// sent to, so that what was queued for a replaced receiver is dropped by its successor, even on
+// the same port) and a CRC-32 (zlib) over the header and the payload. A receiver decodes the header first (rejecting truncated, foreign,
 // wrong-version, unknown-type and oversized frames before reading or allocating the payload),
 // then checks the checksum over header and payload. Little-endian on the wire.
 #pragma once
@@ -18,8 +19,8 @@
 namespace narrows::deploy {
 
 constexpr uint32_t kFrameMagic = 0x5357524e;  // "NRWS" read little-endian
-constexpr uint16_t kProtocolVersion = 3;
-constexpr size_t kFrameHeaderBytes = 44;
+constexpr uint16_t kProtocolVersion = 4;
+constexpr size_t kFrameHeaderBytes = 52;
 
 enum class FrameType : uint16_t {
   kData = 1,       // a Transport message: tag and payload
@@ -41,13 +42,14 @@ struct FrameHeader {
   uint64_t length = 0;  // payload bytes
   uint64_t incarnation = 0;  // the sending process's
   uint64_t seq = 0;     // data and bulk frames: the message's number from this process to that one
-  uint32_t crc = 0;     // CRC-32 of the header's first 40 bytes, then the payload
+  uint64_t to_incarnation = 0;  // data and bulk frames: the receiving process's
+  uint32_t crc = 0;     // CRC-32 of the header's first 48 bytes, then the payload
 };
 
 // The header for `payload` (of `length` bytes), checksum included. A null `payload` with a length:
 // the checksum covers the header alone (a sealed bulk frame, whose payload its AEAD tags cover).
 std::vector<uint8_t> EncodeFrameHeader(FrameType type, int32_t src, int32_t tag, const void* payload, uint64_t length,
-                                       uint64_t incarnation = 0, uint64_t seq = 0);
+                                       uint64_t incarnation = 0, uint64_t seq = 0, uint64_t to_incarnation = 0);
 
 // Decodes and validates a header; `max_payload` bounds the length a receiver will accept.
 // InvalidArgument naming what is wrong: truncated, bad magic, version, type, or oversized.

@@ -73,8 +73,8 @@ std::unique_ptr<zmq::socket_t> ZmqTransport::Node::Push(const std::string& endpo
 }
 
 bool ZmqTransport::Node::SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
-                      core::SendLease* lease, int dst, uint64_t seq) const {
-  const auto header = EncodeFrameHeader(type, src, tag, payload, bytes, incarnation, seq);
+                      core::SendLease* lease, int dst, uint64_t seq, uint64_t to_incarnation) const {
+  const auto header = EncodeFrameHeader(type, src, tag, payload, bytes, incarnation, seq, to_incarnation);
   if (!s.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
   if (!lease) return static_cast<bool>(s.send(zmq::message_t(payload, bytes), zmq::send_flags::dontwait));
   lease->Lend(dst);  // returned by ZeroMQ, or by `body`'s destructor if the send fails

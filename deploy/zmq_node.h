@@ -36,7 +36,7 @@ struct ZmqTransport::Node {
   struct Peer {
     std::string data_ep, control_ep;
     std::string bulk_ep;  // its bulk plane's endpoint; empty if it has none (or this rank has none)
-    uint64_t incarnation = 0;
+    uint64_t incarnation = 0;  // its current process's (written under mu and send_mu)
     int64_t generation = 0;  // new incarnations seen
     std::vector<uint64_t> retired;  // its incarnations replaced so far
     bool Replaced(uint64_t inc) const { return std::find(retired.begin(), retired.end(), inc) != retired.end(); }
@@ -114,9 +114,10 @@ struct ZmqTransport::Node {
   void Secure(zmq::socket_t& s, CurveRole role);
   std::unique_ptr<zmq::socket_t> Push(const std::string& endpoint, int linger_ms);
   // The header, then the payload: copied into the message, or lent to it when `lease` is given
-  // (ZeroMQ returns it to `lease` for `dst` once written or dropped).
+  // (ZeroMQ returns it to `lease` for `dst` once written or dropped). Data frames: `seq` and
+  // `to_incarnation` (the receiving process).
   bool SendFrame(zmq::socket_t& s, FrameType type, int src, int tag, const void* payload, size_t bytes,
-                 core::SendLease* lease = nullptr, int dst = -1, uint64_t seq = 0) const;
+                 core::SendLease* lease = nullptr, int dst = -1, uint64_t seq = 0, uint64_t to_incarnation = 0) const;
   // Closes the data socket to `r` without lingering: what it still queued (lent messages
   // included) is dropped. The next hello from `r` opens a new one.
   void DropQueued(int r);
@@ -150,7 +151,9 @@ struct ZmqTransport::Node {
   // Queues a data message to `r` on its next connection: lent (given back to `lease` once written
   // or dropped) when `lease` is given, copied otherwise. False if its connections are gone.
   // REQUIRES: r's send_mu held.
-  bool SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease);
+  // `again`: under the previous message's sequence number (a hostile member's repeat, for tests
+  // and the `repeat` fault).
+  bool SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease, bool again = false);
   // Closes the connections to `r`; what they still queued is dropped and given back. REQUIRES: r's send_mu held.
   void DropBulk(int r);
   // Writes what is queued (for up to 2 s), closes every connection and stops the thread.
@@ -164,9 +167,10 @@ struct ZmqTransport::Node {
   // Reads one multipart frame [header][payload] (a ROUTER's has the identity first); false if
   // none was waiting.
   bool ReadFrame(zmq::socket_t& s, Inbox inbox);
-  // A data frame: numbered `seq` by the sender process `incarnation` for this process; one whose
-  // number came already (repeated, or overtaken) is rejected.
-  void OnData(int src, int tag, uint64_t incarnation, uint64_t seq, zmq::message_t payload);
+  // A data frame: numbered `h.seq` by the sender process `h.incarnation` for the process
+  // `h.to_incarnation` (another than this one: dropped). One whose number came already (repeated,
+  // or overtaken) is rejected, and evicts the member if its current process sent it.
+  void OnData(int src, const FrameHeader& h, zmq::message_t payload);
   // The JSON body of a control frame, or false (the frame rejected) if it is not JSON.
   bool ParseBody(int src, const zmq::message_t& payload, const char* what, Json* body);
   void OnControl(int src, FrameType type, const zmq::message_t& payload);

@@ -223,6 +223,8 @@ struct ZmqTransport::Node::Bulk {
         return Drop(s, "sender rank " + std::to_string(h->src) + " is not a peer");
       }
       if (sealed && h->length != kSealedHelloBytes) return Drop(s, "its hello carries no sealed key (this run uses CURVE)");
+      // Opened to this rank's previous process, whose port this one took: void.
+      if (h->to_incarnation != node.incarnation) return Drop(s, "");
       s->h = *h;
       if (h->length == 0) return Admit(s);
       s->hello.resize(h->length);
@@ -268,6 +270,7 @@ struct ZmqTransport::Node::Bulk {
       if (h->type != FrameType::kBulk) return Drop(s, "a frame other than data");
       if (h->src != s->src) return Drop(s, "a frame claiming " + RankName(h->src) + " on " + RankName(s->src) + "'s");
       if (h->incarnation != s->inc) return Drop(s, "a frame of another process than its hello's");
+      if (h->to_incarnation != node.incarnation) return Drop(s, "a frame for another process than this one");
       s->h = *h;
       if (!sealed) return Route(s);
       s->tags.resize(SealRecords(h->length) * kSealTagBytes);
@@ -360,9 +363,18 @@ struct ZmqTransport::Node::Bulk {
   void Finish(const std::shared_ptr<InStream>& s) {
     OpenRecords(s);
     if (s->duplicate) {  // a sender never repeats a sequence number: a broken or hostile peer did
-      node.Reject(s->src, "bulk frame: sequence number " + std::to_string(s->h.seq) + " again (a duplicated message)");
+      const std::string why = "bulk frame: sequence number " + std::to_string(s->h.seq) + " again (a duplicated message)";
       s->buffer.reset();
-      return ReadHeader(s);
+      bool evicted = false;
+      {
+        std::lock_guard<std::mutex> lock(node.mu);
+        if (node.peers[static_cast<size_t>(s->src)]->incarnation == s->inc) {  // the member's current process: evicted
+          ++node.rejected;
+          node.EvictPeer(s->src, "by " + RankName(node.opt.rank) + ": " + why);
+          evicted = true;
+        }
+      }
+      return Drop(s, evicted ? "" : why);
     }
     const bool intact = sealed ? !s->forged : VerifyFrame(s->header.data(), s->h, s->target, s->h.length).ok();
     if (!intact) node.Reject(s->src, sealed ? "bulk frame: fails authentication (forged or corrupt)" : "bulk frame: corrupt (checksum)");
@@ -495,7 +507,8 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
   for (int k = 0; k < opt.bulk_streams; ++k) {
     auto s = std::make_shared<OutStream>(bulk->io, r);
     Write hello;
-    hello.header = EncodeFrameHeader(FrameType::kBulkHello, opt.rank, k, sealed_hello.data(), sealed_hello.size(), incarnation);
+    hello.header = EncodeFrameHeader(FrameType::kBulkHello, opt.rank, k, sealed_hello.data(), sealed_hello.size(), incarnation,
+                                     0, inc);
     if (!sealed_hello.empty()) {
       hello.owned.reset(new uint8_t[sealed_hello.size()]);
       std::memcpy(hello.owned.get(), sealed_hello.data(), sealed_hello.size());
@@ -508,10 +521,10 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
   }
 }
 
-bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease) {
+bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease, bool again) {
   Bulk::Outbound& o = bulk->out[static_cast<size_t>(r)];
   if (o.streams.empty()) return false;
-  const uint64_t seq = o.next_seq++;
+  const uint64_t seq = again && o.next_seq > 0 ? o.next_seq - 1 : o.next_seq++;
   // The first connection with less than a window in flight (what one TCP connection can keep in
   // flight), else the one with the least: a light load stays on one warm connection (an idle one,
   // or one that carries a piece now and then, starts each piece from a small congestion window),
@@ -532,7 +545,8 @@ bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t by
   Write w;
   w.dst = r;
   // Sealed, the checksum covers the header alone (the records' tags cover the payload).
-  w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, bulk->sealed ? nullptr : payload, bytes, incarnation, seq);
+  w.header = EncodeFrameHeader(FrameType::kBulk, opt.rank, tag, bulk->sealed ? nullptr : payload, bytes, incarnation, seq,
+                               o.inc);
   w.bytes = bulk->sealed ? SealRecords(bytes) * kSealTagBytes + bytes : bytes;
   if (lease && !bulk->sealed) {
     lease->Lend(r);

@@ -62,7 +62,7 @@ bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
       Reject(src, "control frame on the data socket");
       return true;
     }
-    OnData(src, header->tag, header->incarnation, header->seq, std::move(parts[1]));
+    OnData(src, *header, std::move(parts[1]));
   } else {
     if (header->type == FrameType::kData) {
       Reject(src, "data frame on the control socket");
@@ -73,10 +73,15 @@ bool ZmqTransport::Node::ReadFrame(zmq::socket_t& s, Inbox inbox) {
   return true;
 }
 
-void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, uint64_t seq, zmq::message_t payload) {
+void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t payload) {
+  const uint64_t inc = h.incarnation, seq = h.seq;
   std::string repeated, missing;
+  bool evict = false;
   {
     std::lock_guard<std::mutex> lock(mu);
+    // Queued by the sender for this rank's previous process, and delivered here because ZeroMQ
+    // reconnected to the port this process took over before the sender heard of it: void.
+    if (h.to_incarnation != incarnation) return;
     Peer& p = *peers[static_cast<size_t>(src)];
     if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
     // Bytes a replaced process left in flight (its kernel still sends them once a link heals) may
@@ -84,9 +89,15 @@ void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, uint64_t seq, zm
     if (p.Replaced(inc)) return;
     uint64_t& next = p.in_next[inc];
     if (seq < next) {
-      // One TCP connection neither repeats nor reorders: a broken or hostile sender did.
+      // One TCP connection neither repeats nor reorders: a broken or hostile sender did. The
+      // member's current process is evicted (a claim in another process's name only refused).
       repeated = "data frame number " + std::to_string(seq) + " after " + std::to_string(next - 1) +
-                 " (a repeated or reordered message): dropped";
+                 " (a repeated or reordered message)";
+      evict = inc == p.incarnation;
+      if (evict) {
+        ++rejected;
+        EvictPeer(src, "by " + RankName(opt.rank) + ": " + repeated);
+      }
     } else if (seq > next) {
       // Dropped by the sender with its queue (it took this process for dead), or overtaken.
       missing = "data from " + RankName(src) + ": messages " + std::to_string(next) + " to " + std::to_string(seq - 1) +
@@ -95,11 +106,14 @@ void ZmqTransport::Node::OnData(int src, int tag, uint64_t inc, uint64_t seq, zm
     if (repeated.empty()) {
       next = seq + 1;
       p.last_seen = SteadySeconds();
-      mailbox.Put(src, tag, ZmqPayload(std::move(payload)));
+      mailbox.Put(src, h.tag, ZmqPayload(std::move(payload)));
       if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
     }
   }
-  if (!repeated.empty()) return Reject(src, repeated);
+  if (!repeated.empty()) {
+    if (!evict) Reject(src, repeated + ": dropped");
+    return;
+  }
   if (!missing.empty()) Log(missing);
   cv.notify_all();
 }

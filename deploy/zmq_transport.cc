@@ -95,7 +95,12 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
     n.cv.notify_all();
     return Status::Ok();
   }
-  if (n.opt.before_send) bytes = std::min(bytes, n.opt.before_send(dst, tag, bytes));
+  bool twice = false;
+  if (n.opt.before_send) {
+    const ZmqOptions::SendPlan plan = n.opt.before_send(dst, tag, bytes);
+    bytes = std::min(bytes, plan.bytes);
+    twice = plan.twice;
+  }
   Node::Peer& p = *n.peers[static_cast<size_t>(dst)];
   {
     std::lock_guard<std::mutex> lock(n.mu);
@@ -105,8 +110,12 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
     std::lock_guard<std::mutex> lock(p.send_mu);
     if (n.BulkTo(dst)) {
       if (!n.SendBulk(dst, tag, data, bytes, lease)) return Status::IoError("the bulk connections to " + RankName(dst) + " are closed");
-    } else if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst, p.data_seq++)) {
+      if (twice) n.SendBulk(dst, tag, data, bytes, nullptr, /*again=*/true);
+    } else if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst, p.data_seq++,
+                                           p.incarnation)) {
       return Status::IoError("ZeroMQ refused a message to " + RankName(dst));
+    } else if (twice) {
+      n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, nullptr, dst, p.data_seq - 1, p.incarnation);
     }
   }
   std::lock_guard<std::mutex> lock(n.mu);
@@ -214,6 +223,7 @@ std::unique_ptr<core::Work> ZmqTransport::Start(core::AsyncOp op) {
 void ZmqTransport::ResetClock() { clock_->Reset(); }
 
 std::string ZmqTransport::data_endpoint() const { return node_->data_ep; }
+uint64_t ZmqTransport::incarnation() const { return node_->incarnation; }
 std::string ZmqTransport::control_endpoint() const { return node_->control_ep; }
 std::string ZmqTransport::bulk_endpoint() const { return node_->bulk_ep; }
 

@@ -100,9 +100,15 @@ struct ZmqOptions {
   // Where reasons are logged (rejected frames, peers declared dead or rejoining); default stderr.
   std::function<void(const std::string&)> log;
   // Called before each message to another rank leaves, from the sending thread (the deployment's
-  // fault layer counts them to crash a process inside a collective); returns how many of its bytes
-  // to send — fewer than `bytes` only for a deployment's `corrupt` fault, never more.
-  std::function<size_t(int dst, int tag, size_t bytes)> before_send;
+  // fault layer counts them to crash a process inside a collective); says how many of its bytes to
+  // send — fewer than `bytes` only for a deployment's `corrupt` fault, never more — and whether to
+  // send it a second time under the same sequence number (a `repeat` fault). Both make this
+  // process a hostile member, which its peers evict.
+  struct SendPlan {
+    size_t bytes;
+    bool twice = false;
+  };
+  std::function<SendPlan(int dst, int tag, size_t bytes)> before_send;
   // Data messages over k raw TCP connections per peer (the bulk plane, Boost.Asio) instead of
   // ZeroMQ's data socket: a message is received straight into the buffer of the Recv that waits
   // for it, and each message takes the first connection with less than a TCP window in flight
@@ -168,6 +174,8 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   BulkCounts bulk_counts() const;
   // The bulk plane's listening endpoint as bound ("tcp://127.0.0.1:41234"); empty without it.
   std::string bulk_endpoint() const;
+  // This process's incarnation (random, fixed for its life): peers address their data to it.
+  uint64_t incarnation() const;
 
   static constexpr size_t kMinBorrowedBytes = 64 * 1024;
 

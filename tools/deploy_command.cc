@@ -50,19 +50,23 @@ class CrashLayer {
       if (f.kind == core::FaultKind::kCorrupt && f.worker == rank && (corrupt_from_ < 0 || f.at_step < corrupt_from_)) {
         corrupt_from_ = f.at_step;
       }
+      if (f.kind == core::FaultKind::kRepeat && f.worker == rank && (repeat_from_ < 0 || f.at_step < repeat_from_)) {
+        repeat_from_ = f.at_step;
+      }
     }
   }
   void BeforeStep(int64_t step) {
     if (corrupt_from_ >= 0 && step >= corrupt_from_) corrupting_.store(true);
+    if (repeat_from_ >= 0 && step >= repeat_from_) repeating_.store(true);
     if (const auto now = crashes_.find(step); now != crashes_.end()) Die(now->second);
     const auto next = crashes_.find(step + 1);
     armed_ = next != crashes_.end() && next->second.after_sends >= 0 ? &next->second : nullptr;
     sends_left_.store(armed_ != nullptr ? armed_->after_sends : -1);
   }
-  // Returns how many of a message's `bytes` to send: 4 fewer once a corrupt fault is on.
-  size_t BeforeSend(size_t bytes) {
+  // How to send a message of `bytes`: 4 fewer once a corrupt fault is on, twice once a repeat is.
+  deploy::ZmqOptions::SendPlan BeforeSend(size_t bytes) {
     if (sends_left_.load() >= 0 && sends_left_.fetch_sub(1) == 0) Die(*armed_);
-    return corrupting_.load() && bytes >= 8 ? bytes - 4 : bytes;
+    return {corrupting_.load() && bytes >= 8 ? bytes - 4 : bytes, repeating_.load()};
   }
 
  private:
@@ -75,6 +79,8 @@ class CrashLayer {
   std::atomic<int64_t> sends_left_{-1};  // armed inside the step before a crash with after_sends
   int64_t corrupt_from_ = -1;             // a corrupt fault's first step (-1: none)
   std::atomic<bool> corrupting_{false};
+  int64_t repeat_from_ = -1;              // a repeat fault's first step (-1: none)
+  std::atomic<bool> repeating_{false};
 };
 
 using core::Status;

@@ -49,9 +49,11 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
   }
   for (size_t i = 0; i < scenario.faults.size(); ++i) {
     const core::FaultSpec& f = scenario.faults[i];
-    if (f.kind == core::FaultKind::kCorrupt && options.membership == Membership::kScripted) {
-      return core::Status::InvalidArgument("faults[" + std::to_string(i) + "]: a corrupt sender needs a deployment (narrows launch "
-                                           "or narrows worker), whose members evict it; the emulator has no eviction");
+    if ((f.kind == core::FaultKind::kCorrupt || f.kind == core::FaultKind::kRepeat) && options.membership == Membership::kScripted) {
+      return core::Status::InvalidArgument("faults[" + std::to_string(i) + "]: a " +
+                                           (f.kind == core::FaultKind::kCorrupt ? "corrupt" : "repeating") +
+                                           " sender needs a deployment (narrows launch or narrows worker), whose members "
+                                           "evict it; the emulator has no eviction");
     }
     if ((f.after_sends >= 0 || f.stall_s > 0) && options.membership == Membership::kScripted) {
       return core::Status::InvalidArgument("faults[" + std::to_string(i) + (f.after_sends >= 0 ? "].after_sends" : "].stall_s") +

@@ -7,7 +7,9 @@ namespace narrows::trainer {
 FaultPlan::FaultPlan(const std::vector<core::FaultSpec>& faults, int num_workers)
     : changes_(static_cast<size_t>(num_workers)), initially_alive_(static_cast<size_t>(num_workers), true) {
   for (const auto& f : faults) {
-    if (f.kind == core::FaultKind::kLinkDown || f.kind == core::FaultKind::kCorrupt) continue;  // not membership
+    if (f.kind == core::FaultKind::kLinkDown || f.kind == core::FaultKind::kCorrupt || f.kind == core::FaultKind::kRepeat) {
+      continue;  // not membership
+    }
     auto& c = changes_[static_cast<size_t>(f.worker)];
     if (c.empty() && f.kind == core::FaultKind::kJoin) initially_alive_[static_cast<size_t>(f.worker)] = false;
     c.push_back({f.at_step, f.kind == core::FaultKind::kJoin, f.kind == core::FaultKind::kCrash});

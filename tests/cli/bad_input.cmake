@@ -72,6 +72,9 @@ endforeach()
 file(WRITE ${WORK}/corrupt.yaml "name: corrupt\nmodel: {preset: nano}\ndata: {path: corpus.txt}\nworkers: {count: 2}\n"
      "train: {steps: 4, batch_size: 2}\nfaults: [{type: corrupt, worker: 1, at_step: 2}]\noutput: {dir: out}\n")
 expect_failure(corrupt_emulated 2 "faults[0]: a corrupt sender needs a deployment" run corrupt.yaml -q)
+file(WRITE ${WORK}/repeat.yaml "name: repeat\nmodel: {preset: nano}\ndata: {path: corpus.txt}\nworkers: {count: 2}\n"
+     "train: {steps: 4, batch_size: 2}\nfaults: [{type: repeat, worker: 1, at_step: 2}]\noutput: {dir: out}\n")
+expect_failure(repeat_emulated 2 "faults[0]: a repeating sender needs a deployment" run repeat.yaml -q)
 expect_failure(replay_nowhere 2 "nowhere/summary.json: cannot be read" replay nowhere)
 expect_failure(replay_emulated 2 "out/small_run: not a deployment's run (its clock is virtual)" replay out/small_run)
 string(FIND "${out}" "diloco-h2" at)

@@ -169,23 +169,29 @@ replayed(asyncorder)
 # well-formed, authenticated frames that no collective can use. The member that receives one evicts
 # it, every member drops it, it is told why and stops (exit 3, which launch takes as a departure);
 # the others finish without it, and the replay of the run's membership equals it bit for bit: none
-# of its pieces reached a sum.
-file(WRITE ${WORK}/hostile.yaml "name: hostile\nseed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
-     "train: {steps: 400, batch_size: 4, warmup_steps: 4}\neval: {every: 40, batches: 2, batch_size: 4}\n"
-     "workers: {count: 3}\noutput: {dir: out, log_every: 20}\n"
-     "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0, collective_timeout_s: 30}\n"
-     "faults: [{type: corrupt, worker: 2, at_step: 100}]\ncompare: [{algorithm: diloco, inner_steps: 10, name: dl}]\n")
-execute_process(COMMAND ${NARROWS} launch --local 3 hostile.yaml -q RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 120)
-file(READ ${WORK}/out/hostile/dl/events.jsonl events)
-foreach(expected "worker 2 was removed from the run" "\"type\":\"evicted\"" "message from rank 2 has"
-        "\"participants\":[0,1],\"step\":400")
-  string(FIND "${events}${err}" "${expected}" at)
-  if(NOT rc EQUAL 0 OR at EQUAL -1)
-    message(FATAL_ERROR "hostile member: exit ${rc}, expected 0 and '${expected}':\n${events}\n${out}${err}")
-  endif()
-endforeach()
-replayed(hostile)
+# of its pieces reached a sum. The same for a member that sends every message twice under one
+# sequence number (a `repeat` fault), over ZeroMQ and over the bulk plane: the second copy evicts it.
+macro(hostile name fault deploy_extra reason)
+  file(WRITE ${WORK}/${name}.yaml "name: ${name}\nseed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+       "train: {steps: 400, batch_size: 4, warmup_steps: 4}\neval: {every: 40, batches: 2, batch_size: 4}\n"
+       "workers: {count: 3}\noutput: {dir: out, log_every: 20}\n"
+       "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 1.0, collective_timeout_s: 30${deploy_extra}}\n"
+       "faults: [{type: ${fault}, worker: 2, at_step: 100}]\ncompare: [{algorithm: diloco, inner_steps: 10, name: dl}]\n")
+  execute_process(COMMAND ${NARROWS} launch --local 3 ${name}.yaml -q RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 120)
+  file(READ ${WORK}/out/${name}/dl/events.jsonl events)
+  foreach(expected "worker 2 was removed from the run" "\"type\":\"evicted\"" "${reason}"
+          "\"participants\":[0,1],\"step\":400")
+    string(FIND "${events}${err}" "${expected}" at)
+    if(NOT rc EQUAL 0 OR at EQUAL -1)
+      message(FATAL_ERROR "hostile member (${fault}): exit ${rc}, expected 0 and '${expected}':\n${events}\n${out}${err}")
+    endif()
+  endforeach()
+  replayed(${name})
+endmacro()
+hostile(hostile corrupt "" "message from rank 2 has")
+hostile(repeating repeat "" "(a repeated or reordered message)")
+hostile(repeatingbulk repeat ", bulk_streams: 1" "again (a duplicated message)")
 # Specs refused before anything starts, each with its reason: cuts need the link emulator; a typo.
 macro(refused spec reason)
   execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "${spec}"

@@ -27,7 +27,8 @@ std::string Error(const core::Status& s) {
 
 TEST(FrameTest, RoundTrip) {
   const auto payload = Payload(1000);
-  const auto h = EncodeFrameHeader(FrameType::kData, 3, -7, payload.data(), payload.size(), 0x0123456789abcdefull, 41);
+  const auto h = EncodeFrameHeader(FrameType::kData, 3, -7, payload.data(), payload.size(), 0x0123456789abcdefull, 41,
+                                   0xfedcba9876543210ull);
   ASSERT_EQ(h.size(), kFrameHeaderBytes);
   auto d = DecodeFrameHeader(h.data(), h.size(), 1 << 20);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -37,6 +38,7 @@ TEST(FrameTest, RoundTrip) {
   EXPECT_EQ(d->length, 1000u);
   EXPECT_EQ(d->incarnation, 0x0123456789abcdefull);
   EXPECT_EQ(d->seq, 41u);
+  EXPECT_EQ(d->to_incarnation, 0xfedcba9876543210ull);
   EXPECT_TRUE(VerifyFrame(h.data(), *d, payload.data(), payload.size()).ok());
   const auto empty = EncodeFrameHeader(FrameType::kHeartbeat, 0, 0, nullptr, 0);
   auto e = DecodeFrameHeader(empty.data(), empty.size(), 0);

@@ -147,10 +147,12 @@ TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
   rogue.close();
 }
 
-// Data frames are numbered per sender process: one whose number came already (repeated, or
-// reordered behind a later one) is rejected and dropped; a gap is logged and the frame kept; each
-// process claimed has its own count, so alternating claims cannot reset it.
-TEST(ZmqTransportTest, RepeatedOrReorderedDataFramesAreRejected) {
+// Data frames are numbered per sender process and addressed to a receiver process. One whose
+// number came already (repeated, or reordered behind a later one) is rejected and dropped, and if
+// the member's current process sent it, that process is evicted; a gap is logged and the frame
+// kept; each process claimed has its own count, so alternating claims cannot reset it; a frame sent
+// to another process of the receiver (queued for its predecessor) is dropped without a word.
+TEST(ZmqTransportTest, ARepeatedOrReorderedDataFrameIsRejectedAndEvictsItsSender) {
   const int port = deploy::FreeLoopbackPort();
   std::vector<std::string> logged;
   std::mutex log_mu;
@@ -165,17 +167,19 @@ TEST(ZmqTransportTest, RepeatedOrReorderedDataFramesAreRejected) {
   zmq::socket_t rogue(ctx, zmq::socket_type::push);
   rogue.set(zmq::sockopt::linger, 1000);
   rogue.connect(ts[1]->data_endpoint());
-  auto send = [&](uint64_t inc, uint64_t seq, int32_t value) {
-    const auto header = EncodeFrameHeader(FrameType::kData, 0, 6, &value, sizeof value, inc, seq);
+  const uint64_t to = ts[1]->incarnation();
+  auto send = [&](uint64_t inc, uint64_t seq, int32_t value, uint64_t to_inc) {
+    const auto header = EncodeFrameHeader(FrameType::kData, 0, 6, &value, sizeof value, inc, seq, to_inc);
     rogue.send(zmq::buffer(header), zmq::send_flags::sndmore);
     rogue.send(zmq::buffer(&value, sizeof value), zmq::send_flags::none);
   };
-  send(0xa, 0, 100);
-  send(0xa, 1, 101);
-  send(0xa, 1, 901);  // repeated
-  send(0xb, 0, 200);  // another process claimed: its own count
-  send(0xa, 0, 900);  // reordered: behind 1
-  send(0xa, 3, 103);  // a gap: kept, logged
+  send(0xa, 0, 100, to);
+  send(0xa, 1, 101, to);
+  send(0xa, 1, 901, to);      // repeated
+  send(0xb, 0, 200, to);      // another process claimed: its own count
+  send(0xa, 0, 900, to);      // reordered: behind 1
+  send(0xa, 2, 902, to + 1);  // for another process of rank 1: void, and not counted
+  send(0xa, 3, 103, to);      // a gap: kept, logged
   for (int want : {100, 101, 200, 103}) {
     int32_t got = 0;
     ASSERT_TRUE(ts[1]->Recv(0, 6, &got, sizeof got, 5.0).ok()) << want;
@@ -184,12 +188,30 @@ TEST(ZmqTransportTest, RepeatedOrReorderedDataFramesAreRejected) {
   int32_t none = 0;
   EXPECT_EQ(ts[1]->Recv(0, 6, &none, sizeof none, 0.2).code(), core::StatusCode::kTimeout);
   EXPECT_EQ(ts[1]->frames_rejected(), 2);
-  std::lock_guard<std::mutex> lock(log_mu);
-  std::string all;
-  for (const auto& m : logged) all += m + "\n";
-  EXPECT_NE(all.find("data frame number 1 after 1 (a repeated or reordered message)"), std::string::npos) << all;
-  EXPECT_NE(all.find("data frame number 0 after 1"), std::string::npos) << all;
-  EXPECT_NE(all.find("messages 2 to 2 never arrived"), std::string::npos) << all;
+  EXPECT_EQ(ts[1]->Evicted(0), "");  // neither 0xa nor 0xb is rank 0's process: only refused
+  {
+    std::lock_guard<std::mutex> lock(log_mu);
+    std::string all;
+    for (const auto& m : logged) all += m + "\n";
+    EXPECT_NE(all.find("data frame number 1 after 1 (a repeated or reordered message)"), std::string::npos) << all;
+    EXPECT_NE(all.find("data frame number 0 after 1"), std::string::npos) << all;
+    EXPECT_NE(all.find("messages 2 to 2 never arrived"), std::string::npos) << all;
+  }
+  // In the name of rank 0's own process: its message arrives, a repeat evicts it, here and (with
+  // the heartbeats) at rank 0 itself, and nothing more is taken from it.
+  const uint64_t zero = ts[0]->incarnation();
+  send(zero, 0, 300, to);
+  int32_t got = 0;
+  ASSERT_TRUE(ts[1]->Recv(0, 6, &got, sizeof got, 5.0).ok());
+  EXPECT_EQ(got, 300);
+  send(zero, 0, 301, to);
+  send(zero, 1, 302, to);
+  EXPECT_EQ(ts[1]->Recv(0, 6, &got, sizeof got, 5.0).code(), core::StatusCode::kPeerUnavailable);
+  EXPECT_NE(ts[1]->Evicted(0).find("by rank 1: data frame number 0 after 0 (a repeated or reordered message)"),
+            std::string::npos) << ts[1]->Evicted(0);
+  EXPECT_EQ(ts[1]->frames_rejected(), 3);
+  for (int i = 0; i < 100 && ts[0]->Removed().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(ts[0]->Removed().find("a repeated or reordered message"), std::string::npos) << ts[0]->Removed();
   rogue.close();
 }
 
@@ -218,8 +240,8 @@ TEST(ZmqTransportTest, DataOfAReplacedIncarnationIsDropped) {
   ASSERT_EQ(ts[1]->Generation(0), 1) << "the hello of a new incarnation was not taken";
   const std::vector<uint8_t> payload(64, 7);
   ASSERT_TRUE(ts[0]->Send(1, 5, payload.data(), payload.size()).ok());  // the replaced process's
-  send(data, EncodeFrameHeader(FrameType::kData, 0, 6, payload.data(), payload.size(), successor), payload.data(),
-       payload.size());
+  send(data, EncodeFrameHeader(FrameType::kData, 0, 6, payload.data(), payload.size(), successor, 0, ts[1]->incarnation()),
+       payload.data(), payload.size());
   std::vector<uint8_t> got(64);
   ASSERT_TRUE(ts[1]->Recv(0, 6, got.data(), got.size(), 5.0).ok());
   EXPECT_EQ(got, payload);
@@ -313,9 +335,11 @@ TEST(ZmqTransportTest, TheBulkPlaneReceivesIntoTheCallersBufferBesideZeroMq) {
 }
 
 // A bulk connection's frames are handed on in their sequence order (sent 0, 2, 1: received 0, 1,
-// 2), a repeated sequence number is rejected and dropped, and a corrupt frame is rejected while the
-// frames after it still arrive (into the buffer of a Recv that the corrupt one was read into).
-TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreDropped) {
+// 2), a corrupt frame is rejected while the frames after it still arrive (into the buffer of a Recv
+// that the corrupt one was read into), a repeated sequence number is rejected with its connection
+// (and evicts the member if its current process sent it), and a connection opened to another
+// process of the receiver (its predecessor on the same port) is closed without a word.
+TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreRefused) {
   const int port = deploy::FreeLoopbackPort();
   std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
   opts[0].bulk_streams = opts[1].bulk_streams = 1;
@@ -323,29 +347,36 @@ TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreDropped) {
   ASSERT_TRUE(ts[0] && ts[1]);
   const std::string ep = ts[1]->bulk_endpoint();
   ASSERT_FALSE(ep.empty());
+  const uint64_t to = ts[1]->incarnation();
   // Rank 0's own connection says hello first (a message over it has arrived), so that the one
   // below is the newer process.
   int32_t first = 7;
   ASSERT_TRUE(ts[0]->Send(1, 8, &first, 4).ok());
   ASSERT_TRUE(ts[1]->Recv(0, 8, &first, 4, 5.0).ok());
-  const int fd = ConnectRaw(ep);
+  int fd = ConnectRaw(ep);
   ASSERT_GE(fd, 0);
   auto put = [&](const std::vector<uint8_t>& bytes) {
     ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
   };
+  auto closed = [&] {  // whether the receiver closed the connection within 5 s
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    return ::recv(fd, &c, 1, 0) == 0;
+  };
   // As a new process of rank 0 (its own incarnation), then frames with sequence numbers.
-  put(EncodeFrameHeader(FrameType::kBulkHello, 0, 0, nullptr, 0, 0x5eed));
+  uint64_t from = 0x5eed;
+  put(EncodeFrameHeader(FrameType::kBulkHello, 0, 0, nullptr, 0, from, 0, to));
   auto frame = [&](uint64_t seq, int32_t value, bool corrupt = false) {
     std::vector<uint8_t> body(4);
     std::memcpy(body.data(), &value, 4);
-    auto bytes = EncodeFrameHeader(FrameType::kBulk, 0, 8, body.data(), body.size(), 0x5eed, seq);
+    auto bytes = EncodeFrameHeader(FrameType::kBulk, 0, 8, body.data(), body.size(), from, seq, to);
     if (corrupt) body[0] ^= 1;
     bytes.insert(bytes.end(), body.begin(), body.end());
     put(bytes);
   };
   frame(0, 100);
   frame(2, 102);
-  frame(0, 999);        // a duplicate
   frame(1, 101);
   for (int want : {100, 101, 102}) {
     int32_t got = 0;
@@ -363,10 +394,35 @@ TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreDropped) {
   receiver.join();
   EXPECT_EQ(got, 104);
   EXPECT_GE(ts[1]->bulk_counts().into_receiver, 1);
+  frame(0, 999);  // a duplicate, from a process that is not rank 0's current one: refused, not evicted
+  EXPECT_TRUE(closed());
+  ::close(fd);
   int32_t none = 0;
   EXPECT_EQ(ts[1]->Recv(0, 8, &none, 4, 0.2).code(), core::StatusCode::kTimeout);
   EXPECT_EQ(ts[1]->frames_rejected(), 2);
+  EXPECT_EQ(ts[1]->Evicted(0), "");
+  // Opened to another process of rank 1: closed, nothing counted.
+  fd = ConnectRaw(ep);
+  ASSERT_GE(fd, 0);
+  put(EncodeFrameHeader(FrameType::kBulkHello, 0, 0, nullptr, 0, from, 0, to + 1));
+  EXPECT_TRUE(closed());
   ::close(fd);
+  EXPECT_EQ(ts[1]->frames_rejected(), 2);
+  // In the name of rank 0's current process: a repeat evicts it.
+  from = ts[0]->incarnation();
+  fd = ConnectRaw(ep);
+  ASSERT_GE(fd, 0);
+  put(EncodeFrameHeader(FrameType::kBulkHello, 0, 0, nullptr, 0, from, 0, to));
+  frame(0, 200);
+  ASSERT_TRUE(ts[1]->Recv(0, 8, &got, 4, 5.0).ok());
+  EXPECT_EQ(got, 200);
+  frame(0, 201);
+  EXPECT_TRUE(closed());
+  ::close(fd);
+  EXPECT_EQ(ts[1]->Recv(0, 8, &got, 4, 5.0).code(), core::StatusCode::kPeerUnavailable);
+  EXPECT_NE(ts[1]->Evicted(0).find("sequence number 0 again (a duplicated message)"), std::string::npos)
+      << ts[1]->Evicted(0);
+  EXPECT_EQ(ts[1]->frames_rejected(), 3);
 }
 
 // With CURVE the bulk plane is sealed: a connection whose hello is plain, sealed with another
@@ -390,7 +446,8 @@ TEST(ZmqTransportTest, TheSealedBulkPlaneAdmitsOnlyTheClustersHellos) {
   auto knock = [&](const std::vector<uint8_t>& payload) {
     const int fd = ConnectRaw(ep);
     ASSERT_GE(fd, 0);
-    auto bytes = EncodeFrameHeader(FrameType::kBulkHello, 0, 0, payload.data(), payload.size(), 0x5eed);
+    auto bytes = EncodeFrameHeader(FrameType::kBulkHello, 0, 0, payload.data(), payload.size(), 0x5eed, 0,
+                                   ts[1]->incarnation());
     bytes.insert(bytes.end(), payload.begin(), payload.end());
     ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
     fds.push_back(fd);

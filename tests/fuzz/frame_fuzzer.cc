@@ -1,5 +1,5 @@
 // libFuzzer target for the wire frame decoder: any bytes off the network, split as a receiver
-// splits them (44-byte header part, the rest as the payload part), must be decoded or rejected
+// splits them (52-byte header part, the rest as the payload part), must be decoded or rejected
 // with a reason — never crash, never read past the input, never accept a frame whose checksum or
 // length disagrees. Built by tools/fuzz with clang (-fsanitize=fuzzer,address,undefined).
 #include <cstddef>
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (verified.ok()) {
     // An accepted frame re-encodes to the same header: nothing outside the checksum was accepted.
     const auto again = narrows::deploy::EncodeFrameHeader(header->type, header->src, header->tag, payload, payload_size,
-                                                        header->incarnation, header->seq);
+                                                        header->incarnation, header->seq, header->to_incarnation);
     for (size_t i = 0; i < kFrameHeaderBytes; ++i) {
       if (again[i] != data[i]) std::abort();
     }
