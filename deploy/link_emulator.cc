@@ -1,5 +1,6 @@
 #include "deploy/link_emulator.h"
 
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,10 +41,14 @@ struct LinkEmulator::Impl {
 
   LinkEmulatorOptions o;
   std::vector<TunDevice> tuns;
-  asio::io_context io;
+  asio::io_context io{1};  // one thread runs it: no locking inside
   std::vector<std::unique_ptr<asio::posix::stream_descriptor>> devices;
   std::vector<std::vector<uint8_t>> read_buffers;
   asio::steady_timer timer{io};
+  // The timer waits for the earliest event; it is set again only for a sooner one (setting it costs
+  // system calls, and nearly every packet's event comes after those already waiting).
+  bool armed = false;
+  double armed_at = 0.0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   uint64_t order = 0;
   std::vector<LinkState> links;
@@ -63,6 +68,14 @@ struct LinkEmulator::Impl {
         asio::buffer(read_buffers[static_cast<size_t>(w)]), [this, w](const boost::system::error_code& ec, size_t n) {
           if (ec) return;  // closed: the loop is stopping
           OnPacket(w, n);
+          // What else the device has queued is read at once (the descriptor is non-blocking once
+          // Asio waited on it), up to a bound so that other devices and due events are not starved.
+          auto& buffer = read_buffers[static_cast<size_t>(w)];
+          for (int i = 0; i < 64; ++i) {
+            const ssize_t more = ::read(tuns[static_cast<size_t>(w)].fd, buffer.data(), buffer.size());
+            if (more <= 0) break;
+            OnPacket(w, static_cast<size_t>(more));
+          }
           Read(w);
         });
   }
@@ -127,9 +140,14 @@ struct LinkEmulator::Impl {
 
   void Arm() {
     if (events.empty()) return;
-    timer.expires_at(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(events.top().at)));
+    const double at = events.top().at;
+    if (armed && at >= armed_at) return;  // the wait set already ends first
+    armed = true;
+    armed_at = at;
+    timer.expires_at(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
     timer.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;  // re-armed or stopping
+      if (ec) return;  // set again for a sooner event (that wait is pending), or stopping
+      armed = false;
       const double now = Now();
       while (!events.empty() && events.top().at <= now) {
         Event e = events.top();
@@ -189,6 +207,7 @@ LinkEmulator::~LinkEmulator() {
 void LinkEmulator::Start() {
   Impl& x = *impl_;
   x.start = Clock::now();
+  for (const auto& tun : x.tuns) ::fcntl(tun.fd, F_SETFL, ::fcntl(tun.fd, F_GETFL) | O_NONBLOCK);  // Read drains with ::read
   for (int w = 0; w < x.o.workers; ++w) x.Read(w);
   x.thread = std::thread([&x] {
     x.io.run();

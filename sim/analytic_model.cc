@@ -56,10 +56,67 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   if (busy) {
     queue.push_back(std::move(flow));
   } else {
+    Begin(flow);
     flows_.push_back(std::move(flow));
     Recompute();
   }
   return id;
+}
+
+void AnalyticModel::Begin(Flow& f) {
+  if (!options_.slow_start) return;
+  const double initial = options_.initial_window_segments * (options_.mss_bytes * options_.wire_bytes_per_byte) * 8.0;
+  auto [it, fresh] = connections_.try_emplace(f.pair);
+  Connection& c = it->second;
+  if (fresh) c.window_bits = initial;
+  const double rtt = Rtt(f);
+  if (c.idle_since >= 0.0) {
+    // Linux's tcp_cwnd_restart: idle for longer than an RTO, the window is halved once for each
+    // further RTO of idleness, down to the initial window.
+    const double rto = rtt + options_.min_rto_s;
+    double idle = now_ - c.idle_since;
+    if (idle > rto) {
+      for (idle -= rto; idle > 0.0 && c.window_bits > initial; idle -= rto) c.window_bits /= 2.0;
+      c.window_bits = std::max(c.window_bits, initial);
+    }
+  }
+  f.window_bps = c.window_bits / rtt;
+  f.window_at = now_ + rtt;
+  f.window_sent_bits = 0.0;
+}
+
+void AnalyticModel::End(const Flow& f) {
+  if (!options_.slow_start) return;
+  Connection& c = connections_[f.pair];
+  // The bits of its last round trip are acknowledged after it: they grow the window for the next.
+  if (f.window_at < kNever && f.rate_bps >= f.window_bps * (1.0 - 1e-9)) c.window_bits += f.window_sent_bits;
+  c.idle_since = now_;
+}
+
+double AnalyticModel::NextWindowGrowth() const {
+  double t = kNever;
+  for (const auto& f : flows_) t = std::min(t, f.window_at);
+  return t;
+}
+
+bool AnalyticModel::GrowWindows() {
+  bool changed = false;
+  for (auto& f : flows_) {
+    if (f.window_at > now_) continue;
+    Connection& c = connections_[f.pair];
+    const double rtt = Rtt(f);
+    // Slow start: the window grows by what was acknowledged, the bits sent a round trip ago, while
+    // it is what limits the flow (Linux grows a window only while it is used).
+    if (f.rate_bps >= f.window_bps * (1.0 - 1e-9)) c.window_bits += f.window_sent_bits;
+    f.window_sent_bits = 0.0;
+    f.window_bps = c.window_bits / rtt;
+    // Once the window exceeds what the route's slowest link carries it can no longer limit.
+    double slowest = kNever;
+    for (int l : f.route) slowest = std::min(slowest, bandwidth_[static_cast<size_t>(l)]);
+    f.window_at = f.window_bps > slowest ? kNever : now_ + rtt;
+    changed = true;
+  }
+  return changed;
 }
 
 double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) const {
@@ -79,7 +136,8 @@ double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) c
 }
 
 void AnalyticModel::Recompute() {
-  for (auto& f : flows_) f.cap_bps = LossCap(f.route, f.latency_s);  // bursts move the loss
+  // Bursts move the loss; the window caps too.
+  for (auto& f : flows_) f.cap_bps = std::min(LossCap(f.route, f.latency_s), f.window_bps);
   // Max-min fairness by progressive filling: raise all unfrozen flows' rates together until a link
   // saturates or a flow reaches its cap; freeze those flows; repeat.
   std::vector<double> capacity = bandwidth_;
@@ -137,7 +195,7 @@ double AnalyticModel::NextScheduleChange(bool with_loss_switches) const {
 double AnalyticModel::NextEventTime() const {
   // Loss switches go on for ever; they are events only while something is being sent (AdvanceTo
   // walks those it passes).
-  double t = std::min(NextCompletion(), NextScheduleChange(!flows_.empty()));
+  double t = std::min({NextCompletion(), NextScheduleChange(!flows_.empty()), NextWindowGrowth()});
   if (!in_flight_.empty()) t = std::min(t, in_flight_.begin()->first);
   return t;
 }
@@ -146,6 +204,7 @@ void AnalyticModel::Progress(double dt) {
   for (auto& f : flows_) {
     if (f.rate_bps > 0 && dt > 0) f.moved_s = now_ + dt;
     f.remaining_bits -= f.rate_bps * dt;
+    f.window_sent_bits += f.rate_bps * dt;
     for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
   }
 }
@@ -153,7 +212,7 @@ void AnalyticModel::Progress(double dt) {
 void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
   while (true) {
     const double deliver = in_flight_.empty() ? kNever : in_flight_.begin()->first;
-    const double step_to = std::max(now_, std::min({NextCompletion(), NextScheduleChange(), deliver, t}));
+    const double step_to = std::max(now_, std::min({NextCompletion(), NextScheduleChange(), NextWindowGrowth(), deliver, t}));
     Progress(step_to - now_);
     now_ = step_to;
     bool changed = false;
@@ -164,11 +223,13 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
       if (flows_[i].remaining_bits <= kEpsBits + flows_[i].rate_bps * resolution) {
         in_flight_.emplace(now_ + flows_[i].latency_s, flows_[i].id);
         const int pair = flows_[i].pair;
+        End(flows_[i]);
         flows_.erase(flows_.begin() + static_cast<long>(i));
         auto q = queued_.find(pair);
         if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
           flows_.push_back(std::move(q->second.front()));
           flows_.back().moved_s = now_;  // it waited behind its predecessor until now
+          Begin(flows_.back());
           q->second.erase(q->second.begin());
         }
         changed = true;
@@ -187,6 +248,7 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
         changed = true;
       }
     }
+    if (GrowWindows()) changed = true;
     if (changed) Recompute();
     while (!in_flight_.empty() && in_flight_.begin()->first <= now_) {
       delivered->push_back({in_flight_.begin()->second, in_flight_.begin()->first});
@@ -209,9 +271,12 @@ NetworkModel::Stalest AnalyticModel::StalestFlow() const {
 namespace narrows::sim {
 namespace {
 
-// network.analytic: the loss cap's minimum retransmission timeout. The MTU sets the header overhead.
+// network.analytic: the loss cap's minimum retransmission timeout, and the window model. The MTU
+// sets the header overhead.
 struct AnalyticScenarioOptions : core::PluginOptions {
   double min_rto_s = 1.0;
+  bool slow_start = false;
+  int initial_window_segments = 10;
 };
 
 NetworkModelPlugin AnalyticPlugin() {
@@ -220,6 +285,8 @@ NetworkModelPlugin AnalyticPlugin() {
   p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
     auto o = std::make_shared<AnalyticScenarioOptions>();
     o->min_rto_s = r.Double("min_rto_s", 1.0, 0.001, 60.0);
+    o->slow_start = r.Bool("slow_start", false);
+    o->initial_window_segments = static_cast<int>(r.Int("initial_window_segments", 10, 1, 1000));
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -227,6 +294,8 @@ NetworkModelPlugin AnalyticPlugin() {
     // A scenario built in code rather than parsed has no block: the defaults.
     if (const auto* own = dynamic_cast<const AnalyticScenarioOptions*>(sc.network.model_options.get())) {
       o.min_rto_s = own->min_rto_s;
+      o.slow_start = own->slow_start;
+      o.initial_window_segments = own->initial_window_segments;
     }
     return std::make_unique<AnalyticModel>(std::move(topology), o);
   };

@@ -7,7 +7,11 @@
 // MSS/RTT * 1.22/sqrt(p) (RTT twice the path latency) and whose second is the time spent in
 // retransmission timeouts, which dominates from a few percent of loss. Messages between one pair of
 // workers share one connection, as over TCP: they are transmitted one after another, in the order
-// sent, so they also arrive in that order. Deterministic.
+// sent, so they also arrive in that order. With `slow_start`, each connection also has a congestion
+// window: a flow is capped at window / RTT, the window starts at `initial_window_segments` and grows
+// by the bytes acknowledged (doubling each round trip while it is what limits the flow), and a
+// connection idle for longer than an RTO restarts it, halved once per RTO of idleness down to the
+// initial window (Linux's tcp_slow_start_after_idle, RFC 2861). Deterministic.
 #pragma once
 
 #include <map>
@@ -22,6 +26,10 @@ struct AnalyticOptions {
   // The loss cap's retransmission timeout: RFC 6298's minimum of 1 s, which ns-3 keeps (Linux's is
   // 0.2 s); the timeout used is the larger of it and four round trips.
   double min_rto_s = 1.0;
+  // The window model (see above); off, a flow runs at its fair share from its first bit. The
+  // restart's RTO is Linux's form, the round trip plus min_rto_s (0.2 s on Linux).
+  bool slow_start = false;
+  int initial_window_segments = 10;  // Linux's (RFC 6928)
   // TCP over IPv4 with the timestamp option: 52 header bytes in every MTU-sized packet.
   static AnalyticOptions ForMtu(int mtu);
 };
@@ -48,7 +56,26 @@ class AnalyticModel : public NetworkModel {
     double cap_bps;  // Padhye's on the route's current loss (Recompute)
     double latency_s;
     double moved_s;  // the last time any of its bits moved (its start until then)
+    // slow_start: the cap of its connection's window, when the window next grows (kNever: it no
+    // longer can limit the flow) and the bits sent since it last grew.
+    double window_bps = kNever;
+    double window_at = kNever;
+    double window_sent_bits = 0.0;
   };
+  // slow_start: a connection's (one per ordered pair of workers) window in wire bits, and since
+  // when it has had nothing to send (-1: never used).
+  struct Connection {
+    double window_bits = 0.0;
+    double idle_since = -1.0;
+  };
+  double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
+  // A flow begins to transmit now: its connection's window, restarted after idleness.
+  void Begin(Flow& f);
+  // A flow's last bit left: what its window still gained, and the connection idle from now.
+  void End(const Flow& f);
+  // The window growths due at now_; true if any cap changed.
+  bool GrowWindows();
+  double NextWindowGrowth() const;
   double LossCap(const std::vector<int>& route, double latency_s) const;
   void Recompute();
   void Progress(double dt);
@@ -64,6 +91,7 @@ class AnalyticModel : public NetworkModel {
   std::vector<Flow> flows_;             // transmitting
   std::map<int, std::vector<Flow>> queued_;  // per pair, waiting for the pair's current flow
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
+  std::map<int, Connection> connections_;     // slow_start: by pair
   double now_ = 0.0;
   int64_t next_id_ = 0;
   LinkCounters counters_;

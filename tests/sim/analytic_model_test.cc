@@ -81,6 +81,50 @@ TEST(AnalyticModelTest, MessagesOfOnePairArriveInOrder) {
   EXPECT_NEAR(t[1], 0.001 + (8'000'032 + 8'000'000) / 1e9, 1e-9);
 }
 
+// Slow start by round trips: a window of w bits sends w in a round trip and doubles; a flow of
+// `bits` from window `w` ends when the last of them leaves (its delivery one latency later).
+double SlowStartSeconds(double bits, double w, double rtt, double bandwidth) {
+  double t = 0.0;
+  while (bits > 0.0) {
+    const double rate = std::min(w / rtt, bandwidth);
+    if (bits <= rate * rtt) return t + bits / rate;
+    bits -= rate * rtt;
+    t += rtt;
+    w *= 2.0;
+  }
+  return t;
+}
+
+// With slow start a fresh connection opens from 10 segments and doubles its window each round trip;
+// a message soon after keeps the window grown; after a long idle period the window restarts, as
+// Linux's does; without it the same message costs alpha + S/B.
+TEST(AnalyticModelTest, SlowStartOpensTheWindowAndRestartsItAfterIdle) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  const double latency = 0.050, bandwidth = 1e9, bits = 8e6;
+  const double path = Topology::Star(UniformLinks(2, bandwidth, latency)).PathLatency(0, 1), rtt = 2 * path;
+  const double initial = 10 * 1460 * 8.0;
+  const double fresh = SlowStartSeconds(bits, initial, rtt, bandwidth);
+  EXPECT_GT(fresh, 6 * rtt);  // 63 windows of 10 segments are 7.4 Mbit: a seventh round trip
+  const double window = 64 * initial + (bits - 63 * initial);  // what the first flow's ACKs opened
+  const double rto = rtt + o.min_rto_s;
+  // Then the same message again: sent as the first arrives (idle for one latency, under an RTO) it
+  // keeps the open window; after 1.5 RTOs of idleness the window is halved once; after ten seconds
+  // (33 RTOs) it is back to 10 segments, a fresh connection's time.
+  for (const auto& [idle, w] : std::vector<std::pair<double, double>>{{path, window}, {1.5 * rto, window / 2}, {10.0, initial}}) {
+    AnalyticModel model(Topology::Star(UniformLinks(2, bandwidth, latency)), o);
+    const double first = SimulateMessages(model, {{0, 1, 1'000'000, 0.0}})[0];
+    EXPECT_NEAR(first, fresh + path, 1e-9);
+    const double at = first - path + idle;  // idle since its last bit left
+    const double second = SimulateMessages(model, {{0, 1, 1'000'000, at}})[0];
+    EXPECT_NEAR(second - at, SlowStartSeconds(bits, w, rtt, bandwidth) + path, 1e-9) << "idle " << idle;
+  }
+  // Off: alpha + S/B.
+  AnalyticModel plain(Topology::Star(UniformLinks(2, bandwidth, latency)));
+  EXPECT_NEAR(SimulateMessages(plain, {{0, 1, 1'000'000, 0.0}})[0], path + bits / bandwidth, 1e-9);
+}
+
 TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
   AnalyticModel model(Topology::Star(UniformLinks(2, 1e9, 0.050, 0.01)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});

@@ -9,6 +9,14 @@ NARROWS = HERE / "build" / "narrows"
 SCENARIO = HERE / "tools" / "bench" / "fidelity.yaml"
 OUT = HERE / "tools" / "bench" / "out" / "fidelity"
 ENTRIES = {"ddp": "{algorithm: ddp, overlap: false, name: ddp}", "diloco-h8": "diloco-h8"}
+# The predictions: the analytic model as a flow model (alpha + S/B), the analytic model with its
+# window (slow start from 10 segments, restarted after an idle RTO with Linux's 0.2 s minimum), and
+# ns-3.
+MODELS = {"analytic": ["--set", "network.model=analytic"],
+          "analytic-ss": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
+                          "--set", "network.analytic.min_rto_s=0.2"],
+          "ns3": ["--set", "network.model=ns3"]}
+LABELS = {"analytic": "analytic", "analytic-ss": "+window", "ns3": "ns-3"}
 RATES = [50, 200]
 
 
@@ -34,6 +42,8 @@ LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"
 
 def main():
     linkemu = "--linkemu" in sys.argv[1:]
+    # --reuse: the real runs already under OUT are read back, not run again (predictions only).
+    reuse = "--reuse" in sys.argv[1:]
     # The real side's TCP congestion control and the ns-3 model's, the same (linkemu only).
     tcp = sys.argv[sys.argv.index("--tcp") + 1] if "--tcp" in sys.argv else "cubic"
     OUT.mkdir(parents=True, exist_ok=True)
@@ -58,7 +68,9 @@ def main():
         for entry, spec in ENTRIES.items():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
-            if linkemu:
+            if reuse:
+                pass
+            elif linkemu:
                 run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
                      "--set", f"name={real_name}"])
             else:
@@ -69,29 +81,29 @@ def main():
             real_compute = sum(per_worker) / len(per_worker)
             speeds = ", ".join(f"{real_compute / c:.4f}" for c in per_worker)
             row = {"rate": rate, "entry": entry, "steps": steps, "real": real_t / steps}
-            for model in ["analytic", "ns3"]:
+            for model, model_sets in MODELS.items():
                 name = f"pred-{model}-{rate}-{entry}"
                 variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] if linkemu and model == "ns3" else []
-                run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", "--set", f"network.model={model}",
+                run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets,
                      "--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops[entry] / real_compute:.6g}",
                      "--set", f"workers.speed=[{speeds}]"])
                 row[model] = result(name, entry)[0] / steps
             rows.append(row)
             print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
-    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} {'analytic':>9} {'error':>7} {'ns-3':>9} {'error':>7}")
-    errors = {"analytic": [], "ns3": []}
+    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in MODELS))
+    errors = {m: [] for m in MODELS}
     for r in rows:
         e = {m: (r[m] - r["real"]) / r["real"] for m in errors}
         for m in errors:
             errors[m].append(abs(e[m]))
-        print(f"{r['rate']:>11} {r['entry']:<10} {r['real']:>11.3f} {r['analytic']:>9.3f} {100 * e['analytic']:>+6.1f}% "
-              f"{r['ns3']:>9.3f} {100 * e['ns3']:>+6.1f}%")
+        print(f"{r['rate']:>11} {r['entry']:<10} {r['real']:>11.3f} " +
+              " ".join(f"{r[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in MODELS))
     for m, errs in errors.items():
         print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
               f"(target: mean <= 5%, max <= 10%)")
     for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
-        for m in ["analytic", "ns3"]:
+        for m in MODELS:
             same = (by["ddp"]["real"] < by["diloco-h8"]["real"]) == (by["ddp"][m] < by["diloco-h8"][m])
             print(f"{rate}, {m}: DDP-versus-DiLoCo ranking {'preserved' if same else 'NOT preserved'}")
 
