@@ -100,7 +100,7 @@ def main():
               " ".join(f"{r[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in MODELS))
     for m, errs in errors.items():
         print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
-              f"(target: mean <= 5%, max <= 10%)")
+              f"(target: {'mean <= 2%, max <= 5%' if linkemu else 'mean <= 5%, max <= 10%'})")
     for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
         for m in MODELS:
