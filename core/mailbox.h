@@ -41,7 +41,14 @@ class Mailbox {
   Mailbox(int owner, int world_size) : owner_(owner), world_size_(world_size) {}
 
   void Put(int src, int tag, Payload payload) {
+    queued_bytes_[src] += static_cast<int64_t>(payload.size());
     queues_[{src, tag}].push_back(Arrival{arrivals_++, std::move(payload)});
+  }
+
+  // The bytes of the messages from `src` queued and not yet taken.
+  int64_t QueuedBytes(int src) const {
+    auto it = queued_bytes_.find(src);
+    return it == queued_bytes_.end() ? 0 : it->second;
   }
 
   // Removes and returns the earliest arrival with `tag` from `src` (kAnySource: from any rank);
@@ -62,6 +69,7 @@ class Mailbox {
     if (earliest == nullptr) return std::nullopt;
     Envelope<Payload> out{from, tag, std::move(earliest->front().payload)};
     earliest->pop_front();
+    queued_bytes_[from] -= static_cast<int64_t>(out.payload.size());
     if (from != owner_ && (expected_bytes == kAnySize || out.payload.size() == expected_bytes)) {
       received_.bytes_received += static_cast<int64_t>(out.payload.size());
       ++received_.messages_received;
@@ -81,6 +89,7 @@ class Mailbox {
     for (auto it = queues_.begin(); it != queues_.end();) {
       it = it->first.first == src ? queues_.erase(it) : std::next(it);
     }
+    queued_bytes_.erase(src);
   }
 
   // Drops every queued message for which stale(src, tag) holds; returns how many.
@@ -90,6 +99,7 @@ class Mailbox {
     for (auto it = queues_.begin(); it != queues_.end();) {
       if (stale(it->first.first, it->first.second)) {
         dropped += static_cast<int64_t>(it->second.size());
+        for (const Arrival& a : it->second) queued_bytes_[it->first.first] -= static_cast<int64_t>(a.payload.size());
         it = queues_.erase(it);
       } else {
         ++it;
@@ -109,6 +119,7 @@ class Mailbox {
   int owner_, world_size_;
   std::map<std::pair<int, int>, std::deque<Arrival>> queues_;  // (source, tag) -> arrival order
   uint64_t arrivals_ = 0;                                      // orders arrivals across sources
+  std::map<int, int64_t> queued_bytes_;                        // per source, of what is queued
   TransportStats received_;
 };
 

@@ -302,6 +302,15 @@ void ReadDeploy(Section d, Scenario& sc) {
   } else {
     d.ErrorAt("bulk_streams", "expected auto or an integer in [0, 64], got '" + streams + "'");
   }
+  // max_queued_mb: auto, or megabytes (0: no bound).
+  const std::string queued = d.Has("max_queued_mb") ? d.String("max_queued_mb", "auto") : "auto";
+  if (queued == "auto") {
+    dep.max_queued_mb = DeploySpec::kAutoMaxQueued;
+  } else if (!queued.empty() && queued.find_first_not_of("0123456789") == std::string::npos) {
+    dep.max_queued_mb = d.Int("max_queued_mb", 0, 0, int64_t{1} << 30);
+  } else {
+    d.ErrorAt("max_queued_mb", "expected auto or a whole number of megabytes (0: no bound), got '" + queued + "'");
+  }
   if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");
   d.Finish();
 }

@@ -208,6 +208,11 @@ struct DeploySpec {
   // 0: ZeroMQ; kAutoBulkStreams: from the network's bandwidth-delay product.
   int64_t bulk_streams = 0;
   static constexpr int64_t kAutoBulkStreams = -1;
+  // Per sender, the bytes of its messages queued unread at a receiver beyond which the receiver
+  // evicts it (a member that floods messages no receive takes); 0: no bound; kAutoMaxQueued: 1 GiB
+  // plus four times the model's float32 size (more than any collective queues).
+  int64_t max_queued_mb = kAutoMaxQueued;
+  static constexpr int64_t kAutoMaxQueued = -1;
 };
 
 // One entry of `compare:`: what the scenario reads itself (name, algorithm, depth, collective), and

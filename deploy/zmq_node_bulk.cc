@@ -431,6 +431,7 @@ struct ZmqTransport::Node::Bulk {
       p.last_seen = SteadySeconds();
       node.mailbox.Put(src, a.tag, std::move(*a.payload));
       if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+      node.BoundQueued(src);
     }
     node.cv.notify_all();
   }

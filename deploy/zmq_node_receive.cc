@@ -108,6 +108,7 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
       p.last_seen = SteadySeconds();
       mailbox.Put(src, h.tag, ZmqPayload(std::move(payload)));
       if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
+      BoundQueued(src);
     }
   }
   if (!repeated.empty()) {

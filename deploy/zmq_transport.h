@@ -95,6 +95,9 @@ struct ZmqOptions {
   double timeout_s = 5.0;            // silence after which a peer is declared dead
   double connect_timeout_s = 60.0;   // waiting for the rendezvous to complete
   uint64_t max_message_bytes = uint64_t{1} << 36;
+  // A sender whose messages queued here unread exceed this many bytes is evicted (it floods
+  // messages no receive takes: wrong tags or steps); 0: no bound.
+  uint64_t max_queued_bytes = 0;
   bool curve = false;
   CurveKeys keys;                    // with curve: the cluster key pair
   // Where reasons are logged (rejected frames, peers declared dead or rejoining); default stderr.

@@ -223,6 +223,17 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   z.bulk_streams = static_cast<int>(sc.deploy.bulk_streams == core::DeploySpec::kAutoBulkStreams
                                         ? deploy::BulkStreamsFor(sc.network.link.bandwidth_bps, 2e-3 * sc.network.link.latency_ms)
                                         : sc.deploy.bulk_streams);
+  if (sc.deploy.max_queued_mb == core::DeploySpec::kAutoMaxQueued) {
+    int64_t params = 0;  // the largest model among the entries
+    for (const auto& e : Entries(sc)) {
+      core::ModelSpec spec = sc.model;
+      if (e.n_layers > 0) spec.n_layers = e.n_layers;
+      params = std::max(params, trainer::CostOf(spec).params);
+    }
+    z.max_queued_bytes = (uint64_t{1} << 30) + 16 * static_cast<uint64_t>(params);
+  } else {
+    z.max_queued_bytes = static_cast<uint64_t>(sc.deploy.max_queued_mb) << 20;
+  }
   if (sc.deploy.security != "curve") return z;
   const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
   if (key.empty()) {

@@ -76,6 +76,11 @@ TEST(ScenarioTest, BulkStreamsAreAutoOrACount) {
             std::string::npos);
   EXPECT_NE(ErrorOf("deploy: {bulk_streams: 65}\n").find("deploy.bulk_streams: expected an integer in [0, 64]"),
             std::string::npos);
+  EXPECT_EQ(ParseScenario("name: x\n", "x")->deploy.max_queued_mb, DeploySpec::kAutoMaxQueued);
+  EXPECT_EQ(ParseScenario("deploy: {max_queued_mb: 0}\n", "x")->deploy.max_queued_mb, 0);
+  EXPECT_EQ(ParseScenario("deploy: {max_queued_mb: 4096}\n", "x")->deploy.max_queued_mb, 4096);
+  EXPECT_NE(ErrorOf("deploy: {max_queued_mb: -1}\n").find("deploy.max_queued_mb: expected auto or a whole number of megabytes"),
+            std::string::npos);
 }
 
 TEST(ScenarioTest, OverridesApplyInDottedForm) {

@@ -215,6 +215,41 @@ TEST(ZmqTransportTest, ARepeatedOrReorderedDataFrameIsRejectedAndEvictsItsSender
   rogue.close();
 }
 
+// A member that floods messages no receive takes (a tag or step nobody reads) is evicted once more
+// than max_queued_bytes of them wait at a receiver; what receives take no longer counts. Over
+// ZeroMQ and over the bulk plane.
+TEST(ZmqTransportTest, AMemberThatFloodsUnreadMessagesIsEvicted) {
+  for (int streams : {0, 1}) {
+    SCOPED_TRACE(streams ? "bulk plane" : "ZeroMQ");
+    const int port = deploy::FreeLoopbackPort();
+    std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
+    for (auto& o : opts) o.bulk_streams = streams;
+    opts[1].max_queued_bytes = 1 << 20;
+    auto ts = ConnectAll(opts);
+    ASSERT_TRUE(ts[0] && ts[1]);
+    const std::vector<uint8_t> piece(64 << 10, 3);
+    // 15 pieces (960 KiB) under a tag nobody reads: under the bound.
+    for (int i = 0; i < 15; ++i) ASSERT_TRUE(ts[0]->Send(1, 77, piece.data(), piece.size()).ok());
+    std::vector<uint8_t> got(piece.size());
+    ASSERT_TRUE(ts[0]->Send(1, 5, piece.data(), piece.size()).ok());
+    ASSERT_TRUE(ts[1]->Recv(0, 5, got.data(), got.size(), 5.0).ok());  // sent after them: they are all here
+    EXPECT_EQ(ts[1]->Evicted(0), "");
+    // Ten of them are read after all: what is read no longer counts, so ten more stay under it.
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(ts[1]->Recv(0, 77, got.data(), got.size(), 5.0).ok());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(ts[0]->Send(1, 77, piece.data(), piece.size()).ok());
+    ASSERT_TRUE(ts[0]->Send(1, 5, piece.data(), piece.size()).ok());
+    ASSERT_TRUE(ts[1]->Recv(0, 5, got.data(), got.size(), 5.0).ok());
+    EXPECT_EQ(ts[1]->Evicted(0), "");
+    // Two more pass 1 MiB: evicted, here and at the member itself.
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(ts[0]->Send(1, 77, piece.data(), piece.size()).ok());
+    for (int i = 0; i < 250 && ts[1]->Evicted(0).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(ts[1]->Evicted(0).find("of its messages wait unread, more than the 1048576 a member may queue"), std::string::npos)
+        << ts[1]->Evicted(0);
+    for (int i = 0; i < 100 && ts[0]->Removed().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(ts[0]->Removed().find("wait unread"), std::string::npos) << ts[0]->Removed();
+  }
+}
+
 // Data that a replaced process left in flight is void: once a hello announced rank 0's new
 // incarnation, frames of the old one are dropped and the new one's arrive.
 TEST(ZmqTransportTest, DataOfAReplacedIncarnationIsDropped) {
