@@ -207,7 +207,7 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
     if (!trace.ok()) return trace.status();
     ReplayAgreement a;
     a.entry = name;
-    a.rounds = static_cast<int>(algorithm == "async-diloco" ? trace->arrivals.size() : trace->members.size());
+    a.syncs = static_cast<int>(algorithm == "async-diloco" ? trace->arrivals.size() : trace->members.size());
     agreements.push_back(a);
     run.replay[name] = std::make_shared<const trainer::MembershipTrace>(std::move(*trace));
     by_name[name] = &e;
@@ -245,7 +245,7 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
     a.final_live = by_name[a.entry]->summary.value("final_val_loss", NAN);
     a.final_replay = mine->summary.value("final_val_loss", NAN);
     report["entries"].push_back({{"entry", a.entry},
-                                 {"rounds", a.rounds},
+                                 {"syncs", a.syncs},
                                  {"evaluations", a.evaluations},
                                  {"equal", a.equal},
                                  {"first_differing_step", a.first_differing_step},
@@ -261,7 +261,8 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
 Status ReplayCommand(const std::string& run_dir, const ReplayOptions& options) {
   auto agreements = ReplayRun(run_dir, options);
   if (!agreements.ok()) return agreements.status();
-  std::printf("%-16s %7s %21s %14s %14s  %s\n", "entry", "rounds", "evaluations equal", "final (run)",
+  // syncs: what the trace gave, per entry: outer steps, steps (DDP) or pushes (async DiLoCo).
+  std::printf("%-16s %7s %21s %14s %14s  %s\n", "entry", "syncs", "evaluations equal", "final (run)",
               "final (replay)", "agreement");
   bool all = true;
   for (const auto& a : *agreements) {
@@ -270,7 +271,7 @@ Status ReplayCommand(const std::string& run_dir, const ReplayOptions& options) {
         a.Equal() ? "bit for bit"
                   : "differs from step " + std::to_string(a.first_differing_step) + " (largest gap " +
                         Printf("%.3g", a.max_abs_difference) + ")";
-    std::printf("%-16s %7d %21s %14.9f %14.9f  %s\n", a.entry.c_str(), a.rounds,
+    std::printf("%-16s %7d %21s %14.9f %14.9f  %s\n", a.entry.c_str(), a.syncs,
                 (std::to_string(a.equal) + " of " + std::to_string(a.evaluations)).c_str(), a.final_live, a.final_replay,
                 verdict.c_str());
   }

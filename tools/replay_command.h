@@ -46,7 +46,9 @@ struct ReplayAgreement {
   int64_t first_differing_step = -1;
   double max_abs_difference = 0.0;
   double final_live = 0.0, final_replay = 0.0;
-  int rounds = 0;  // in the trace
+  // The synchronisations the trace gave: outer steps (DiLoCo, Streaming DiLoCo), steps (DDP) or the
+  // server's pushes (async DiLoCo).
+  int syncs = 0;
   bool Equal() const { return evaluations > 0 && equal == evaluations && final_live == final_replay; }
 };
 
