@@ -756,6 +756,7 @@ NetworkModelPlugin Ns3Plugin() {
     o->tcp = r.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}});
     o->queue_packets = r.Int("queue_packets", 0, 0, 1'000'000);
     o->fast_forward = r.Bool("fast_forward", true);
+    o->host_qdisc = r.Enum<std::string>("host_qdisc", "fq_codel", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}});
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -765,6 +766,7 @@ NetworkModelPlugin Ns3Plugin() {
     o.mtu = sc.network.mtu;
     o.queue_packets = own.queue_packets;
     o.fast_forward = own.fast_forward;
+    o.host_qdisc = own.host_qdisc;
     o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
     return std::make_unique<Ns3Model>(std::move(topology), o);
   };

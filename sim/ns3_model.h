@@ -30,17 +30,18 @@ struct Ns3Options {
   int64_t queue_packets = 0;     // switch ports (drop-tail); 0 = one bandwidth-delay product, at least 100
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
   uint32_t seed = 1;             // ns-3 random streams (loss)
-  int frame_header_bytes = 16;   // per message, as the real transport's frame header
+  int frame_header_bytes = 52;   // per message, as the real transport's frame header (deploy/frame.h)
   // Skip whole loss cycles of transfers that cycle steadily (sim/ns3_model.cc, "Fast-forward").
   bool fast_forward = true;
 };
 
 // What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
-// scenario's): the TCP variant and the switch ports' queue length.
+// scenario's): the TCP variant, the switch ports' queue length and the workers' egress queue.
 struct Ns3ScenarioOptions : core::PluginOptions {
   std::string tcp = "cubic";  // cubic, newreno or bbr (ns-3 3.37 has TcpBbr)
   int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
   bool fast_forward = true;   // false: every packet of every transfer
+  std::string host_qdisc = "fq_codel";  // or drop_tail (a switch port's queue: as the link emulator's links)
 };
 
 class Ns3Model : public NetworkModel {
