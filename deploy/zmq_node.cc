@@ -138,9 +138,9 @@ void ZmqTransport::Node::EvictPeer(int r, const std::string& why) {
   cv.notify_all();
 }
 
-void ZmqTransport::Node::BoundQueued(int r) {
+void ZmqTransport::Node::BoundQueued(int r, int64_t held) {
   if (opt.max_queued_bytes == 0) return;
-  const int64_t queued = mailbox.QueuedBytes(r);
+  const int64_t queued = mailbox.QueuedBytes(r) + held;
   if (queued <= static_cast<int64_t>(opt.max_queued_bytes)) return;
   ++rejected;
   EvictPeer(r, "by " + RankName(opt.rank) + ": " + std::to_string(queued) + " bytes of its messages wait unread, more than the " +

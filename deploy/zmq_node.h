@@ -131,9 +131,10 @@ struct ZmqTransport::Node {
   // Evicts `r`'s current incarnation: dead here, its queued data dropped, its later frames refused,
   // the eviction passed on with the heartbeats. REQUIRES: mu held.
   void EvictPeer(int r, const std::string& why);
-  // Evicts `r` if more than opt.max_queued_bytes of its messages wait unread in the mailbox (a
-  // member that floods tags or steps no receive takes). REQUIRES: mu held.
-  void BoundQueued(int r);
+  // Evicts `r` if more than opt.max_queued_bytes of its messages wait unread, in the mailbox and
+  // `held` more elsewhere (the bulk plane's, behind a missing sequence number): a member that
+  // floods tags or steps no receive takes. REQUIRES: mu held.
+  void BoundQueued(int r, int64_t held = 0);
 
   // --- the bulk plane (zmq_node_bulk.cc), with opt.bulk_streams > 0 ---------------------------
   struct Bulk;  // Boost.Asio's io_context and its thread, the listening socket and the connections

@@ -146,6 +146,7 @@ struct ZmqTransport::Node::Bulk {
     uint64_t next = 0;  // the next sequence number to hand to the mailbox
     std::map<uint64_t, int> begun;
     std::map<uint64_t, Arrived> arrived;
+    int64_t held = 0;  // bytes of the arrived messages read into buffers of ours (not a Recv's)
   };
   std::vector<Inbound> in;
 
@@ -301,6 +302,12 @@ struct ZmqTransport::Node::Bulk {
     s->forged = false;
     {
       std::lock_guard<std::mutex> lock(node.mu);
+      // A process evicted (or replaced) since its connection opened: nothing more is read from it.
+      if (node.peers[static_cast<size_t>(s->src)]->Replaced(s->inc)) {
+        boost::system::error_code ignored;
+        s->sock.close(ignored);
+        return;
+      }
       Inbound& from = in[static_cast<size_t>(s->src)];
       const uint64_t seq = s->h.seq;
       s->duplicate = s->inc == from.inc && (seq < from.next || from.begun.count(seq) > 0);
@@ -391,9 +398,13 @@ struct ZmqTransport::Node::Bulk {
       } else {
         if (intact) {
           a.payload = a.claimed ? ZmqPayload::Placed(s->target, s->h.length) : ZmqPayload(std::move(s->buffer), s->h.length);
+          if (!a.claimed) from.held += static_cast<int64_t>(s->h.length);
         }
         from.arrived.emplace(s->h.seq, std::move(a));
         HandOn(s->src);
+        // Held back behind a number that has not come, they count against the sender as queued.
+        node.BoundQueued(s->src, from.held);
+        if (node.peers[static_cast<size_t>(s->src)]->Replaced(from.inc)) Restart(from, from.inc);  // evicted: let go
       }
     }
     s->buffer.reset();
@@ -419,6 +430,7 @@ struct ZmqTransport::Node::Bulk {
     for (auto it = from.arrived.find(from.next); it != from.arrived.end(); it = from.arrived.find(from.next)) {
       Arrived a = std::move(it->second);
       from.arrived.erase(it);
+      if (a.payload && !a.claimed) from.held -= static_cast<int64_t>(a.payload->size());
       from.begun.erase(from.next);
       ++from.next;
       const bool void_now = p.state == PeerState::kDead || p.Replaced(from.inc);
@@ -431,7 +443,7 @@ struct ZmqTransport::Node::Bulk {
       p.last_seen = SteadySeconds();
       node.mailbox.Put(src, a.tag, std::move(*a.payload));
       if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
-      node.BoundQueued(src);
+      node.BoundQueued(src, from.held);
     }
     node.cv.notify_all();
   }

@@ -217,7 +217,7 @@ TEST(ZmqTransportTest, ARepeatedOrReorderedDataFrameIsRejectedAndEvictsItsSender
 
 // A member that floods messages no receive takes (a tag or step nobody reads) is evicted once more
 // than max_queued_bytes of them wait at a receiver; what receives take no longer counts. Over
-// ZeroMQ and over the bulk plane.
+// ZeroMQ and over the bulk plane, where messages held back behind a skipped number count too.
 TEST(ZmqTransportTest, AMemberThatFloodsUnreadMessagesIsEvicted) {
   for (int streams : {0, 1}) {
     SCOPED_TRACE(streams ? "bulk plane" : "ZeroMQ");
@@ -248,6 +248,37 @@ TEST(ZmqTransportTest, AMemberThatFloodsUnreadMessagesIsEvicted) {
     for (int i = 0; i < 100 && ts[0]->Removed().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_NE(ts[0]->Removed().find("wait unread"), std::string::npos) << ts[0]->Removed();
   }
+  // Over the bulk plane a member can also skip a sequence number: what it sends after it is held
+  // back, unread, and counts the same.
+  const int port = deploy::FreeLoopbackPort();
+  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
+  opts[0].bulk_streams = opts[1].bulk_streams = 1;
+  opts[1].max_queued_bytes = 1 << 20;
+  auto ts = ConnectAll(opts);
+  ASSERT_TRUE(ts[0] && ts[1]);
+  const int fd = ConnectRaw(ts[1]->bulk_endpoint());
+  ASSERT_GE(fd, 0);
+  auto put = [&](const std::vector<uint8_t>& bytes) {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  };
+  const uint64_t from = ts[0]->incarnation(), to = ts[1]->incarnation();
+  put(EncodeFrameHeader(FrameType::kBulkHello, 0, 0, nullptr, 0, from, 0, to));
+  const std::vector<uint8_t> piece(64 << 10, 5);
+  for (uint64_t seq = 1; seq <= 15; ++seq) {  // number 0 never comes: 960 KiB held
+    auto bytes = EncodeFrameHeader(FrameType::kBulk, 0, 9, piece.data(), piece.size(), from, seq, to);
+    bytes.insert(bytes.end(), piece.begin(), piece.end());
+    put(bytes);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ts[1]->Evicted(0), "");
+  for (uint64_t seq = 16; seq <= 17; ++seq) {
+    auto bytes = EncodeFrameHeader(FrameType::kBulk, 0, 9, piece.data(), piece.size(), from, seq, to);
+    bytes.insert(bytes.end(), piece.begin(), piece.end());
+    put(bytes);
+  }
+  for (int i = 0; i < 250 && ts[1]->Evicted(0).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(ts[1]->Evicted(0).find("1114112 bytes of its messages wait unread"), std::string::npos) << ts[1]->Evicted(0);
+  ::close(fd);
 }
 
 // Data that a replaced process left in flight is void: once a hello announced rank 0's new
