@@ -68,7 +68,7 @@ TEST(ScenarioTest, RunDigestIgnoresOutputAndDataPathOnly) {
   EXPECT_NE(digest("model: {preset: nano}\ntrain: {steps: 10}\n" + other + ", sampling: non-iid}\n"), base);
 }
 
-TEST(ScenarioTest, BulkStreamsAreAutoOrACount) {
+TEST(ScenarioTest, DeployBulkStreamsAndQueuedBoundAreAutoOrANumber) {
   EXPECT_EQ(ParseScenario("name: x\n", "x")->deploy.bulk_streams, 0);
   EXPECT_EQ(ParseScenario("deploy: {bulk_streams: 3}\n", "x")->deploy.bulk_streams, 3);
   EXPECT_EQ(ParseScenario("deploy: {bulk_streams: auto}\n", "x")->deploy.bulk_streams, DeploySpec::kAutoBulkStreams);
