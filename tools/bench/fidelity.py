@@ -69,7 +69,8 @@ def main():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
             if reuse:
-                pass
+                if not (OUT / real_name / "summary.json").exists():
+                    sys.exit(f"tools/bench/fidelity --reuse: no real run at {OUT / real_name} (run the bench without --reuse first)")
             elif linkemu:
                 run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
                      "--set", f"name={real_name}"])
