@@ -107,13 +107,17 @@ bool AnalyticModel::GrowWindows() {
     const double rtt = Rtt(f);
     // Slow start: the window grows by what was acknowledged, the bits sent a round trip ago, while
     // it is what limits the flow (Linux grows a window only while it is used).
-    if (f.rate_bps >= f.window_bps * (1.0 - 1e-9)) c.window_bits += f.window_sent_bits;
+    const bool limited = f.rate_bps >= f.window_bps * (1.0 - 1e-9);
+    if (limited) c.window_bits += f.window_sent_bits;
     f.window_sent_bits = 0.0;
     f.window_bps = c.window_bits / rtt;
-    // Once the window exceeds what the route's slowest link carries it can no longer limit.
+    // Once the window exceeds what the route's slowest link carries it can no longer limit. While
+    // the flow's share is below its window the window neither grows nor needs a round trip's
+    // event: it waits until Recompute finds the flow at its window again.
     double slowest = kNever;
     for (int l : f.route) slowest = std::min(slowest, bandwidth_[static_cast<size_t>(l)]);
-    f.window_at = f.window_bps > slowest ? kNever : now_ + rtt;
+    f.window_dormant = limited ? false : f.window_bps <= slowest;
+    f.window_at = f.window_bps > slowest || !limited ? kNever : now_ + rtt;
     changed = true;
   }
   return changed;
@@ -170,6 +174,14 @@ void AnalyticModel::Recompute() {
         --remaining;
         for (int l : flows_[i].route) --unfrozen_on[l];
       }
+    }
+  }
+  // A dormant window (below: GrowWindows) wakes when the flow is at its window again.
+  for (auto& f : flows_) {
+    if (f.window_dormant && f.rate_bps >= f.window_bps * (1.0 - 1e-9)) {
+      f.window_dormant = false;
+      f.window_at = now_ + Rtt(f);
+      f.window_sent_bits = 0.0;
     }
   }
 }

@@ -61,6 +61,7 @@ class AnalyticModel : public NetworkModel {
     double window_bps = kNever;
     double window_at = kNever;
     double window_sent_bits = 0.0;
+    bool window_dormant = false;  // below its window, which waits to limit it again (Recompute)
   };
   // slow_start: a connection's (one per ordered pair of workers) window in wire bits, and since
   // when it has had nothing to send (-1: never used).

@@ -125,6 +125,22 @@ TEST(AnalyticModelTest, SlowStartOpensTheWindowAndRestartsItAfterIdle) {
   EXPECT_NEAR(SimulateMessages(plain, {{0, 1, 1'000'000, 0.0}})[0], path + bits / bandwidth, 1e-9);
 }
 
+// A window that stopped growing while a shared link held its flow below it grows again once the
+// link frees up: a 200 MB flow sharing worker 0's downlink with a 20 MB one then finishes within
+// slow start's few round trips of the flow model's time, not at the shared rate.
+TEST(AnalyticModelTest, AWindowGrowsAgainWhenItsFlowsShareRises) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  const auto links = UniformLinks(3, 1e9, 0.025);
+  AnalyticModel with(Topology::Star(links), o), without(Topology::Star(links));
+  const std::vector<Message> msgs = {{1, 0, 200'000'000, 0.0}, {2, 0, 20'000'000, 0.0}};
+  const auto t = SimulateMessages(with, msgs), flow = SimulateMessages(without, msgs);
+  const double rtt = 2 * Topology::Star(links).PathLatency(1, 0);
+  EXPECT_GT(t[0], flow[0]);
+  EXPECT_LT(t[0] - flow[0], 8 * rtt) << "with the window " << t[0] << " s, without " << flow[0] << " s";
+}
+
 TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
   AnalyticModel model(Topology::Star(UniformLinks(2, 1e9, 0.050, 0.01)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});
