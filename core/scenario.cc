@@ -282,6 +282,17 @@ void ReadTrain(Section t, Scenario& sc) {
   t.Finish();
 }
 
+// A key that is `auto` (then `auto_value`) or a whole number in [0, max]; `absent` is its text when
+// the key is not given; `expected` names both forms in the error.
+int64_t AutoOrNumber(Section& d, const std::string& key, const std::string& absent, int64_t auto_value, int64_t max,
+                     const std::string& expected) {
+  const std::string text = d.Has(key) ? d.String(key, absent) : absent;
+  if (text == "auto") return auto_value;
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) return d.Int(key, 0, 0, max);
+  d.ErrorAt(key, "expected " + expected + ", got '" + text + "'");
+  return 0;
+}
+
 // deploy: a deployment over a real network (the emulator ignores it).
 void ReadDeploy(Section d, Scenario& sc) {
   DeploySpec& dep = sc.deploy;
@@ -293,24 +304,10 @@ void ReadDeploy(Section d, Scenario& sc) {
                                      {{"continue", OnFailure::kContinue}, {"stop", OnFailure::kStop}});
   dep.collective_timeout_s = d.Double("collective_timeout_s", 600.0, 0.001, 1e7, Bound::kExclusive);
   dep.checkpoint_every = d.Int("checkpoint_every", 0, 0);
-  // bulk_streams: auto, or a count of connections per peer.
-  const std::string streams = d.Has("bulk_streams") ? d.String("bulk_streams", "0") : "0";
-  if (streams == "auto") {
-    dep.bulk_streams = DeploySpec::kAutoBulkStreams;
-  } else if (!streams.empty() && streams.find_first_not_of("0123456789") == std::string::npos) {
-    dep.bulk_streams = d.Int("bulk_streams", 0, 0, 64);
-  } else {
-    d.ErrorAt("bulk_streams", "expected auto or an integer in [0, 64], got '" + streams + "'");
-  }
-  // max_queued_mb: auto, or megabytes (0: no bound).
-  const std::string queued = d.Has("max_queued_mb") ? d.String("max_queued_mb", "auto") : "auto";
-  if (queued == "auto") {
-    dep.max_queued_mb = DeploySpec::kAutoMaxQueued;
-  } else if (!queued.empty() && queued.find_first_not_of("0123456789") == std::string::npos) {
-    dep.max_queued_mb = d.Int("max_queued_mb", 0, 0, int64_t{1} << 30);
-  } else {
-    d.ErrorAt("max_queued_mb", "expected auto or a whole number of megabytes (0: no bound), got '" + queued + "'");
-  }
+  // bulk_streams: auto, or a count of connections per peer; max_queued_mb: auto, or megabytes (0: no bound).
+  dep.bulk_streams = AutoOrNumber(d, "bulk_streams", "0", DeploySpec::kAutoBulkStreams, 64, "auto or an integer in [0, 64]");
+  dep.max_queued_mb = AutoOrNumber(d, "max_queued_mb", "auto", DeploySpec::kAutoMaxQueued, int64_t{1} << 30,
+                                   "auto or a whole number of megabytes (0: no bound)");
   if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");
   d.Finish();
 }

@@ -138,13 +138,17 @@ void ZmqTransport::Node::EvictPeer(int r, const std::string& why) {
   cv.notify_all();
 }
 
+void ZmqTransport::Node::EvictSender(int r, const std::string& why) {
+  ++rejected;
+  EvictPeer(r, "by " + RankName(opt.rank) + ": " + why);
+}
+
 void ZmqTransport::Node::BoundQueued(int r, int64_t held) {
   if (opt.max_queued_bytes == 0) return;
   const int64_t queued = mailbox.QueuedBytes(r) + held;
   if (queued <= static_cast<int64_t>(opt.max_queued_bytes)) return;
-  ++rejected;
-  EvictPeer(r, "by " + RankName(opt.rank) + ": " + std::to_string(queued) + " bytes of its messages wait unread, more than the " +
-                   std::to_string(opt.max_queued_bytes) + " a member may queue (deploy.max_queued_mb)");
+  EvictSender(r, std::to_string(queued) + " bytes of its messages wait unread, more than the " +
+                     std::to_string(opt.max_queued_bytes) + " a member may queue (deploy.max_queued_mb)");
 }
 
 std::string ZmqTransport::Node::Unavailable(int r) const {

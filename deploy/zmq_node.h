@@ -131,6 +131,9 @@ struct ZmqTransport::Node {
   // Evicts `r`'s current incarnation: dead here, its queued data dropped, its later frames refused,
   // the eviction passed on with the heartbeats. REQUIRES: mu held.
   void EvictPeer(int r, const std::string& why);
+  // Evicts `r`'s current incarnation for a frame it sent (counted as rejected), naming this rank
+  // and `why`. REQUIRES: mu held.
+  void EvictSender(int r, const std::string& why);
   // Evicts `r` if more than opt.max_queued_bytes of its messages wait unread, in the mailbox and
   // `held` more elsewhere (the bulk plane's, behind a missing sequence number): a member that
   // floods tags or steps no receive takes. REQUIRES: mu held.

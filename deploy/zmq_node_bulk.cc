@@ -376,8 +376,7 @@ struct ZmqTransport::Node::Bulk {
       {
         std::lock_guard<std::mutex> lock(node.mu);
         if (node.peers[static_cast<size_t>(s->src)]->incarnation == s->inc) {  // the member's current process: evicted
-          ++node.rejected;
-          node.EvictPeer(s->src, "by " + RankName(node.opt.rank) + ": " + why);
+          node.EvictSender(s->src, why);
           evicted = true;
         }
       }

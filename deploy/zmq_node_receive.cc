@@ -94,10 +94,7 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
       repeated = "data frame number " + std::to_string(seq) + " after " + std::to_string(next - 1) +
                  " (a repeated or reordered message)";
       evict = inc == p.incarnation;
-      if (evict) {
-        ++rejected;
-        EvictPeer(src, "by " + RankName(opt.rank) + ": " + repeated);
-      }
+      if (evict) EvictSender(src, repeated);
     } else if (seq > next) {
       // Dropped by the sender with its queue (it took this process for dead), or overtaken.
       missing = "data from " + RankName(src) + ": messages " + std::to_string(next) + " to " + std::to_string(seq - 1) +

@@ -89,7 +89,7 @@ void AnalyticModel::End(const Flow& f) {
   if (!options_.slow_start) return;
   Connection& c = connections_[f.pair];
   // The bits of its last round trip are acknowledged after it: they grow the window for the next.
-  if (f.window_at < kNever && f.rate_bps >= f.window_bps * (1.0 - 1e-9)) c.window_bits += f.window_sent_bits;
+  if (f.window_at < kNever && AtWindow(f)) c.window_bits += f.window_sent_bits;
   c.idle_since = now_;
 }
 
@@ -107,7 +107,7 @@ bool AnalyticModel::GrowWindows() {
     const double rtt = Rtt(f);
     // Slow start: the window grows by what was acknowledged, the bits sent a round trip ago, while
     // it is what limits the flow (Linux grows a window only while it is used).
-    const bool limited = f.rate_bps >= f.window_bps * (1.0 - 1e-9);
+    const bool limited = AtWindow(f);
     if (limited) c.window_bits += f.window_sent_bits;
     f.window_sent_bits = 0.0;
     f.window_bps = c.window_bits / rtt;
@@ -178,7 +178,7 @@ void AnalyticModel::Recompute() {
   }
   // A dormant window (below: GrowWindows) wakes when the flow is at its window again.
   for (auto& f : flows_) {
-    if (f.window_dormant && f.rate_bps >= f.window_bps * (1.0 - 1e-9)) {
+    if (f.window_dormant && AtWindow(f)) {
       f.window_dormant = false;
       f.window_at = now_ + Rtt(f);
       f.window_sent_bits = 0.0;

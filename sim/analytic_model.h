@@ -70,6 +70,8 @@ class AnalyticModel : public NetworkModel {
     double idle_since = -1.0;
   };
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
+  // Whether its window is what limits the flow now.
+  static bool AtWindow(const Flow& f) { return f.rate_bps >= f.window_bps * (1.0 - 1e-9); }
   // A flow begins to transmit now: its connection's window, restarted after idleness.
   void Begin(Flow& f);
   // A flow's last bit left: what its window still gained, and the connection idle from now.

@@ -45,14 +45,12 @@ namespace {
 class CrashLayer {
  public:
   CrashLayer(const core::Scenario& sc, int rank) {
+    auto earliest = [](int64_t& from, int64_t step) { from = from < 0 ? step : std::min(from, step); };
     for (const auto& f : sc.faults) {
-      if (f.kind == core::FaultKind::kCrash && f.worker == rank) crashes_[f.at_step] = f;
-      if (f.kind == core::FaultKind::kCorrupt && f.worker == rank && (corrupt_from_ < 0 || f.at_step < corrupt_from_)) {
-        corrupt_from_ = f.at_step;
-      }
-      if (f.kind == core::FaultKind::kRepeat && f.worker == rank && (repeat_from_ < 0 || f.at_step < repeat_from_)) {
-        repeat_from_ = f.at_step;
-      }
+      if (f.worker != rank) continue;
+      if (f.kind == core::FaultKind::kCrash) crashes_[f.at_step] = f;
+      if (f.kind == core::FaultKind::kCorrupt) earliest(corrupt_from_, f.at_step);
+      if (f.kind == core::FaultKind::kRepeat) earliest(repeat_from_, f.at_step);
     }
   }
   void BeforeStep(int64_t step) {
