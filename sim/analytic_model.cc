@@ -23,6 +23,11 @@ AnalyticOptions AnalyticOptions::ForMtu(int mtu) {
   return o;
 }
 
+double AnalyticOptions::DelayedAckShare(int mtu) {
+  constexpr double kAckBytes = 52.0;  // IPv4 20 + TCP 20 + timestamp option 12, no payload
+  return kAckBytes / (2.0 * mtu);
+}
+
 AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
     : topology_(std::move(topology)), options_(options), counters_(topology_.links().size()) {
   for (const auto& l : topology_.links()) {
@@ -49,7 +54,7 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const double latency = topology_.PathLatency(src, dst);
   const double cap = LossCap(route, latency);
   const int pair = src * topology_.num_workers() + dst;
-  Flow flow{id, pair, route, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency, now};
+  Flow flow{id, pair, route, options_.ack_share > 0.0 ? topology_.Route(dst, src) : std::vector<int>{}, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency, now};
   auto& queue = queued_[pair];
   const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
                                                   [&](const Flow& f) { return f.pair == pair; });
@@ -144,18 +149,25 @@ void AnalyticModel::Recompute() {
   for (auto& f : flows_) f.cap_bps = std::min(LossCap(f.route, f.latency_s), f.window_bps);
   // Max-min fairness by progressive filling: raise all unfrozen flows' rates together until a link
   // saturates or a flow reaches its cap; freeze those flows; repeat.
+  // A flow's ACKs take ack_share of its rate on each link of its reverse route: the filling raises
+  // every unfrozen flow's rate by the same amount, each link's load by its weighted count of them.
+  const double ack = options_.ack_share;
   std::vector<double> capacity = bandwidth_;
-  std::vector<int> unfrozen_on(capacity.size(), 0);
+  std::vector<double> unfrozen_on(capacity.size(), 0.0);
   std::vector<bool> frozen(flows_.size(), false);
+  auto load = [&](const Flow& f, double forward, std::vector<double>& per_link) {
+    for (int l : f.route) per_link[l] += forward;
+    for (int l : f.ack_route) per_link[l] += forward * ack;
+  };
   for (auto& f : flows_) {
     f.rate_bps = 0.0;
-    for (int l : f.route) ++unfrozen_on[l];
+    load(f, 1.0, unfrozen_on);
   }
   size_t remaining = flows_.size();
   while (remaining > 0) {
     double inc = kNever;
     for (size_t l = 0; l < capacity.size(); ++l) {
-      if (unfrozen_on[l] > 0) inc = std::min(inc, std::max(0.0, capacity[l]) / unfrozen_on[l]);
+      if (unfrozen_on[l] > 1e-12) inc = std::min(inc, std::max(0.0, capacity[l]) / unfrozen_on[l]);
     }
     for (size_t i = 0; i < flows_.size(); ++i) {
       if (!frozen[i]) inc = std::min(inc, flows_[i].cap_bps - flows_[i].rate_bps);
@@ -163,16 +175,17 @@ void AnalyticModel::Recompute() {
     for (size_t i = 0; i < flows_.size(); ++i) {
       if (frozen[i]) continue;
       flows_[i].rate_bps += inc;
-      for (int l : flows_[i].route) capacity[l] -= inc;
+      load(flows_[i], -inc, capacity);
     }
     for (size_t i = 0; i < flows_.size(); ++i) {
       if (frozen[i]) continue;
       bool saturated = flows_[i].rate_bps >= flows_[i].cap_bps * (1 - 1e-12);
       for (int l : flows_[i].route) saturated = saturated || capacity[l] <= bandwidth_[l] * 1e-12;
+      for (int l : flows_[i].ack_route) saturated = saturated || capacity[l] <= bandwidth_[l] * 1e-12;
       if (saturated) {
         frozen[i] = true;
         --remaining;
-        for (int l : flows_[i].route) --unfrozen_on[l];
+        load(flows_[i], -1.0, unfrozen_on);
       }
     }
   }
@@ -218,6 +231,7 @@ void AnalyticModel::Progress(double dt) {
     f.remaining_bits -= f.rate_bps * dt;
     f.window_sent_bits += f.rate_bps * dt;
     for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
+    for (int l : f.ack_route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, options_.ack_share * f.rate_bps * dt);
   }
 }
 
@@ -283,12 +297,13 @@ NetworkModel::Stalest AnalyticModel::StalestFlow() const {
 namespace narrows::sim {
 namespace {
 
-// network.analytic: the loss cap's minimum retransmission timeout, and the window model. The MTU
-// sets the header overhead.
+// network.analytic: the loss cap's minimum retransmission timeout, the window model, and whether
+// ACKs load the reverse path. The MTU sets the header overhead and an ACK's share.
 struct AnalyticScenarioOptions : core::PluginOptions {
   double min_rto_s = 1.0;
   bool slow_start = false;
   int initial_window_segments = 10;
+  bool acks = false;
 };
 
 NetworkModelPlugin AnalyticPlugin() {
@@ -299,6 +314,7 @@ NetworkModelPlugin AnalyticPlugin() {
     o->min_rto_s = r.Double("min_rto_s", 1.0, 0.001, 60.0);
     o->slow_start = r.Bool("slow_start", false);
     o->initial_window_segments = static_cast<int>(r.Int("initial_window_segments", 10, 1, 1000));
+    o->acks = r.Bool("acks", false);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -308,6 +324,7 @@ NetworkModelPlugin AnalyticPlugin() {
       o.min_rto_s = own->min_rto_s;
       o.slow_start = own->slow_start;
       o.initial_window_segments = own->initial_window_segments;
+      if (own->acks) o.ack_share = AnalyticOptions::DelayedAckShare(sc.network.mtu);
     }
     return std::make_unique<AnalyticModel>(std::move(topology), o);
   };

@@ -11,7 +11,10 @@
 // window: a flow is capped at window / RTT, the window starts at `initial_window_segments` and grows
 // by the bytes acknowledged (doubling each round trip while it is what limits the flow), and a
 // connection idle for longer than an RTO restarts it, halved once per RTO of idleness down to the
-// initial window (Linux's tcp_slow_start_after_idle, RFC 2861). Deterministic.
+// initial window (Linux's tcp_slow_start_after_idle, RFC 2861). With `ack_share`, a flow's
+// acknowledgements load the links of the reverse route: ack_share bits for each bit it sends, shared
+// with the flows those links carry (a ring's uplink carries its own data and the ACKs for the data
+// it receives). Deterministic.
 #pragma once
 
 #include <map>
@@ -30,6 +33,10 @@ struct AnalyticOptions {
   // restart's RTO is Linux's form, the round trip plus min_rto_s (0.2 s on Linux).
   bool slow_start = false;
   int initial_window_segments = 10;  // Linux's (RFC 6928)
+  // Reverse-path bits of acknowledgements per forward wire bit (0: ACKs take no capacity).
+  double ack_share = 0.0;
+  // What ack_share is for Linux's delayed ACK: one 52-byte ACK per two full-size segments.
+  static double DelayedAckShare(int mtu);
   // TCP over IPv4 with the timestamp option: 52 header bytes in every MTU-sized packet.
   static AnalyticOptions ForMtu(int mtu);
 };
@@ -51,6 +58,7 @@ class AnalyticModel : public NetworkModel {
     int64_t id;
     int pair;  // src * workers + dst: flows of one pair transmit in order
     std::vector<int> route;
+    std::vector<int> ack_route;  // its ACKs' links (ack_share > 0)
     double remaining_bits;
     double rate_bps = 0.0;
     double cap_bps;  // Padhye's on the route's current loss (Recompute)

@@ -141,6 +141,27 @@ TEST(AnalyticModelTest, AWindowGrowsAgainWhenItsFlowsShareRises) {
   EXPECT_LT(t[0] - flow[0], 8 * rtt) << "with the window " << t[0] << " s, without " << flow[0] << " s";
 }
 
+// ACKs on the reverse path: a lone flow keeps the whole link (its ACKs fit beside it), while in a
+// ring every uplink also carries the ACKs of the flow its worker receives, so each flow gets
+// B / (1 + share); the link counters hold the ACK bits too.
+TEST(AnalyticModelTest, AcksLoadTheReversePath) {
+  AnalyticOptions o;
+  o.ack_share = AnalyticOptions::DelayedAckShare(1500);
+  EXPECT_NEAR(o.ack_share, 52.0 / 3000.0, 1e-12);
+  const double bandwidth = 100e6, bits = 10e6 * 8;
+  const Topology star = Topology::Star(UniformLinks(3, bandwidth, 0.0));
+  AnalyticModel lone(star, o);
+  EXPECT_NEAR(SimulateMessages(lone, {{0, 1, 10'000'000, 0.0}})[0], bits / bandwidth, 1e-9);
+  AnalyticModel ring(star, o), plain(star);
+  const std::vector<Message> msgs = {{0, 1, 10'000'000, 0.0}, {1, 2, 10'000'000, 0.0}, {2, 0, 10'000'000, 0.0}};
+  for (double t : SimulateMessages(ring, msgs)) EXPECT_NEAR(t, bits * (1 + o.ack_share) / bandwidth, 1e-9);
+  for (double t : SimulateMessages(plain, msgs)) EXPECT_NEAR(t, bits / bandwidth, 1e-9);
+  const int up1 = star.FindLink("up:1");
+  ASSERT_GE(up1, 0);
+  EXPECT_NEAR(ring.counters()->links()[static_cast<size_t>(up1)].bits, bits * (1 + o.ack_share), 1.0);
+  EXPECT_NEAR(plain.counters()->links()[static_cast<size_t>(up1)].bits, bits, 1.0);
+}
+
 TEST(AnalyticModelTest, LossCapsGoodputLikeTcp) {
   AnalyticModel model(Topology::Star(UniformLinks(2, 1e9, 0.050, 0.01)));
   const auto t = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}});

@@ -10,13 +10,15 @@ SCENARIO = HERE / "tools" / "bench" / "fidelity.yaml"
 OUT = HERE / "tools" / "bench" / "out" / "fidelity"
 ENTRIES = {"ddp": "{algorithm: ddp, overlap: false, name: ddp}", "diloco-h8": "diloco-h8"}
 # The predictions: the analytic model as a flow model (alpha + S/B), the analytic model with its
-# window (slow start from 10 segments, restarted after an idle RTO with Linux's 0.2 s minimum), and
-# ns-3.
+# window (slow start from 10 segments, restarted after an idle RTO with Linux's 0.2 s minimum), the
+# same with ACKs loading the reverse path (one 52-byte ACK per two segments), and ns-3.
 MODELS = {"analytic": ["--set", "network.model=analytic"],
           "analytic-ss": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
                           "--set", "network.analytic.min_rto_s=0.2"],
+          "analytic-acks": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
+                            "--set", "network.analytic.min_rto_s=0.2", "--set", "network.analytic.acks=true"],
           "ns3": ["--set", "network.model=ns3"]}
-LABELS = {"analytic": "analytic", "analytic-ss": "+window", "ns3": "ns-3"}
+LABELS = {"analytic": "analytic", "analytic-ss": "+window", "analytic-acks": "+acks", "ns3": "ns-3"}
 RATES = [50, 200]
 
 
