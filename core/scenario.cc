@@ -399,6 +399,7 @@ void ReadCompute(Section c, Scenario& sc) {
   sc.compute.statistic = c.Enum<ComputeStatistic>(
       "statistic", ComputeStatistic::kMedian, {{"median", ComputeStatistic::kMedian}, {"each", ComputeStatistic::kEach}});
   sc.compute.device_flops = c.Double("device_flops", 1e12, 1e6, 1e18);
+  sc.compute.host_bytes_per_s = c.Double("host_bytes_per_s", 0.0, 0.0, 1e15);
   c.Finish();
 }
 

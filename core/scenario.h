@@ -164,6 +164,10 @@ struct ComputeSpec {
   ComputeMode mode = ComputeMode::kMeasured;
   ComputeStatistic statistic = ComputeStatistic::kMedian;
   double device_flops = 1e12;  // modelled: sustained FLOP/s of one worker at speed 1
+  // The emulator: the rate at which a worker's host handles a message's bytes outside the network
+  // (framing, integrity check, copies, reduction; sim/host_work.h), on the sending and on the
+  // receiving host. 0: free.
+  double host_bytes_per_s = 0.0;
 };
 
 // kCorrupt, a deployment's only: from at_step on, the worker's process sends every message to

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "sim/host_work.h"
 #include "sim/network_registry.h"
 
 namespace narrows::emu {
@@ -72,7 +73,11 @@ sim::Topology TopologyFromScenario(const core::Scenario& sc) {
 std::unique_ptr<sim::NetworkModel> NetworkFromScenario(const core::Scenario& sc) {
   const sim::NetworkModelPlugin* plugin = sim::FindNetworkModel(sc.network.model);
   NARROWS_CHECK(plugin != nullptr) << "network model '" << sc.network.model << "' is not registered";
-  return plugin->make(TopologyFromScenario(sc), sc);
+  auto network = plugin->make(TopologyFromScenario(sc), sc);
+  if (sc.compute.host_bytes_per_s > 0.0) {
+    return std::make_unique<sim::HostWork>(std::move(network), sc.compute.host_bytes_per_s);
+  }
+  return network;
 }
 
 }  // namespace narrows::emu

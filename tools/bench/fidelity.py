@@ -17,8 +17,11 @@ MODELS = {"analytic": ["--set", "network.model=analytic"],
                           "--set", "network.analytic.min_rto_s=0.2"],
           "analytic-acks": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
                             "--set", "network.analytic.min_rto_s=0.2", "--set", "network.analytic.acks=true"],
+          "analytic-host": None,  # +acks with the host work measured on loopback (host_rate)
           "ns3": ["--set", "network.model=ns3"]}
-LABELS = {"analytic": "analytic", "analytic-ss": "+window", "analytic-acks": "+acks", "ns3": "ns-3"}
+LABELS = {"analytic": "analytic", "analytic-ss": "+window", "analytic-acks": "+acks", "analytic-host": "+host",
+          "ns3": "ns-3"}
+HOST_WORK_PROBE = 1e9  # bytes/s: the rate host_rate predicts the loopback run with
 RATES = [50, 200]
 
 
@@ -42,6 +45,40 @@ LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"
            ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"])]
 
 
+def calibration(name, entry, flops):
+    """The emulator's compute for real run `name`: each worker computes as long as it did."""
+    real_t, per_worker, steps = result(name, entry)
+    real_compute = sum(per_worker) / len(per_worker)
+    speeds = ", ".join(f"{real_compute / c:.4f}" for c in per_worker)
+    return ["--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops / real_compute:.6g}",
+            "--set", f"workers.speed=[{speeds}]"], real_t / steps
+
+
+def host_rate(entry, spec, flops, common, reuse):
+    """The rate at which the real workers' hosts handle message bytes outside the network
+    (compute.host_bytes_per_s): the real run on loopback, where the network costs next to nothing,
+    predicted on a near-infinite network without host work and with it at HOST_WORK_PROBE; host
+    time scales as 1 / rate there. None where the loopback run is no slower than the prediction
+    without host work. Measured on DDP, which synchronises every step (DiLoCo's host work is an
+    eighth as large, under the loopback run's noise), and used for every entry: it is the host's."""
+    name = f"loop-{entry}"
+    sets = [*common, "--set", f"compare=[{spec}]"]
+    if not reuse:
+        run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets, "--set", f"name={name}"])
+    compute, real = calibration(name, entry, flops)
+    fast = ["--set", "network.bandwidth_bps=1e12", "--set", "network.latency_ms=0.001"]
+    t = {}
+    for label, host in (("free", []), ("probe", ["--set", f"compute.host_bytes_per_s={HOST_WORK_PROBE:g}"])):
+        run([NARROWS, "run", SCENARIO, "-q", *sets, *fast, *compute, *host, "--set", f"name=loop-pred-{label}-{entry}"])
+        t[label] = result(f"loop-pred-{label}-{entry}", entry)[0] / result(f"loop-pred-{label}-{entry}", entry)[2]
+    if real <= t["free"]:
+        return None
+    rate = HOST_WORK_PROBE * (t["probe"] - t["free"]) / (real - t["free"])
+    print(f"host work {entry}: loopback {real:.4f} s/step, predicted {t['free']:.4f} without host work: "
+          f"{rate / 1e6:.0f} MB/s", file=sys.stderr)
+    return rate
+
+
 def main():
     linkemu = "--linkemu" in sys.argv[1:]
     # --reuse: the real runs already under OUT are read back, not run again (predictions only).
@@ -58,6 +95,7 @@ def main():
              "--set", "compute.mode=modelled", "--set", "compute.device_flops=1e12"])
         _, compute, steps = result(name, entry)
         flops[entry] = sum(compute) / len(compute) * 1e12
+    host = host_rate("ddp", ENTRIES["ddp"], flops["ddp"], common, reuse) if linkemu else None
     rows = []
     # --networks a,b: the link emulator's networks to run (default all of LINKEMU).
     chosen = sys.argv[sys.argv.index("--networks") + 1].split(",") if "--networks" in sys.argv else [n for n, _ in LINKEMU]
@@ -78,35 +116,34 @@ def main():
                      "--set", f"name={real_name}"])
             else:
                 run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
-            real_t, per_worker, steps = result(real_name, entry)
-            # The real workers' compute, mean and spread (four processes share two cores, unevenly):
-            # the emulated workers compute as long, each at its own speed.
-            real_compute = sum(per_worker) / len(per_worker)
-            speeds = ", ".join(f"{real_compute / c:.4f}" for c in per_worker)
-            row = {"rate": rate, "entry": entry, "steps": steps, "real": real_t / steps}
+            compute, real = calibration(real_name, entry, flops[entry])
+            row = {"rate": rate, "entry": entry, "real": real}
             for model, model_sets in MODELS.items():
+                if model == "analytic-host":
+                    if host is None:
+                        continue
+                    model_sets = [*MODELS["analytic-acks"], "--set", f"compute.host_bytes_per_s={host:.6g}"]
                 name = f"pred-{model}-{rate}-{entry}"
                 variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] if linkemu and model == "ns3" else []
-                run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets,
-                     "--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops[entry] / real_compute:.6g}",
-                     "--set", f"workers.speed=[{speeds}]"])
-                row[model] = result(name, entry)[0] / steps
+                run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets, *compute])
+                row[model] = result(name, entry)[0] / result(name, entry)[2]
             rows.append(row)
             print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
-    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in MODELS))
-    errors = {m: [] for m in MODELS}
+    models = [m for m in MODELS if all(m in r for r in rows)]
+    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
+    errors = {m: [] for m in models}
     for r in rows:
         e = {m: (r[m] - r["real"]) / r["real"] for m in errors}
         for m in errors:
             errors[m].append(abs(e[m]))
         print(f"{r['rate']:>11} {r['entry']:<10} {r['real']:>11.3f} " +
-              " ".join(f"{r[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in MODELS))
+              " ".join(f"{r[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in models))
     for m, errs in errors.items():
         print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
               f"(target: {'mean <= 2%, max <= 5%' if linkemu else 'mean <= 5%, max <= 10%'})")
     for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
-        for m in MODELS:
+        for m in models:
             same = (by["ddp"]["real"] < by["diloco-h8"]["real"]) == (by["ddp"][m] < by["diloco-h8"][m])
             print(f"{rate}, {m}: DDP-versus-DiLoCo ranking {'preserved' if same else 'NOT preserved'}")
 
