@@ -54,7 +54,9 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const double latency = topology_.PathLatency(src, dst);
   const double cap = LossCap(route, latency);
   const int pair = src * topology_.num_workers() + dst;
-  Flow flow{id, pair, route, options_.ack_share > 0.0 ? topology_.Route(dst, src) : std::vector<int>{}, std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte), 0.0, cap, latency, now};
+  std::vector<int> ack_route = options_.ack_share > 0.0 ? topology_.Route(dst, src) : std::vector<int>{};
+  const double bits = std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte);
+  Flow flow{id, pair, route, std::move(ack_route), bits, 0.0, cap, latency, now};
   auto& queue = queued_[pair];
   const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
                                                   [&](const Flow& f) { return f.pair == pair; });

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Reproduces the first part of docs/results.md (the papers' setting: a warm start, DiLoCo Tables
 # 2 and 3, H, the outer learning rate): two streams of runs side by side, one thread each, modelled
-# compute (identical numbers every time), every run on seeds 0-2 with the warm start pre-trained
-# once per seed and setting (cached under runs/papers). Resumable: finished seeds and points are
-# not run again. About 3-4 hours on 2 cores.
+# compute (identical numbers every time), every run on seeds 0-2 (0-4 for Table 2: table2.yaml) with
+# the warm start pre-trained once per seed and setting (cached under runs/papers). Resumable:
+# finished seeds and points are not run again. About 4-5 hours on 2 cores.
 # Usage: docs/results/papers/papers.sh [PATH_TO_NARROWS]   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
