@@ -69,8 +69,10 @@ def host_rate(entry, spec, flops, common, reuse):
     fast = ["--set", "network.bandwidth_bps=1e12", "--set", "network.latency_ms=0.001"]
     t = {}
     for label, host in (("free", []), ("probe", ["--set", f"compute.host_bytes_per_s={HOST_WORK_PROBE:g}"])):
-        run([NARROWS, "run", SCENARIO, "-q", *sets, *fast, *compute, *host, "--set", f"name=loop-pred-{label}-{entry}"])
-        t[label] = result(f"loop-pred-{label}-{entry}", entry)[0] / result(f"loop-pred-{label}-{entry}", entry)[2]
+        name = f"loop-pred-{label}-{entry}"
+        run([NARROWS, "run", SCENARIO, "-q", *sets, *fast, *compute, *host, "--set", f"name={name}"])
+        seconds, _, steps = result(name, entry)
+        t[label] = seconds / steps
     if real <= t["free"]:
         return None
     rate = HOST_WORK_PROBE * (t["probe"] - t["free"]) / (real - t["free"])
@@ -126,7 +128,8 @@ def main():
                 name = f"pred-{model}-{rate}-{entry}"
                 variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] if linkemu and model == "ns3" else []
                 run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets, *compute])
-                row[model] = result(name, entry)[0] / result(name, entry)[2]
+                seconds, _, steps = result(name, entry)
+                row[model] = seconds / steps
             rows.append(row)
             print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
     models = [m for m in MODELS if all(m in r for r in rows)]
