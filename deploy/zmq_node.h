@@ -52,6 +52,16 @@ struct ZmqTransport::Node {
     // and the peer has left only once all of them arrived (they travel on another connection).
     int64_t data_sent = 0, data_received = 0, leaves_after = -1;
     std::string evicted;  // why its current incarnation was evicted (it is then dead); empty if not
+    // Data frames from a new process of it whose hello has not come yet (its hello and its data
+    // travel on different connections): held until the hello makes it the current process, then
+    // delivered in order; what its predecessor left is discarded then, these are not.
+    struct Early {
+      uint64_t incarnation;
+      int tag;
+      zmq::message_t payload;
+    };
+    std::vector<Early> early;
+    size_t early_bytes = 0;  // bounded by deploy.max_queued_mb: beyond it they are refused
   };
   // Where a frame was read: what it may carry depends on it.
   enum class Inbox { kData, kControl, kRendezvous };

@@ -83,10 +83,13 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
     // reconnected to the port this process took over before the sender heard of it: void.
     if (h.to_incarnation != incarnation) return;
     Peer& p = *peers[static_cast<size_t>(src)];
-    if (p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
     // Bytes a replaced process left in flight (its kernel still sends them once a link heals) may
     // arrive after its successor's hello, on their own connection: they are void.
     if (p.Replaced(inc)) return;
+    // A restarted process's data may come before its hello: held for it (below), not taken for
+    // its predecessor's, nor dropped because the predecessor was declared dead.
+    const bool early = p.incarnation != 0 && inc != p.incarnation;
+    if (!early && p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
     uint64_t& next = p.in_next[inc];
     if (seq < next) {
       // One TCP connection neither repeats nor reorders: a broken or hostile sender did. The
@@ -100,7 +103,15 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
       missing = "data from " + RankName(src) + ": messages " + std::to_string(next) + " to " + std::to_string(seq - 1) +
                 " never arrived";
     }
-    if (repeated.empty()) {
+    if (repeated.empty() && early) {
+      next = seq + 1;
+      if (opt.max_queued_bytes != 0 && p.early_bytes + payload.size() > opt.max_queued_bytes) {
+        repeated = "data before its process's hello beyond " + std::to_string(opt.max_queued_bytes) + " bytes";
+      } else {
+        p.early_bytes += payload.size();
+        p.early.push_back({inc, h.tag, std::move(payload)});
+      }
+    } else if (repeated.empty()) {
       next = seq + 1;
       p.last_seen = SteadySeconds();
       mailbox.Put(src, h.tag, ZmqPayload(std::move(payload)));
@@ -152,6 +163,21 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
       Log(RankName(src) + " rejoined (new process)");
     }
     ConnectPeer(src, body["data"], body["control"], body.value("bulk", std::string()), inc);
+    // What this process sent before its hello came, in the order it came (another process's, a
+    // later one whose hello is still on its way, stays held).
+    std::vector<Peer::Early> held;
+    for (auto& e : p.early) {
+      if (e.incarnation == inc) {
+        mailbox.Put(src, e.tag, ZmqPayload(std::move(e.payload)));
+        ++p.data_received;
+      } else if (!p.Replaced(e.incarnation)) {
+        held.push_back(std::move(e));
+      }
+    }
+    p.early = std::move(held);
+    p.early_bytes = 0;
+    for (const auto& e : p.early) p.early_bytes += e.payload.size();
+    cv.notify_all();
   } else if (type == FrameType::kHeartbeat) {
     if (inc != p.incarnation || p.state != PeerState::kAlive) return;  // stale or declared dead
     p.last_seen = SteadySeconds();

@@ -150,8 +150,9 @@ TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
 // Data frames are numbered per sender process and addressed to a receiver process. One whose
 // number came already (repeated, or reordered behind a later one) is rejected and dropped, and if
 // the member's current process sent it, that process is evicted; a gap is logged and the frame
-// kept; each process claimed has its own count, so alternating claims cannot reset it; a frame sent
-// to another process of the receiver (queued for its predecessor) is dropped without a word.
+// kept (a process not yet announced by a hello has its frames held for the hello); each process
+// claimed has its own count, so alternating claims cannot reset it; a frame sent to another process
+// of the receiver (queued for its predecessor) is dropped without a word.
 TEST(ZmqTransportTest, ARepeatedOrReorderedDataFrameIsRejectedAndEvictsItsSender) {
   const int port = deploy::FreeLoopbackPort();
   std::vector<std::string> logged;
@@ -180,13 +181,10 @@ TEST(ZmqTransportTest, ARepeatedOrReorderedDataFrameIsRejectedAndEvictsItsSender
   send(0xa, 0, 900, to);      // reordered: behind 1
   send(0xa, 2, 902, to + 1);  // for another process of rank 1: void, and not counted
   send(0xa, 3, 103, to);      // a gap: kept, logged
-  for (int want : {100, 101, 200, 103}) {
-    int32_t got = 0;
-    ASSERT_TRUE(ts[1]->Recv(0, 6, &got, sizeof got, 5.0).ok()) << want;
-    EXPECT_EQ(got, want);
-  }
+  // 0xa and 0xb are not rank 0's process and no hello made them so: what they sent in order is
+  // held for such a hello (a restarted process's data may come before it), none of it delivered.
   int32_t none = 0;
-  EXPECT_EQ(ts[1]->Recv(0, 6, &none, sizeof none, 0.2).code(), core::StatusCode::kTimeout);
+  EXPECT_EQ(ts[1]->Recv(0, 6, &none, sizeof none, 1.0).code(), core::StatusCode::kTimeout);
   EXPECT_EQ(ts[1]->frames_rejected(), 2);
   EXPECT_EQ(ts[1]->Evicted(0), "");  // neither 0xa nor 0xb is rank 0's process: only refused
   {
