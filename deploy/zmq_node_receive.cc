@@ -103,8 +103,8 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
       missing = "data from " + RankName(src) + ": messages " + std::to_string(next) + " to " + std::to_string(seq - 1) +
                 " never arrived";
     }
+    if (repeated.empty()) next = seq + 1;
     if (repeated.empty() && early) {
-      next = seq + 1;
       if (opt.max_queued_bytes != 0 && p.early_bytes + payload.size() > opt.max_queued_bytes) {
         repeated = "data before its process's hello beyond " + std::to_string(opt.max_queued_bytes) + " bytes";
       } else {
@@ -112,7 +112,6 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
         p.early.push_back({inc, h.tag, std::move(payload)});
       }
     } else if (repeated.empty()) {
-      next = seq + 1;
       p.last_seen = SteadySeconds();
       mailbox.Put(src, h.tag, ZmqPayload(std::move(payload)));
       if (++p.data_received == p.leaves_after && p.state == PeerState::kAlive) p.state = PeerState::kLeft;
@@ -166,17 +165,17 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
     // What this process sent before its hello came, in the order it came (another process's, a
     // later one whose hello is still on its way, stays held).
     std::vector<Peer::Early> held;
+    p.early_bytes = 0;
     for (auto& e : p.early) {
       if (e.incarnation == inc) {
         mailbox.Put(src, e.tag, ZmqPayload(std::move(e.payload)));
         ++p.data_received;
       } else if (!p.Replaced(e.incarnation)) {
+        p.early_bytes += e.payload.size();
         held.push_back(std::move(e));
       }
     }
     p.early = std::move(held);
-    p.early_bytes = 0;
-    for (const auto& e : p.early) p.early_bytes += e.payload.size();
     cv.notify_all();
   } else if (type == FrameType::kHeartbeat) {
     if (inc != p.incarnation || p.state != PeerState::kAlive) return;  // stale or declared dead
