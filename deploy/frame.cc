@@ -80,4 +80,10 @@ core::Status VerifyFrame(const uint8_t* header, const FrameHeader& decoded, cons
   return core::Status::Ok();
 }
 
+FrameChecksum::FrameChecksum(const uint8_t* header) : crc_(header ? Crc(header, nullptr, 0) : 0) {}
+
+void FrameChecksum::Add(const void* bytes, uint64_t n) {
+  crc_ = crc32_gzip_refl(crc_, static_cast<const unsigned char*>(bytes), n);
+}
+
 }  // namespace narrows::deploy

@@ -58,4 +58,16 @@ core::Result<FrameHeader> DecodeFrameHeader(const uint8_t* data, size_t size, ui
 // Checks the checksum over the encoded header bytes and the payload (InvalidArgument if corrupt).
 core::Status VerifyFrame(const uint8_t* header, const FrameHeader& decoded, const void* payload, uint64_t length);
 
+// The same checksum taken as a payload arrives: begun over the encoded header, extended by each
+// piece while it is still in the cache, compared with the header's once the payload is whole.
+class FrameChecksum {
+ public:
+  explicit FrameChecksum(const uint8_t* header = nullptr);
+  void Add(const void* bytes, uint64_t n);
+  bool Matches(const FrameHeader& decoded) const { return crc_ == decoded.crc; }
+
+ private:
+  uint32_t crc_ = 0;
+};
+
 }  // namespace narrows::deploy

@@ -173,6 +173,8 @@ struct ZmqTransport::Node {
   bool SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease, bool again = false);
   // Closes the connections to `r`; what they still queued is dropped and given back. REQUIRES: r's send_mu held.
   void DropBulk(int r);
+  // Hands on what `r`'s current process sent over the plane before its hello came. REQUIRES: mu held.
+  void HandOnBulk(int r);
   // Writes what is queued (for up to 2 s), closes every connection and stops the thread.
   void CloseBulk();
 

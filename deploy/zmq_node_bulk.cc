@@ -8,9 +8,10 @@
 // ever written (sender) or only read (receiver), each from the io thread.
 //
 // Receiving: each accepted connection says which rank and process it comes from, then carries
-// frames. The io thread reads a frame's header, then its payload as it arrives (at most 1 MiB a read): into the
-// buffer of a waiting Recv (a Posting) when the message is the next one that Recv can get (nothing
-// of its (source, tag) queued or in flight before it, every earlier message of the source at least
+// frames. The io thread reads a frame's header, then its payload as it arrives (at most 1 MiB a
+// read, each piece checksummed as it lands, while it is in the cache): into the buffer of a
+// waiting Recv (a Posting) when the message is the next one that Recv can get (nothing of its
+// (source, tag) queued or in flight before it, every earlier message of the source at least
 // begun), otherwise into a buffer of its own — and where that Recv comes while the payload is being
 // read, the slices read so far are copied over and the rest goes straight into its buffer. Reading
 // never waits for a receive (the connection would stall, and over a long link its TCP window with
@@ -57,7 +58,13 @@ int64_t TcpWindowBytes() {
   return (f >> lo >> def >> hi && hi > 0) ? hi / 2 : int64_t{2} << 20;
 }
 
-constexpr uint64_t kSliceBytes = uint64_t{1} << 20;  // at most, per read: whatever has arrived
+constexpr uint64_t kSliceBytes = uint64_t{1} << 20;  // at most, per read
+
+// The io thread is woken for a payload only once the kernel holds kSliceBytes of it, or the rest of
+// it (SO_RCVLOWAT, which the kernel honours in poll and lets go of early under memory pressure or a
+// closing window). Woken for every few segments instead, it read 65 kB a call on loopback, and the
+// sender, whose window those reads opened, wrote as little: 7x the system calls of ZeroMQ's engine,
+// which is slower to wake and so reads more at a time.
 
 struct Write {
   std::vector<uint8_t> header;
@@ -106,6 +113,8 @@ struct InStream {
   std::unique_ptr<uint8_t[]> buffer;       // ... or this
   uint8_t* target = nullptr;
   uint64_t read = 0;                       // of the payload, so far
+  int low_water = 1;                       // the socket's SO_RCVLOWAT
+  FrameChecksum checksum;                  // plain: of the header and what was read so far
   bool duplicate = false;                  // its sequence number came before: read and dropped
 };
 
@@ -165,7 +174,11 @@ struct ZmqTransport::Node::Bulk {
     s->writing = true;
     Write& w = s->queue.front();
     const std::array<asio::const_buffer, 2> parts{asio::buffer(w.header), asio::buffer(w.data, w.bytes)};
-    asio::async_write(s->sock, parts, [this, s](const boost::system::error_code& ec, size_t) {
+    // All that is left in each call: asio's transfer_all hands the kernel 64 kB a call, 16 calls
+    // (and as many wake-ups of this thread) for each 1 MiB piece.
+    const size_t total = w.header.size() + w.bytes;
+    auto rest = [total](const boost::system::error_code& ec, size_t done) -> size_t { return ec ? 0 : total - done; };
+    asio::async_write(s->sock, parts, rest, [this, s](const boost::system::error_code& ec, size_t) {
       s->writing = false;
       s->queued -= static_cast<int64_t>(s->queue.front().bytes);
       s->queue.front().GiveBack();  // Broken leaves the write in flight queued
@@ -205,7 +218,11 @@ struct ZmqTransport::Node::Bulk {
     auto s = std::make_shared<InStream>(io);
     acceptor.async_accept(s->sock, [this, s](const boost::system::error_code& ec) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) ReadHello(s);
+      if (!ec) {
+        boost::system::error_code ignored;
+        s->sock.non_blocking(true, ignored);  // ReadSlice reads what poll said is there, never waits
+        ReadHello(s);
+      }
       Accept();
     });
   }
@@ -263,7 +280,16 @@ struct ZmqTransport::Node::Bulk {
     from.inc = inc;
     node.cv.notify_all();
   }
+  // Sets how many bytes the kernel holds before it wakes the io thread for `s`.
+  static void LowWater(InStream& s, uint64_t bytes) {
+    const int v = static_cast<int>(std::max<uint64_t>(1, bytes));
+    if (v == s.low_water) return;
+    boost::system::error_code ignored;  // without it, reads wake for less: slower, not wrong
+    s.sock.set_option(asio::socket_base::receive_low_watermark(v), ignored);
+    s.low_water = v;
+  }
   void ReadHeader(const std::shared_ptr<InStream>& s) {
+    LowWater(*s, kFrameHeaderBytes);
     asio::async_read(s->sock, asio::buffer(s->header), [this, s](const boost::system::error_code& ec, size_t) {
       if (ec) return Lost(s, ec);
       auto h = DecodeFrameHeader(s->header.data(), s->header.size(), node.opt.max_message_bytes);
@@ -287,6 +313,10 @@ struct ZmqTransport::Node::Bulk {
     auto it = node.postings.find({s->src, s->h.tag});
     if (it == node.postings.end() || it->second->state != State::kWaiting || it->second->bytes != s->h.length) return nullptr;
     if (node.mailbox.Has(s->src, s->h.tag)) return nullptr;
+    // A process whose hello has not come: its messages wait for it (HandOn) in buffers of ours, so
+    // that no Recv waits on them meanwhile.
+    const Peer& p = *node.peers[static_cast<size_t>(s->src)];
+    if (p.incarnation != 0 && s->inc != p.incarnation) return nullptr;
     const Inbound& from = in[static_cast<size_t>(s->src)];
     const uint64_t seq = s->h.seq;
     for (uint64_t q = from.next; q < seq; ++q) {
@@ -298,6 +328,7 @@ struct ZmqTransport::Node::Bulk {
   // Where the payload goes: the waiting Recv's buffer, or one of ours.
   void Route(const std::shared_ptr<InStream>& s) {
     s->read = 0;
+    s->checksum = FrameChecksum(s->header.data());
     s->opened = 0;
     s->forged = false;
     {
@@ -327,11 +358,17 @@ struct ZmqTransport::Node::Bulk {
     }
     ReadSlice(s);
   }
+  // Waits until the kernel holds the next slice of the payload (LowWater), then reads what it holds.
   void ReadSlice(const std::shared_ptr<InStream>& s) {
     if (s->read == s->h.length) return Finish(s);  // an empty payload
-    const uint64_t n = std::min(kSliceBytes, s->h.length - s->read);
-    s->sock.async_read_some(asio::buffer(s->target + s->read, n), [this, s](const boost::system::error_code& ec, size_t got) {
+    LowWater(*s, std::min(kSliceBytes, s->h.length - s->read));
+    s->sock.async_wait(tcp::socket::wait_read, [this, s](const boost::system::error_code& ec) {
       if (ec) return Lost(s, ec);
+      boost::system::error_code rec;
+      const size_t got = s->sock.read_some(asio::buffer(s->target + s->read, std::min(kSliceBytes, s->h.length - s->read)), rec);
+      if (rec == asio::error::would_block || rec == asio::error::try_again) return ReadSlice(s);
+      if (rec) return Lost(s, rec);
+      if (!sealed) s->checksum.Add(s->target + s->read, got);  // while the slice is in the cache
       s->read += got;
       OpenRecords(s);
       if (s->read == s->h.length) return Finish(s);
@@ -382,7 +419,7 @@ struct ZmqTransport::Node::Bulk {
       }
       return Drop(s, evicted ? "" : why);
     }
-    const bool intact = sealed ? !s->forged : VerifyFrame(s->header.data(), s->h, s->target, s->h.length).ok();
+    const bool intact = sealed ? !s->forged : s->checksum.Matches(s->h);
     if (!intact) node.Reject(s->src, sealed ? "bulk frame: fails authentication (forged or corrupt)" : "bulk frame: corrupt (checksum)");
     {
       std::lock_guard<std::mutex> lock(node.mu);
@@ -426,6 +463,10 @@ struct ZmqTransport::Node::Bulk {
   void HandOn(int src) {
     Inbound& from = in[static_cast<size_t>(src)];
     Peer& p = *node.peers[static_cast<size_t>(src)];
+    // A restarted process whose hello (over ZeroMQ) has not come yet: its messages wait for it
+    // (OnControl hands them on then), neither taken for its predecessor's, which the hello
+    // discards, nor dropped because the predecessor was declared dead.
+    if (p.incarnation != 0 && from.inc != p.incarnation && !p.Replaced(from.inc)) return;
     for (auto it = from.arrived.find(from.next); it != from.arrived.end(); it = from.arrived.find(from.next)) {
       Arrived a = std::move(it->second);
       from.arrived.erase(it);
@@ -576,6 +617,10 @@ bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t by
   s->queued += static_cast<int64_t>(w.bytes);
   asio::post(bulk->io, [b = bulk.get(), s = std::move(s), w = std::move(w)]() mutable { b->Enqueue(s, std::move(w)); });
   return true;
+}
+
+void ZmqTransport::Node::HandOnBulk(int r) {
+  if (bulk) bulk->HandOn(r);
 }
 
 void ZmqTransport::Node::DropBulk(int r) {

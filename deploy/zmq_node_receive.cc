@@ -176,6 +176,7 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
       }
     }
     p.early = std::move(held);
+    HandOnBulk(src);  // and what it sent over the bulk plane
     cv.notify_all();
   } else if (type == FrameType::kHeartbeat) {
     if (inc != p.incarnation || p.state != PeerState::kAlive) return;  // stale or declared dead
