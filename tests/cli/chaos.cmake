@@ -1,8 +1,9 @@
 # A short storm: `narrows launch --local 4 --chaos` SIGKILLs workers of a DiLoCo run at seeded
 # random times (once a worker restarted a moment before, while it joins) and starts each again with
 # --rejoin; the run finishes, the restarted workers are welcomed back, and all four are in the last
-# outer step. Then three partitions through the link emulator. Run by ctest as `cmake -P` with
-# NARROWS, SRC and WORK set.
+# outer step. Then three partitions through the link emulator. The storms run over the bulk data
+# plane (the default, one connection a peer) unless they name ZeroMQ. Run by ctest as `cmake -P`
+# with NARROWS, SRC and WORK set.
 include(${SRC}/tests/cli/deploy_corpus.cmake)
 file(WRITE ${WORK}/chaos.yaml "name: chaos\nseed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
      "train: {steps: 4000, batch_size: 4, warmup_steps: 4}\neval: {every: 100, batches: 2, batch_size: 4}\n"
@@ -109,17 +110,18 @@ if(njoins LESS 1 OR NOT dropped EQUAL -1)
   message(FATAL_ERROR "ddp chaos: ${njoins} joins, a restarted worker dropped (${dropped}):\n${events}\n${out}${err}")
 endif()
 replayed(ddp)
-# DDP over the bulk data plane (2 connections per peer): kills inside its all-reduces drop partial
-# messages with their connections, restarted processes connect anew; the run replays bit for bit.
-storm(bulk --set "compare=[{algorithm: ddp, name: dl}]" --set train.steps=1500 --set deploy.bulk_streams=2
+# DDP with its data over ZeroMQ instead of the bulk plane: kills inside its all-reduces drop
+# partial messages, restarted processes connect anew; the run replays bit for bit.
+storm(zeromq --set "compare=[{algorithm: ddp, name: dl}]" --set train.steps=1500 --set deploy.bulk_streams=0
       --chaos "{seed: 5, kills: 3, mean_interval_s: 2, restart_after_s: 0.5, from_s: 1.5, until_s: 8}")
 string(FIND "${events}" "\"type\":\"join\"" joined)
 if(joined EQUAL -1)
-  message(FATAL_ERROR "bulk chaos: no restarted worker joined:\n${events}\n${out}${err}")
+  message(FATAL_ERROR "chaos over ZeroMQ: no restarted worker joined:\n${events}\n${out}${err}")
 endif()
-replayed(bulk)
-# The same sealed under CURVE (chaos_curve.yaml: chaos.yaml with CURVE): each restarted process
-# gets new pair keys (its peers' hellos are sealed for it), and the run replays bit for bit.
+replayed(zeromq)
+# DDP over the bulk plane sealed under CURVE (chaos_curve.yaml: chaos.yaml with CURVE), 2
+# connections per peer: each restarted process gets new pair keys (its peers' hellos are sealed for
+# it), and the run replays bit for bit.
 file(READ ${WORK}/chaos.yaml chaos_yaml)
 string(REPLACE "security: plain, " "" curve_yaml "${chaos_yaml}")
 file(WRITE ${WORK}/chaos_curve.yaml "${curve_yaml}")
@@ -190,8 +192,8 @@ macro(hostile name fault deploy_extra reason)
   replayed(${name})
 endmacro()
 hostile(hostile corrupt "" "message from rank 2 has")
-hostile(repeating repeat "" "(a repeated or reordered message)")
-hostile(repeatingbulk repeat ", bulk_streams: 1" "again (a duplicated message)")
+hostile(repeating repeat ", bulk_streams: 0" "(a repeated or reordered message)")
+hostile(repeatingbulk repeat "" "again (a duplicated message)")
 # Specs refused before anything starts, each with its reason: cuts need the link emulator; a typo.
 macro(refused spec reason)
   execute_process(COMMAND ${NARROWS} launch --local 4 chaos.yaml -q --chaos "${spec}"

@@ -1,5 +1,6 @@
-# The deployment end to end: workers as processes over ZeroMQ on loopback.
-#  - the same scenario and seed give the same losses and bytes over ZeroMQ as in the emulator;
+# The deployment end to end: workers as processes on loopback, data over the bulk plane (the
+# default) beside ZeroMQ, or over ZeroMQ alone.
+#  - the same scenario and seed give the same losses and bytes as in the emulator, either way;
 #  - a DiLoCo worker killed with SIGKILL is detected and the survivors finish; DDP stops if told to;
 #  - (a restarted worker rejoining: rejoin.cmake);
 #  - a run resumed from a checkpoint continues exactly as the uninterrupted run;
@@ -69,7 +70,8 @@ function(expect_same_metrics name a b from)
   endif()
 endfunction()
 
-# 1. ZeroMQ (CURVE, with a key the launcher makes) equals the emulator, bit for bit.
+# 1. The default deployment (CURVE, with a key the launcher makes: ZeroMQ's control plane and the
+# bulk plane sealed, one connection a peer) equals the emulator, bit for bit.
 file(WRITE ${WORK}/eq.yaml "name: eq\n${common}workers: {count: 3}\noutput: {dir: out, log_every: 1}\n"
      "compare: [ddp, {algorithm: ddp, name: ddp-flat, overlap: false}, diloco-h8,\n"
      "  {algorithm: streaming-diloco, name: streaming-int8, inner_steps: 8, fragments: 2, overlap_steps: 1,\n"
@@ -96,7 +98,7 @@ function(expect_as_emulated run over)
     endif()
   endforeach()
 endfunction()
-expect_as_emulated(eq ZeroMQ)
+expect_as_emulated(eq "the sealed bulk plane")
 file(READ ${WORK}/out/eq/summary.json summary)
 string(JSON clock GET "${summary}" clock)
 if(NOT clock STREQUAL "wall")
@@ -106,10 +108,12 @@ if(NOT EXISTS ${WORK}/out/eq/cluster.key)
   message(FATAL_ERROR "launch --local made no key for CURVE")
 endif()
 
-# 1c. The bulk data plane (2 connections per peer, Boost.Asio), sealed under CURVE (the plain plane
-# runs in the chaos test): the same losses and bytes as the emulator, bit for bit, for every entry.
+# 1c. The data over ZeroMQ under CURVE instead, and over the bulk plane with 2 connections per peer
+# (the plain plane runs in the chaos test): the same losses and bytes as the emulator, bit for bit.
+run_ok(zeromq ${NARROWS} launch --local 3 eq.yaml -q --set name=eqzmq --set deploy.bulk_streams=0)
+expect_as_emulated(eqzmq "CURVE over ZeroMQ")
 run_ok(bulk ${NARROWS} launch --local 3 eq.yaml -q --set name=eqbulk --set deploy.bulk_streams=2)
-expect_as_emulated(eqbulk "the bulk plane")
+expect_as_emulated(eqbulk "the bulk plane, 2 connections")
 
 # 1b. Through the link emulator (each worker in a network namespace, home-100m's 30 ms between them):
 # the same losses as the emulator, a DDP run slowed by the latency its all-reduces cross, and the
@@ -164,7 +168,7 @@ file(READ ${WORK}/out/crash/report.html html)
 expect_in(report_clock "measured wall-clock time (s)" "${html}")
 expect_in(report_crash "\"crash\"]" "${html}")
 
-# 2b. Asynchronous outer updates over ZeroMQ. One worker (its server beside it) equals the emulator
+# 2b. Asynchronous outer updates deployed. One worker (its server beside it) equals the emulator
 # bit for bit; with three, arrival order is the network's, and worker 2 killed with SIGKILL drops out
 # of the server's expectations: the survivors spend the whole budget (3 * 24 / 8 updates).
 file(WRITE ${WORK}/async1.yaml "name: async1\n${common}workers: {count: 1}\noutput: {dir: out, log_every: 1}\n"
@@ -174,7 +178,7 @@ run_ok(async_launch ${NARROWS} launch --local 1 async1.yaml -q)
 expect_same_metrics(equality_async ${WORK}/emu/async1/async-diloco-h8/metrics.jsonl
                     ${WORK}/out/async1/async-diloco-h8/metrics.jsonl 0)
 # DiPaCo (a module per level averaged among its two holders) and adaptive batch sizes (DDP's norm
-# test across workers, DiLoCo's on each worker's halves) over ZeroMQ: the emulator's numbers.
+# test across workers, DiLoCo's on each worker's halves) deployed: the emulator's numbers.
 file(WRITE ${WORK}/family.yaml "name: family\n${common}workers: {count: 4}\noutput: {dir: out, log_every: 1}\n"
      "deploy: {security: plain}\ncompare: [{name: dp, algorithm: dipaco, inner_steps: 8, document_tokens: 256},\n"
      "  {name: nt, algorithm: ddp, batch: {schedule: norm-test, eta: 0.05, test_every: 2, max_multiple: 4}},\n"
@@ -193,9 +197,9 @@ list(GET live_lines -1 live_last)
 string(JSON emu_val GET "${emu_last}" val_loss)
 string(JSON live_val GET "${live_last}" val_loss)
 if(NOT emu_val STREQUAL live_val)
-  message(FATAL_ERROR "dipaco's path-weighted validation loss: ${emu_val} emulated, ${live_val} over ZeroMQ")
+  message(FATAL_ERROR "dipaco's path-weighted validation loss: ${emu_val} emulated, ${live_val} deployed")
 endif()
-# 2c. The 2025-26 methods over ZeroMQ, four processes: SparseLoCo (chunked top-k, 2-bit values,
+# 2c. The 2025-26 methods deployed, four processes: SparseLoCo (chunked top-k, 2-bit values,
 # decaying error feedback), eager outer updates, NoLoCo's gossip and Muon inner steps give the
 # emulator's numbers bit for bit, and each, resumed from a checkpoint, continues exactly as the
 # uninterrupted run (error-feedback residuals, eager's last pseudo-gradients, gossip's momentum and
@@ -235,11 +239,11 @@ expect_in(async_crash_event "\"type\":\"crash\",\"worker\":2" "${events}")
 file(READ ${WORK}/out/async3/summary.json summary)
 string(JSON syncs GET "${summary}" results 0 outer_syncs)
 if(NOT syncs EQUAL 9)
-  message(FATAL_ERROR "async over ZeroMQ with a crash: ${syncs} updates applied, expected 9")
+  message(FATAL_ERROR "async deployed with a crash: ${syncs} updates applied, expected 9")
 endif()
 string(JSON val GET "${summary}" results 0 final_val_loss)
 if(val GREATER 5.6)
-  message(FATAL_ERROR "async over ZeroMQ: final validation loss ${val}")
+  message(FATAL_ERROR "async deployed: final validation loss ${val}")
 endif()
 
 # 3. DDP told to stop: a clear error, exit 1, the steps before the crash kept.
@@ -249,7 +253,7 @@ execute_process(COMMAND ${NARROWS} launch --local 4 crash.yaml -q --set "compare
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "ddp with on_failure stop: exit ${rc}\n${out}${err}")
 endif()
-# Worker 2 is killed as it starts step 12; if ZeroMQ had not flushed its last messages of step 11
+# Worker 2 is killed as it starts step 12; if its transport had not sent its last messages of step 11
 # when SIGKILL came, a survivor still inside step 11 sees it die there (both are true reports).
 string(REGEX MATCH "worker 2 died at step 1[12]; stopping \\(deploy.on_failure: stop\\)" stop_message "${err}")
 if(NOT stop_message)
