@@ -60,12 +60,6 @@ int64_t TcpWindowBytes() {
 
 constexpr uint64_t kSliceBytes = uint64_t{1} << 20;  // at most, per read
 
-// The io thread is woken for a payload only once the kernel holds kSliceBytes of it, or the rest of
-// it (SO_RCVLOWAT, which the kernel honours in poll and lets go of early under memory pressure or a
-// closing window). Woken for every few segments instead, it read 65 kB a call on loopback, and the
-// sender, whose window those reads opened, wrote as little: 7x the system calls of ZeroMQ's engine,
-// which is slower to wake and so reads more at a time.
-
 struct Write {
   std::vector<uint8_t> header;
   const void* data = nullptr;
@@ -280,7 +274,12 @@ struct ZmqTransport::Node::Bulk {
     from.inc = inc;
     node.cv.notify_all();
   }
-  // Sets how many bytes the kernel holds before it wakes the io thread for `s`.
+  // Sets how many bytes the kernel holds before it wakes the io thread for `s` (SO_RCVLOWAT, which
+  // the kernel honours in poll and lets go of early under memory pressure or a closing window). A
+  // payload's reader is woken once the kernel holds kSliceBytes of it, or the rest of it: woken for
+  // every few segments instead, it read 65 kB a call on loopback, and the sender, whose window those
+  // reads opened, wrote as little (7x the system calls of ZeroMQ's engine, which is slower to wake
+  // and so reads more at a time).
   static void LowWater(InStream& s, uint64_t bytes) {
     const int v = static_cast<int>(std::max<uint64_t>(1, bytes));
     if (v == s.low_water) return;
