@@ -33,6 +33,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -255,11 +256,15 @@ int main(int argc, char** argv) {
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
   const int n_rounds = std::max(1, std::getenv("ROUNDS") ? std::atoi(std::getenv("ROUNDS")) : 3);
+  const char* only_case = std::getenv("CASE");  // "RANKSxMB", e.g. 4x64: that case alone
+  if (only_case && !std::set<std::string>{"2x4", "2x64", "4x4", "4x64"}.count(only_case)) {
+    std::fprintf(stderr, "bench_allreduce: CASE=%s: expected one of 2x4, 2x64, 4x4, 4x64\n", only_case);
+    return 2;
+  }
   std::printf("ring all-reduce of float32 over loopback TCP, processes on this machine; median over %d rounds "
               "of the median of %d\n", n_rounds, iters);
   std::printf("%-6s %-8s %-15s %12s %14s %14s\n", "ranks", "size", "impl", "time (ms)", "busbw (GB/s)", "vs best gloo");
   std::map<std::string, bool> below;  // per plain-TCP transport: slower than Gloo's best in some case
-  const char* only_case = std::getenv("CASE");  // "RANKSxMB", e.g. 4x64: that case alone
   for (int n : {2, 4}) {
     for (int64_t mb : {4, 64}) {
       if (only_case && std::to_string(n) + "x" + std::to_string(mb) != only_case) continue;
@@ -309,7 +314,9 @@ int main(int argc, char** argv) {
     }
   }
   for (const char* impl : {"narrows", "narrows-bulk"}) {  // plain TCP over ZeroMQ, and over the bulk plane
-    if (below.count(impl)) std::printf("target: %s at least Gloo's bandwidth in every case: %s\n", impl, below[impl] ? "NOT met" : "met");
+    if (below.count(impl)) {
+      std::printf("target: %s at least Gloo's bandwidth in every case: %s\n", impl, below[impl] ? "NOT met" : "met");
+    }
   }
   return 0;
 }
