@@ -40,6 +40,8 @@ struct ZmqTransport::Node {
     int64_t generation = 0;  // new incarnations seen
     std::vector<uint64_t> retired;  // its incarnations replaced so far
     bool Replaced(uint64_t inc) const { return std::find(retired.begin(), retired.end(), inc) != retired.end(); }
+    // Whether `inc` is a process other than its current one (before the first, any is taken as it).
+    bool NotCurrent(uint64_t inc) const { return incarnation != 0 && inc != incarnation; }
     std::unique_ptr<zmq::socket_t> data, control;  // PUSH, guarded by send_mu
     std::mutex send_mu;
     uint64_t data_seq = 0;  // the next data frame's number to its current process (send_mu)

@@ -315,7 +315,7 @@ struct ZmqTransport::Node::Bulk {
     // A process whose hello has not come: its messages wait for it (HandOn) in buffers of ours, so
     // that no Recv waits on them meanwhile.
     const Peer& p = *node.peers[static_cast<size_t>(s->src)];
-    if (p.incarnation != 0 && s->inc != p.incarnation) return nullptr;
+    if (p.NotCurrent(s->inc)) return nullptr;
     const Inbound& from = in[static_cast<size_t>(s->src)];
     const uint64_t seq = s->h.seq;
     for (uint64_t q = from.next; q < seq; ++q) {
@@ -465,7 +465,7 @@ struct ZmqTransport::Node::Bulk {
     // A restarted process whose hello (over ZeroMQ) has not come yet: its messages wait for it
     // (OnControl hands them on then), neither taken for its predecessor's, which the hello
     // discards, nor dropped because the predecessor was declared dead.
-    if (p.incarnation != 0 && from.inc != p.incarnation && !p.Replaced(from.inc)) return;
+    if (p.NotCurrent(from.inc) && !p.Replaced(from.inc)) return;
     for (auto it = from.arrived.find(from.next); it != from.arrived.end(); it = from.arrived.find(from.next)) {
       Arrived a = std::move(it->second);
       from.arrived.erase(it);

@@ -88,7 +88,7 @@ void ZmqTransport::Node::OnData(int src, const FrameHeader& h, zmq::message_t pa
     if (p.Replaced(inc)) return;
     // A restarted process's data may come before its hello: held for it (below), not taken for
     // its predecessor's, nor dropped because the predecessor was declared dead.
-    const bool early = p.incarnation != 0 && inc != p.incarnation;
+    const bool early = p.NotCurrent(inc);
     if (!early && p.state == PeerState::kDead) return;  // a dead incarnation's late bytes
     uint64_t& next = p.in_next[inc];
     if (seq < next) {
@@ -151,7 +151,7 @@ void ZmqTransport::Node::OnControl(int src, FrameType type, const zmq::message_t
     }
     // A replaced process's hello that arrives late (its bytes retransmitted once a link healed).
     if (p.Replaced(inc)) return;
-    if (p.incarnation != 0 && inc != p.incarnation) {
+    if (p.NotCurrent(inc)) {
       // A restarted process: what its previous incarnation sent is void.
       mailbox.Discard(src);
       p.retired.push_back(p.incarnation);

@@ -5,6 +5,7 @@ DiLoCo against data parallelism as narrows' paired interval and verdict.
 
 Usage: python3 docs/results/papers/tables.py [RUNS]   (default runs/papers)
 """
+import importlib.util
 import json
 import math
 import os
@@ -12,6 +13,13 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "algorithms"))
 from table import pm  # noqa: E402  mean ± 95% half-width, as the ablation's tables print it
+
+# The scaling study's mean and 95% t half-width over seeds (docs/scaling/table.py, another "table").
+_spec = importlib.util.spec_from_file_location(
+    "scaling_table", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scaling", "table.py"))
+_scaling_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_scaling_table)
+mean_hw = _scaling_table.mean_hw
 
 runs = sys.argv[1] if len(sys.argv) > 1 else "runs/papers"
 
@@ -126,12 +134,7 @@ def seed_losses(path):
 def paired(a, b):
     """Mean of a - b over the seeds both have, with its 95% t-interval: (mean, lo, hi, n)."""
     d = [a[k] - b[k] for k in sorted(set(a) & set(b))]
-    t95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
-    m = sum(d) / len(d)
-    if len(d) < 2:
-        return m, float("nan"), float("nan"), len(d)
-    sd = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1))
-    h = t95.get(len(d) - 1, 2.0) * sd / math.sqrt(len(d))
+    m, h = mean_hw(d)
     return m, m - h, m + h, len(d)
 
 
