@@ -459,13 +459,22 @@ core::Result<std::vector<pid_t>> SpawnWorkers(const LaunchOptions& lo, const std
 // Waits for every worker. The first that fails ends the run for all; workers outliving rank 0 by
 // more than a minute have nobody to report to. The run's status is the first failure's, else rank 0's.
 // With `chaos`, the workers it kills are no failures and the processes it starts again are waited
-// for too; one of those that fails is noted, not fatal, and any still up when rank 0 is done (waiting
-// for a welcome that cannot come) is stopped.
+// for too; one of those that fails is noted, not fatal, and any still up 10 s after rank 0 is done
+// (waiting for a welcome that cannot come, and not yet gone for want of rank 0's heartbeat) is
+// stopped. Not at once: one that was welcomed back ends like the others once rank 0 acknowledges,
+// and a signal in the middle of its exit would leave its spool behind.
 Status Reap(std::vector<pid_t> pids, Chaos* chaos = nullptr) {
   int remaining = static_cast<int>(pids.size()), rank0_status = -1, failed_status = 0, failed_rank = -1;
   auto rank0_done = std::chrono::steady_clock::time_point::max();
   std::vector<pid_t> restarted;  // chaos: every process it started again, up or not
+  bool stopped_restarted = false;
   while (remaining > 0) {
+    if (chaos && !stopped_restarted && std::chrono::steady_clock::now() - rank0_done > std::chrono::seconds(10)) {
+      stopped_restarted = true;
+      for (pid_t p : restarted) {
+        if (std::find(pids.begin(), pids.end(), p) != pids.end()) ::kill(p, SIGTERM);
+      }
+    }
     if (chaos) {
       chaos->Tick(pids, &remaining);
       for (pid_t p : pids) {
@@ -521,12 +530,7 @@ Status Reap(std::vector<pid_t> pids, Chaos* chaos = nullptr) {
     if (r == 0) {
       rank0_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       rank0_done = std::chrono::steady_clock::now();
-      if (chaos) {
-        chaos->Stop();
-        for (pid_t p : restarted) {  // still waiting to be welcomed into a run that is over
-          if (std::find(pids.begin(), pids.end(), p) != pids.end()) ::kill(p, SIGTERM);
-        }
-      }
+      if (chaos) chaos->Stop();
     }
   }
   if (failed_status != 0) {

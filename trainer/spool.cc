@@ -2,7 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,23 +34,66 @@ void AppendItems(const std::string& bytes, std::vector<T>* out) {
 
 core::Result<std::unique_ptr<Spool>> Spool::Open(const std::string& dir, const std::string& stem) {
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
-  std::unique_ptr<Spool> s(new Spool());
-  s->dir_ = dir;
-  for (auto [file, suffix] : {std::pair{&s->records_, ".records"}, {&s->events_, ".events.jsonl"}, {&s->rates_, ".rates"}}) {
-    file->path = dir + "/" + stem + suffix;
-    file->fd = ::open(file->path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (file->fd < 0) return core::Status::IoError(file->path + ": cannot create the spool file (" + std::strerror(errno) + ")");
+  auto fail = [](const std::string& path) {
+    return core::Status::IoError(path + ": cannot create the spool file (" + std::strerror(errno) + ")");
+  };
+  // The records file is locked before it is given its name, so that no gatherer ever sees it
+  // unlocked while this process lives; every name is created exclusively, so that a dead process's
+  // spool under the same name (its PID used again) is never overwritten: the next free name is
+  // taken instead.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::string name = attempt == 0 ? stem : stem + "-" + std::to_string(attempt);
+    std::unique_ptr<Spool> s(new Spool());  // its destructor removes what an attempt created
+    s->events_.path = dir + "/" + name + ".events.jsonl";
+    s->rates_.path = dir + "/" + name + ".rates";
+    const std::string named = dir + "/" + name + ".records", unnamed = dir + "/." + name + ".records.new";
+    s->records_.path = unnamed;
+    s->records_.fd = ::open(unnamed.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (s->records_.fd < 0) return fail(unnamed);
+    if (::flock(s->records_.fd, LOCK_EX | LOCK_NB) != 0) {
+      const core::Status why = core::Status::IoError(unnamed + ": cannot lock the spool file (" + std::strerror(errno) + ")");
+      ::unlink(unnamed.c_str());
+      return why;
+    }
+    bool taken = false;
+    for (File* file : {&s->events_, &s->rates_}) {
+      file->fd = ::open(file->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (file->fd < 0 && errno != EEXIST) {
+        const core::Status why = fail(file->path);
+        ::unlink(unnamed.c_str());
+        return why;
+      }
+      taken = taken || file->fd < 0;
+    }
+    if (!taken && ::link(unnamed.c_str(), named.c_str()) != 0) {
+      if (errno != EEXIST) {
+        const core::Status why = fail(named);
+        ::unlink(unnamed.c_str());
+        return why;
+      }
+      taken = true;
+    }
+    ::unlink(unnamed.c_str());
+    if (!taken) {
+      s->records_.path = named;
+      s->dir_ = dir;
+      return s;
+    }
+    // Another spool has this name: the files this attempt created go, and the next name is tried.
+    ::close(s->records_.fd);
+    s->records_.fd = -1;
   }
-  return s;
+  return core::Status::IoError(dir + "/" + stem + ": 100 spools of that name are already there");
 }
 
 Spool::~Spool() {
-  for (File* file : {&records_, &events_, &rates_}) {
+  // Unlinked before closed: the lock on the records file is held until its name is gone.
+  for (File* file : {&events_, &rates_, &records_}) {
     if (file->fd < 0) continue;
-    ::close(file->fd);
     ::unlink(file->path.c_str());
+    ::close(file->fd);
   }
-  ::rmdir(dir_.c_str());  // once the last process of this machine closed its spool
+  if (!dir_.empty()) ::rmdir(dir_.c_str());  // once the last process of this machine closed its spool
 }
 
 bool Spool::Write(File& file, const void* data, size_t bytes) {
@@ -141,12 +184,7 @@ std::vector<Spool::Leftover> Spool::TakeLeftovers(const std::string& dir) {
           name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
         continue;
       }
-      const std::string stem = name.substr(0, name.size() - suffix.size());
-      char* end = nullptr;
-      const long pid = std::strtol(stem.c_str() + 8, &end, 10);
-      if (end == stem.c_str() + 8 || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
-      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // it runs (or is not ours to ask)
-      stems.push_back(stem);
+      stems.push_back(name.substr(0, name.size() - suffix.size()));
     }
     ::closedir(d);
   }
@@ -155,12 +193,23 @@ std::vector<Spool::Leftover> Spool::TakeLeftovers(const std::string& dir) {
   for (const std::string& stem : stems) {
     std::unique_ptr<Spool> s(new Spool());
     s->dir_ = dir;
+    s->records_.path = dir + "/" + stem + ".records";
+    s->records_.fd = ::open(s->records_.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (s->records_.fd < 0) continue;  // its process removed it a moment ago
+    // A process holds the lock on its records file while it lives, whatever its PID became since:
+    // a lock that is taken means a dead writer. One that ended normally unlinked its files first.
+    struct stat st {};
+    if (::flock(s->records_.fd, LOCK_EX | LOCK_NB) != 0 || ::fstat(s->records_.fd, &st) != 0 || st.st_nlink == 0) {
+      ::close(s->records_.fd);
+      s->records_.fd = -1;
+      continue;
+    }
+    s->records_.size = st.st_size;
     Leftover l;
     l.stem = stem;
-    for (auto [file, suffix] : {std::pair{&s->records_, ".records"}, {&s->events_, ".events.jsonl"}, {&s->rates_, ".rates"}}) {
+    for (auto [file, suffix] : {std::pair{&s->events_, ".events.jsonl"}, {&s->rates_, ".rates"}}) {
       file->path = dir + "/" + stem + suffix;
       file->fd = ::open(file->path.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat st {};
       if (file->fd >= 0 && ::fstat(file->fd, &st) == 0) file->size = st.st_size;
     }
     // Whole items only: a kill can cut the last one short.

@@ -32,7 +32,10 @@ struct StepRecord {
 
 class Spool {
  public:
-  // Creates `dir` and three files in it, named by `stem` (records, events, rates).
+  // Creates `dir` and three files in it, named by `stem` (records, events, rates), or by `stem`-K
+  // where a spool of that name is there already (a dead process's, its PID since used again). The
+  // records file is locked (flock) for as long as the spool is open: that lock, not the PID, tells
+  // a gatherer whether its writer lives.
   static core::Result<std::unique_ptr<Spool>> Open(const std::string& dir, const std::string& stem);
   ~Spool();  // closes and removes the files, and the folder if no other process's remain
   Spool(const Spool&) = delete;
@@ -49,10 +52,10 @@ class Spool {
 
   // What processes that no longer run left in `dir` (killed before they could hand their records
   // on; a spool is named process-PID): each read as Read reads (whole items; a line cut short by
-  // the kill is left out) and its files removed. A process still running on this machine, and this
-  // one, are left alone; a folder on another machine is not seen.
+  // the kill is left out) and its files removed. A spool whose records file is still locked (its
+  // process runs, this one included) is left alone; a folder on another machine is not seen.
   struct Leftover {
-    std::string stem;  // process-PID
+    std::string stem;  // process-PID, or process-PID-K
     std::vector<StepRecord> records;
     std::vector<nlohmann::json> events;
     std::vector<double> rates;

@@ -155,5 +155,51 @@ TEST(SpoolTest, AKilledProcesssSpoolIsTakenUpAndALiveOnesIsNot) {
   std::filesystem::remove_all(dir);
 }
 
+// The writer's lock, not its PID, says whether a spool is left over: a dead process's spool whose
+// name is a live PID (the PID used again since, here this very process's) is taken up, and a spool
+// opened under that name afterwards takes another name instead of overwriting it.
+TEST(SpoolTest, ADeadWritersSpoolIsTakenThoughItsPidRunsAgain) {
+  const std::string dir = Folder("reused");
+  const std::string stem = "process-" + std::to_string(::getpid());
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = Spool::Open(dir, stem);
+    if (!s.ok()) ::_exit(1);
+    for (int i = 0; i < 4; ++i) (*s)->Add(Rec(200 + i));
+    const char c = 1;
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    for (;;) ::pause();  // until killed
+  }
+  ASSERT_GT(pid, 0);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  EXPECT_TRUE(Spool::TakeLeftovers(dir).empty());  // its writer lives
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  auto mine = Spool::Open(dir, stem);  // the name is a dead process's: not overwritten
+  ASSERT_TRUE(mine.ok()) << mine.status().message();
+  (*mine)->Add(Rec(1));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + stem + "-1.records"));
+  auto taken = Spool::TakeLeftovers(dir);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].stem, stem);
+  ASSERT_EQ(taken[0].records.size(), 4u);
+  EXPECT_EQ(taken[0].records[3].step, 203);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + stem + ".records"));
+  std::vector<StepRecord> records;
+  std::vector<nlohmann::json> events;
+  std::vector<double> rates;
+  ASSERT_TRUE((*mine)->Read(&records, &events, &rates).ok());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].step, 1);
+  mine->reset();  // a spool closed normally leaves nothing, the folder included
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  ::close(ready[0]);
+  ::close(ready[1]);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace narrows::trainer
