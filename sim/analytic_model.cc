@@ -96,7 +96,7 @@ void AnalyticModel::End(const Flow& f) {
   if (!options_.slow_start) return;
   Connection& c = connections_[f.pair];
   // The bits of its last round trip are acknowledged after it: they grow the window for the next.
-  if (f.window_at < kNever && AtWindow(f)) c.window_bits += f.window_sent_bits;
+  if (f.window_at < kNever && UsesWindow(f)) c.window_bits += f.window_sent_bits;
   c.idle_since = now_;
 }
 
@@ -113,18 +113,20 @@ bool AnalyticModel::GrowWindows() {
     Connection& c = connections_[f.pair];
     const double rtt = Rtt(f);
     // Slow start: the window grows by what was acknowledged, the bits sent a round trip ago, while
-    // it is what limits the flow (Linux grows a window only while it is used).
-    const bool limited = AtWindow(f);
-    if (limited) c.window_bits += f.window_sent_bits;
+    // the flow keeps at least half of it in flight (Linux grows a window only while it is used:
+    // tcp_is_cwnd_limited), so on past the route's bandwidth-delay product, into the bottleneck's
+    // queue, as a real sender's does: what the next restart after idleness halves is that window.
+    const bool used = UsesWindow(f);
+    if (used) c.window_bits += f.window_sent_bits;
     f.window_sent_bits = 0.0;
     f.window_bps = c.window_bits / rtt;
-    // Once the window exceeds what the route's slowest link carries it can no longer limit. While
-    // the flow's share is below its window the window neither grows nor needs a round trip's
-    // event: it waits until Recompute finds the flow at its window again.
+    // Once the window exceeds twice what the route's slowest link carries it can neither limit nor
+    // grow. While the flow keeps less than half its window in flight the window neither grows nor
+    // needs a round trip's event: it waits until Recompute finds the flow using it again.
     double slowest = kNever;
     for (int l : f.route) slowest = std::min(slowest, bandwidth_[static_cast<size_t>(l)]);
-    f.window_dormant = limited ? false : f.window_bps <= slowest;
-    f.window_at = f.window_bps > slowest || !limited ? kNever : now_ + rtt;
+    f.window_dormant = used ? false : f.window_bps <= 2.0 * slowest;
+    f.window_at = f.window_bps > 2.0 * slowest || !used ? kNever : now_ + rtt;
     changed = true;
   }
   return changed;
@@ -191,9 +193,9 @@ void AnalyticModel::Recompute() {
       }
     }
   }
-  // A dormant window (below: GrowWindows) wakes when the flow is at its window again.
+  // A dormant window (above: GrowWindows) wakes when the flow uses it again.
   for (auto& f : flows_) {
-    if (f.window_dormant && AtWindow(f)) {
+    if (f.window_dormant && UsesWindow(f)) {
       f.window_dormant = false;
       f.window_at = now_ + Rtt(f);
       f.window_sent_bits = 0.0;

@@ -80,6 +80,9 @@ class AnalyticModel : public NetworkModel {
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
   // Whether its window is what limits the flow now.
   static bool AtWindow(const Flow& f) { return f.rate_bps >= f.window_bps * (1.0 - 1e-9); }
+  // Whether the flow keeps at least half its window in flight, which is when Linux grows a window
+  // in slow start (tcp_is_cwnd_limited: cwnd < 2 x max_packets_out).
+  static bool UsesWindow(const Flow& f) { return f.rate_bps >= 0.5 * f.window_bps * (1.0 - 1e-9); }
   // A flow begins to transmit now: its connection's window, restarted after idleness.
   void Begin(Flow& f);
   // A flow's last bit left: what its window still gained, and the connection idle from now.

@@ -141,6 +141,27 @@ TEST(AnalyticModelTest, AWindowGrowsAgainWhenItsFlowsShareRises) {
   EXPECT_LT(t[0] - flow[0], 8 * rtt) << "with the window " << t[0] << " s, without " << flow[0] << " s";
 }
 
+// Past the bandwidth-delay product a window goes on growing while its flow keeps half of it in
+// flight, as Linux's does in slow start, into the bottleneck's queue: the flow's rate is the link's
+// either way, but what a restart after idleness halves is that larger window. Here a 10 MB message
+// at 100 Mbit/s and a 100 ms round trip (a BDP of 10 Mbit) leaves a window of over 20 Mbit, so
+// after 1.5 RTOs of idleness (halved once) the next message goes at the link's rate from its first
+// bit; a window kept at the BDP would be halved below it and pay a round trip more.
+TEST(AnalyticModelTest, AWindowGrowsPastTheBandwidthDelayProductWhileHalfOfItIsInFlight) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  const double latency = 0.025, bandwidth = 100e6, bits = 80e6;
+  const Topology star = Topology::Star(UniformLinks(2, bandwidth, latency));
+  const double path = star.PathLatency(0, 1), rtt = 2 * path, rto = rtt + o.min_rto_s;
+  AnalyticModel model(star, o);
+  const double first = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}})[0];
+  EXPECT_GT(first, path + bits / bandwidth + 3 * rtt);  // slow start from 10 segments
+  const double at = first - path + 1.5 * rto;
+  const double second = SimulateMessages(model, {{0, 1, 10'000'000, at}})[0];
+  EXPECT_NEAR(second - at, path + bits / bandwidth, 1e-9);
+}
+
 // ACKs on the reverse path: a lone flow keeps the whole link (its ACKs fit beside it), while in a
 // ring every uplink also carries the ACKs of the flow its worker receives, so each flow gets
 // B / (1 + share); the link counters hold the ACK bits too.

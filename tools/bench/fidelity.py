@@ -37,6 +37,26 @@ def result(name, entry):
     return summary["results"][0]["time_s"], per_worker, last["step"]
 
 
+STEADY_FROM = 9  # the steady state: from the step after DiLoCo H=8's first outer step (16 of 24 steps)
+
+
+def steady(name, entry):
+    """Seconds per step from step STEADY_FROM on: without the first steps, where a real TCP's slow
+    start overshoots the path and recovers from the loss it caused (a transient the models lack)."""
+    times = []
+    for line in (OUT / name / entry / "metrics.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        t = d.get("wall_time_s", d.get("virtual_time_s"))
+        if t is not None:
+            times.append((d["step"], t))
+    times.sort()
+    before = [t for step, t in times if step == STEADY_FROM - 1]
+    last_step, last = times[-1]
+    if not before or last_step < STEADY_FROM:
+        return None
+    return (last - before[0]) / (last_step - STEADY_FROM + 1)
+
+
 # Through the link emulator (narrows launch --network): each network as (label, --set overrides).
 # (The scenario file's own bandwidth and latency keys would override a profile: the profiles'
 # values are given explicitly.)
@@ -119,7 +139,7 @@ def main():
             else:
                 run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
             compute, real = calibration(real_name, entry, flops[entry])
-            row = {"rate": rate, "entry": entry, "real": real}
+            row = {"rate": rate, "entry": entry, "real": real, "steady": {"real": steady(real_name, entry)}}
             for model, model_sets in MODELS.items():
                 if model == "analytic-host":
                     if host is None:
@@ -130,6 +150,7 @@ def main():
                 run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets, *compute])
                 seconds, _, steps = result(name, entry)
                 row[model] = seconds / steps
+                row["steady"][model] = steady(name, entry)
             rows.append(row)
             print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
     models = [m for m in MODELS if all(m in r for r in rows)]
@@ -144,6 +165,20 @@ def main():
     for m, errs in errors.items():
         print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
               f"(target: {'mean <= 2%, max <= 5%' if linkemu else 'mean <= 5%, max <= 10%'})")
+    # The same from step STEADY_FROM on: what is left of each error without the first steps.
+    if all(r["steady"]["real"] for r in rows):
+        print(f"\nfrom step {STEADY_FROM} on (the first steps' slow start and its losses left out):")
+        print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
+        steady_errors = {m: [] for m in models}
+        for r in rows:
+            st = r["steady"]
+            e = {m: (st[m] - st["real"]) / st["real"] for m in models}
+            for m in models:
+                steady_errors[m].append(abs(e[m]))
+            print(f"{r['rate']:>11} {r['entry']:<10} {st['real']:>11.3f} " +
+                  " ".join(f"{st[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in models))
+        for m, errs in steady_errors.items():
+            print(f"{m}, from step {STEADY_FROM}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}%")
     for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
         for m in models:

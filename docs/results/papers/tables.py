@@ -93,6 +93,13 @@ def section_1():
         print(f"| {k} | {pm(iid, 'final_val_loss', '%.3f')} | " +
               (pm(non, 'final_val_loss', '%.3f') if non else "(not run)") +
               f" | {pm(iid, 'time_s', '%.0f')} | {mb(iid['bytes_sent_per_worker'])} |")
+    # Each size against the one before it, i.i.d., paired seed by seed.
+    sizes = (1, 4, 8, 16, 64)
+    for small, large in zip(sizes, sizes[1:]):
+        a = seed_losses("table3-64" if large == 64 else f"table3-sweep/count-{large}_sampling-iid").get("diloco-h50", {})
+        b = seed_losses(f"table3-sweep/count-{small}_sampling-iid").get("diloco-h50", {})
+        m, lo, hi, n = paired(a, b)
+        print(f"{large} against {small} replicas, i.i.d., over {n} seeds: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]")
 
 
 def section_2():
