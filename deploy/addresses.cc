@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <random>
 
 namespace narrows::deploy {
 
@@ -34,19 +36,48 @@ int PortOf(const std::string& endpoint) {
   return colon == std::string::npos ? -1 : std::atoi(endpoint.c_str() + colon + 1);
 }
 
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+int EphemeralPortsFrom() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low && low > 0 ? low : -1;
+}
+
+namespace {
+
+// Whether a TCP socket can bind 127.0.0.1:`port` now (0: any port); the port it got, or -1.
+int BindLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof a;
-  int port = 29500;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+  int got = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    got = ntohs(a.sin_port);
   }
-  if (fd >= 0) ::close(fd);
-  return port;
+  ::close(fd);
+  return got;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  // Below the kernel's ephemeral range, which bind(0) and every outgoing connection draw from: a
+  // port from that range can be taken by any connection between this check and the caller's bind
+  // (it happened, "Address already in use"), one below it only by a process that names it.
+  const int ephemeral = EphemeralPortsFrom();
+  if (ephemeral > 10'000 + 1'000) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(10'000, ephemeral - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = BindLoopback(pick(rng));
+      if (port > 0) return port;
+    }
+  }
+  const int port = BindLoopback(0);
+  return port > 0 ? port : 29500;
 }
 
 }  // namespace narrows::deploy

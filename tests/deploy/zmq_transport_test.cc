@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "core/group_guard.h"
@@ -110,6 +111,31 @@ class PeerProcess {
  private:
   pid_t pid_;
 };
+
+// The rendezvous port a local launch picks is free, and below the ephemeral range where there is
+// room, so that no outgoing connection (whose local ports come from that range) can take it first;
+// two picks differ.
+TEST(ZmqTransportTest, ALocalRendezvousPortIsFreeAndOutsideTheEphemeralRange) {
+  const int ephemeral = deploy::EphemeralPortsFrom();
+  std::set<int> ports;
+  for (int i = 0; i < 8; ++i) {
+    const int port = deploy::FreeLoopbackPort();
+    ASSERT_GT(port, 0);
+    if (ephemeral > 11'000) {
+      EXPECT_GE(port, 10'000);
+      EXPECT_LT(port, ephemeral);
+    }
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "port " << port;
+    ::close(fd);
+    ports.insert(port);
+  }
+  EXPECT_GT(ports.size(), 1u);
+}
 
 TEST(ZmqTransportTest, BadFramesAreRejectedAndTheStreamGoesOn) {
   const int port = deploy::FreeLoopbackPort();
