@@ -101,6 +101,23 @@ def host_rate(entry, spec, flops, common, reuse):
     return rate
 
 
+def print_errors(rows, models, times, label="", note=""):
+    """Each row's seconds per step, measured and predicted by each model (`times(row)` holds them
+    by "real" and model), with the error, then each model's mean and max |error| (its line: the
+    model, `label`, the figures, `note`)."""
+    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
+    errors = {m: [] for m in models}
+    for r in rows:
+        t = times(r)
+        e = {m: (t[m] - t["real"]) / t["real"] for m in models}
+        for m in models:
+            errors[m].append(abs(e[m]))
+        print(f"{r['rate']:>11} {r['entry']:<10} {t['real']:>11.3f} " +
+              " ".join(f"{t[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in models))
+    for m, errs in errors.items():
+        print(f"{m}{label}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}%{note}")
+
+
 def main():
     linkemu = "--linkemu" in sys.argv[1:]
     # --reuse: the real runs already under OUT are read back, not run again (predictions only).
@@ -154,31 +171,12 @@ def main():
             rows.append(row)
             print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
     models = [m for m in MODELS if all(m in r for r in rows)]
-    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
-    errors = {m: [] for m in models}
-    for r in rows:
-        e = {m: (r[m] - r["real"]) / r["real"] for m in errors}
-        for m in errors:
-            errors[m].append(abs(e[m]))
-        print(f"{r['rate']:>11} {r['entry']:<10} {r['real']:>11.3f} " +
-              " ".join(f"{r[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in models))
-    for m, errs in errors.items():
-        print(f"{m}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}% "
-              f"(target: {'mean <= 2%, max <= 5%' if linkemu else 'mean <= 5%, max <= 10%'})")
+    target = "mean <= 2%, max <= 5%" if linkemu else "mean <= 5%, max <= 10%"
+    print_errors(rows, models, lambda r: r, note=f" (target: {target})")
     # The same from step STEADY_FROM on: what is left of each error without the first steps.
     if all(r["steady"]["real"] for r in rows):
         print(f"\nfrom step {STEADY_FROM} on (the first steps' slow start and its losses left out):")
-        print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
-        steady_errors = {m: [] for m in models}
-        for r in rows:
-            st = r["steady"]
-            e = {m: (st[m] - st["real"]) / st["real"] for m in models}
-            for m in models:
-                steady_errors[m].append(abs(e[m]))
-            print(f"{r['rate']:>11} {r['entry']:<10} {st['real']:>11.3f} " +
-                  " ".join(f"{st[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in models))
-        for m, errs in steady_errors.items():
-            print(f"{m}, from step {STEADY_FROM}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}%")
+        print_errors(rows, models, lambda r: r["steady"], label=f", from step {STEADY_FROM}")
     for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
         for m in models:
