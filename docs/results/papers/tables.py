@@ -100,6 +100,14 @@ def section_1():
         b = seed_losses(f"table3-sweep/count-{small}_sampling-iid").get("diloco-h50", {})
         m, lo, hi, n = paired(a, b)
         print(f"{large} against {small} replicas, i.i.d., over {n} seeds: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+    # Non-i.i.d. against i.i.d., paired, on the five-seed grid where it is measured (else seeds 0-2).
+    grid = "table3-5seeds-sweep" if os.path.isdir(os.path.join(runs, "table3-5seeds-sweep")) else "table3-sweep"
+    for k in sizes[1:-1]:
+        non = seed_losses(f"{grid}/count-{k}_sampling-non-iid").get("diloco-h50", {})
+        iid = seed_losses(f"{grid}/count-{k}_sampling-iid").get("diloco-h50", {})
+        m, lo, hi, n = paired(non, iid)
+        verdict = "inconclusive" if lo <= 0 <= hi else ("non-i.i.d. lower" if hi < 0 else "non-i.i.d. higher")
+        print(f"non-i.i.d. - i.i.d. at {k} replicas over {n} seeds ({grid}): {m:+.4f} [{lo:+.4f}, {hi:+.4f}] {verdict}")
 
 
 def section_2():
