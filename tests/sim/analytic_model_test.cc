@@ -329,7 +329,9 @@ TEST(AnalyticModelTest, CountsEachLinksBitsOverTime) {
     if (!on_route) continue;
     const double bin = model.counters()->bin_s();
     for (size_t i = 0; i + 1 < links[l].bins.size(); ++i) {
-      if (static_cast<double>(i + 1) * bin <= 0.8) EXPECT_NEAR(links[l].bins[i], 100e6 * bin, 1e-3) << i;
+      if (static_cast<double>(i + 1) * bin <= 0.8) {
+        EXPECT_NEAR(links[l].bins[i], 100e6 * bin, 1e-3) << i;
+      }
     }
   }
 }
