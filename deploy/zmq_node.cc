@@ -99,9 +99,14 @@ void ZmqTransport::Node::SendControl(int dst, FrameType type, const Json& body) 
   if (p.control) SendFrame(*p.control, type, opt.rank, 0, text.data(), text.size());
 }
 
-Json ZmqTransport::Node::Hello() const {
-  Json h = {{"data", data_ep}, {"control", control_ep}, {"incarnation", incarnation}};
-  if (!bulk_ep.empty()) h["bulk"] = bulk_ep;
+Json ZmqTransport::Node::Hello(const Json& listed) const {
+  // As the table lists them, not as bound: bound on every interface (--bind's default), a
+  // socket's own name is 0.0.0.0, which on another machine names that machine.
+  auto as_listed = [&listed](const char* key, const std::string& bound) {
+    return listed.is_object() && listed.contains(key) && listed[key].is_string() ? listed[key].get<std::string>() : bound;
+  };
+  Json h = {{"data", as_listed("data", data_ep)}, {"control", as_listed("control", control_ep)}, {"incarnation", incarnation}};
+  if (!bulk_ep.empty()) h["bulk"] = as_listed("bulk", bulk_ep);
   return h;
 }
 
@@ -256,7 +261,7 @@ void ZmqTransport::Node::ConnectAll(const Json& endpoints) {
       ConnectPeer(r, e.at("data"), e.at("control"), e.value("bulk", std::string()), e.at("incarnation"));
     }
   }
-  const Json hello = Hello();
+  const Json hello = Hello(endpoints[static_cast<size_t>(opt.rank)]);
   for (int r = 0; r < opt.world_size; ++r) {
     if (r != opt.rank) SendControl(r, FrameType::kHello, hello);
   }

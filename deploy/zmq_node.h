@@ -134,7 +134,9 @@ struct ZmqTransport::Node {
   // included) is dropped. The next hello from `r` opens a new one.
   void DropQueued(int r);
   void SendControl(int dst, FrameType type, const Json& body);
-  Json Hello() const;
+  // This rank's hello: its endpoints as `listed` (its entry in the rendezvous table: the host rank
+  // 0 saw it at, or --advertise) says, and its incarnation.
+  Json Hello(const Json& listed) const;
   // Connects to a peer's endpoints (again, for a restarted peer); `b`: its bulk plane's, or "".
   // REQUIRES: mu held.
   void ConnectPeer(int r, const std::string& d, const std::string& c, const std::string& b, uint64_t inc);
