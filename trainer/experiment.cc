@@ -302,6 +302,14 @@ core::Result<EntryResult> Experiment::Finish(const std::string& dir) {
   NARROWS_RETURN_IF_ERROR(WriteMetrics(x, dir + "/metrics.jsonl", r.steps));
   NARROWS_RETURN_IF_ERROR(WriteEvents(x, dir + "/events.jsonl"));
   if (!x.error.ok()) return x.error;  // after writing what the workers recorded before it
+  // Live, the survivors of a failure finish the run; where none did (every worker dropped, this one
+  // included), what was written is a run cut short, not a result.
+  const int64_t last_eval = x.evals.empty() ? 0 : x.evals.rbegin()->first;
+  if (x.opt.membership == Membership::kLive && last_eval < x.sc.train.steps) {
+    return core::Status::Aborted("entry " + x.algo.name + " ended before its last step: no worker reached step " +
+                                 std::to_string(x.sc.train.steps) + " (the last evaluation is at step " +
+                                 std::to_string(last_eval) + "; events.jsonl says who was dropped and why); what it recorded is in " + dir);
+  }
   return r;
 }
 
