@@ -170,7 +170,8 @@ struct ZmqTransport::Node {
   // endpoint only then). REQUIRES: r's send_mu held.
   bool BulkTo(int r) const;
   // Queues a data message to `r` on its next connection: lent (given back to `lease` once written
-  // or dropped) when `lease` is given, copied otherwise. False if its connections are gone.
+  // or dropped) when `lease` is given, copied otherwise. False if its connections are gone, or one
+  // of them failed (the message is then the caller's to send over ZeroMQ, as is every later one).
   // REQUIRES: r's send_mu held.
   // `again`: under the previous message's sequence number (a hostile member's repeat, for tests
   // and the `repeat` fault).

@@ -88,6 +88,9 @@ struct OutStream {
     return queued.load() + in_kernel;
   }
   bool connected = false, writing = false, broken = false;
+  // Broken by an error (a reset, a refused connect), not closed here: set on the io thread, read by
+  // senders, who send to that peer over ZeroMQ from then on (SendBulk).
+  std::atomic<bool> failed{false};
   std::deque<Write> queue;
 };
 
@@ -107,6 +110,7 @@ struct InStream {
   std::unique_ptr<uint8_t[]> buffer;       // ... or this
   uint8_t* target = nullptr;
   uint64_t read = 0;                       // of the payload, so far
+  bool in_frame = false;                   // between a frame's header and its end
   int low_water = 1;                       // the socket's SO_RCVLOWAT
   FrameChecksum checksum;                  // plain: of the header and what was read so far
   bool duplicate = false;                  // its sequence number came before: read and dropped
@@ -139,6 +143,7 @@ struct ZmqTransport::Node::Bulk {
     uint64_t next_seq = 0;
     SealKey key{};  // sealed: this process's pair key for that one (new with each)
     std::vector<std::shared_ptr<OutStream>> streams;
+    bool over_zeromq = false;  // a connection failed: its data goes over ZeroMQ (said once)
   };
   std::vector<Outbound> out;
 
@@ -156,6 +161,7 @@ struct ZmqTransport::Node::Bulk {
   // --- io thread: sending ---
   void Broken(const std::shared_ptr<OutStream>& s, const std::string& why) {
     if (!s->broken && !why.empty()) node.Log("bulk connection to " + RankName(s->dst) + ": " + why);
+    if (!why.empty()) s->failed = true;
     s->broken = true;
     s->fd = -1;
     boost::system::error_code ignored;
@@ -326,6 +332,7 @@ struct ZmqTransport::Node::Bulk {
   }
   // Where the payload goes: the waiting Recv's buffer, or one of ours.
   void Route(const std::shared_ptr<InStream>& s) {
+    s->in_frame = true;
     s->read = 0;
     s->checksum = FrameChecksum(s->header.data());
     s->opened = 0;
@@ -404,6 +411,7 @@ struct ZmqTransport::Node::Bulk {
     }
   }
   void Finish(const std::shared_ptr<InStream>& s) {
+    s->in_frame = false;
     OpenRecords(s);
     if (s->duplicate) {  // a sender never repeats a sequence number: a broken or hostile peer did
       const std::string why = "bulk frame: sequence number " + std::to_string(s->h.seq) + " again (a duplicated message)";
@@ -445,13 +453,25 @@ struct ZmqTransport::Node::Bulk {
     s->buffer.reset();
     ReadHeader(s);
   }
-  // The connection ended: at a process's exit (or kill) or a broken link. What it was reading is lost.
+  // The connection ended: at a process's exit (or kill) or a broken link. What it was reading is
+  // lost, and counted as arrived, void, so that what the source sent after it (over its other
+  // connections, done or under way into a Recv's buffer) is handed on and not held behind it.
   void Lost(const std::shared_ptr<InStream>& s, const boost::system::error_code& ec) {
     std::lock_guard<std::mutex> lock(node.mu);
     if (s->claimed) {
       s->claimed->state = State::kFailed;
       s->claimed = nullptr;
       node.cv.notify_all();
+    }
+    if (s->in_frame && !s->duplicate && s->src >= 0) {
+      s->in_frame = false;
+      Inbound& from = in[static_cast<size_t>(s->src)];
+      if (s->inc == from.inc && s->h.seq >= from.next && !from.arrived.count(s->h.seq)) {
+        Arrived a;
+        a.tag = s->h.tag;
+        from.arrived.emplace(s->h.seq, std::move(a));
+        HandOn(s->src);
+      }
     }
     if (ec != asio::error::eof && ec != asio::error::operation_aborted && ec != asio::error::connection_reset) {
       node.Log("bulk connection from " + RankName(s->src) + ": " + ec.message());
@@ -539,6 +559,7 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
   o.inc = inc;
   o.endpoint = endpoint;
   o.next_seq = 0;
+  o.over_zeromq = false;
   if (endpoint.empty()) return;
   std::vector<uint8_t> sealed_hello;  // one for all k connections
   if (bulk->sealed) {
@@ -575,7 +596,17 @@ void ZmqTransport::Node::ConnectBulk(int r, const std::string& endpoint, uint64_
 
 bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t bytes, core::SendLease* lease, bool again) {
   Bulk::Outbound& o = bulk->out[static_cast<size_t>(r)];
-  if (o.streams.empty()) return false;
+  if (o.streams.empty() || o.over_zeromq) return false;
+  // A connection to a live peer that failed took what it had queued with it: the receiver can hand
+  // on nothing numbered after that (it waits for the lost numbers), so nothing more goes this way.
+  // ZeroMQ reconnects by itself; the collective that lost a piece fails and is settled as usual.
+  for (const auto& c : o.streams) {
+    if (c->failed) {
+      o.over_zeromq = true;
+      Log("bulk connection to " + RankName(r) + " failed; its data goes over ZeroMQ until its next process");
+      return false;
+    }
+  }
   const uint64_t seq = again && o.next_seq > 0 ? o.next_seq - 1 : o.next_seq++;
   // The first connection with less than a window in flight (what one TCP connection can keep in
   // flight), else the one with the least: a light load stays on one warm connection (an idle one,

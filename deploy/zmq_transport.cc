@@ -108,8 +108,8 @@ Status ZmqTransport::SendTo(int dst, int tag, const void* data, size_t bytes, co
   }
   {
     std::lock_guard<std::mutex> lock(p.send_mu);
-    if (n.BulkTo(dst)) {
-      if (!n.SendBulk(dst, tag, data, bytes, lease)) return Status::IoError("the bulk connections to " + RankName(dst) + " are closed");
+    // Over the plane while it works; a peer without one, or whose connection failed, over ZeroMQ.
+    if (n.BulkTo(dst) && n.SendBulk(dst, tag, data, bytes, lease)) {
       if (twice) n.SendBulk(dst, tag, data, bytes, nullptr, /*again=*/true);
     } else if (!p.data || !n.SendFrame(*p.data, FrameType::kData, rank(), tag, data, bytes, lease, dst, p.data_seq++,
                                            p.incarnation)) {

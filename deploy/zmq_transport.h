@@ -34,7 +34,10 @@
 // sequence number is a duplicate: rejected and dropped). A message whose Recv
 // is waiting is read straight into that Recv's buffer; one whose Recv comes while it is being read
 // goes on into it (what was read so far copied over); the rest into buffers of the plane's, which
-// a RecvInPlace reads in place.
+// a RecvInPlace reads in place. A connection that fails while its peer lives (a reset, a refused
+// connect) loses what it carried: the receiver counts the message it was reading as arrived, void,
+// and the sender sends that peer's data over ZeroMQ from then on, so nothing is held behind the
+// lost numbers (the collective that lost a piece fails and is settled like any other failure).
 //
 // Large messages: collectives should send them in pieces (core::CollectiveOptions::pipeline_bytes,
 // about 1 MiB), so that copying, checksumming, the wire and the reduction overlap and buffers are

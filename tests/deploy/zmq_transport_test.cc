@@ -559,6 +559,62 @@ TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreRefused) {
 // With CURVE the bulk plane is sealed: a connection whose hello is plain, sealed with another
 // cluster's key, or sealed for another process of the receiver (a replay) is refused, and the
 // run's own data still goes over the plane into the caller's buffer.
+// A bulk connection that fails while both processes live (here shut down under the sender) loses
+// what it carried and nothing after it: the sender sees the failure at its next write and sends that
+// peer's data over ZeroMQ from then on. (Before, every later message went into the failed connection
+// and was dropped, while heartbeats kept both alive: a receive that waited forever.)
+TEST(ZmqTransportTest, AFailedBulkConnectionToALivePeerLeavesItsDataToZeroMq) {
+  const int port = deploy::FreeLoopbackPort();
+  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
+  opts[0].bulk_streams = opts[1].bulk_streams = 1;
+  auto ts = ConnectAll(opts);
+  ASSERT_TRUE(ts[0] && ts[1]);
+  int32_t sent = 1, got = 0;
+  ASSERT_TRUE(ts[0]->Send(1, 3, &sent, sizeof sent).ok());
+  ASSERT_TRUE(ts[1]->Recv(0, 3, &got, sizeof got, 5.0).ok());
+  auto over_plane = [](const ZmqTransport& t) {
+    const BulkCounts c = t.bulk_counts();
+    return c.into_receiver + c.switched + c.into_own;
+  };
+  EXPECT_EQ(over_plane(*ts[1]), 1);
+  // Rank 0's connection to rank 1's plane (this process holds both ends): shut down.
+  const int bulk_port = PortOf(ts[1]->bulk_endpoint());
+  int shut = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET) continue;
+    if (ntohs(peer.sin_port) != bulk_port) continue;
+    ASSERT_EQ(::shutdown(fd, SHUT_RDWR), 0);
+    ++shut;
+  }
+  ASSERT_EQ(shut, 1);
+  // What is sent before the sender sees the failure is lost; what is sent after arrives.
+  int first = -1;
+  for (int i = 0; i < 50 && first < 0; ++i) {
+    sent = 100 + i;
+    ASSERT_TRUE(ts[0]->Send(1, 100 + i, &sent, sizeof sent).ok());
+    if (ts[1]->Recv(0, 100 + i, &got, sizeof got, 0.2).ok()) first = i;
+  }
+  ASSERT_GE(first, 0) << "nothing arrived after the bulk connection failed";
+  EXPECT_EQ(got, 100 + first);
+  const int64_t plane_before = over_plane(*ts[1]);
+  for (int i = 0; i < 5; ++i) {
+    sent = 1000 + i;
+    ASSERT_TRUE(ts[0]->Send(1, 7, &sent, sizeof sent).ok());
+    ASSERT_TRUE(ts[1]->Recv(0, 7, &got, sizeof got, 5.0).ok()) << i;
+    EXPECT_EQ(got, 1000 + i);
+  }
+  EXPECT_EQ(over_plane(*ts[1]), plane_before);  // over ZeroMQ
+  // Neither was taken for dead or evicted; the other direction keeps its plane.
+  EXPECT_EQ(ts[1]->Evicted(0), "");
+  EXPECT_EQ(ts[0]->Removed(), "");
+  const int64_t back_before = over_plane(*ts[0]);
+  ASSERT_TRUE(ts[1]->Send(0, 8, &sent, sizeof sent).ok());
+  ASSERT_TRUE(ts[0]->Recv(1, 8, &got, sizeof got, 5.0).ok());
+  EXPECT_EQ(over_plane(*ts[0]), back_before + 1);
+}
+
 TEST(ZmqTransportTest, TheSealedBulkPlaneAdmitsOnlyTheClustersHellos) {
   const int port = deploy::FreeLoopbackPort();
   std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
