@@ -1,31 +1,162 @@
 #!/usr/bin/env python3
-"""Prints the CompleteP table of docs/results.md from the sweep completep.sh runs.
+"""Prints the CompleteP tables of docs/results.md from the sweeps completep.sh runs.
 
-Usage: python3 docs/results/completep/table.py [SWEEP]   (default runs/completep/completep-sweep)
-For each parameterisation and depth: the final validation loss at every peak learning rate, the
-best grid value, and the optimum of a parabola through the best value and its neighbours in log2(lr).
+Usage: python3 docs/results/completep/table.py [SWEEP ...]   (default runs/completep/completep-sweep)
+
+Every point of a sweep ran over seeds (its summary.json has each seed's final validation loss).
+Three tables:
+1. the final validation loss per parameterisation, depth and peak learning rate: mean ± 95%
+   t half-width over the seeds, the best grid value (bold) and the optimum of a parabola through
+   the seeds' mean losses at the best value and its neighbours in log2(lr);
+2. per depth, the optimum's log2 over the seeds (each seed's own parabola), and its shift from
+   depth 2 paired by seed;
+3. the claims: the slope of log2(optimum) against log2(depth) (a least-squares line per seed, then
+   the mean and t-interval of the seeds' slopes) for each parameterisation; the paired difference
+   of the slopes' sizes; and the loss at the deepest depth's own best learning rate, paired by seed.
+Verdicts by docs/methods.md: holds when the 95% interval excludes zero on the claimed side, fails
+when on the other, else inconclusive. "Stays put" is a claim of no effect, so it is read against a
+band: it holds when the whole interval of the slope lies within ±0.25 (less than a factor 1.68 over
+depths 2 to 16), fails when the whole interval lies outside it, else is inconclusive.
 """
-import csv
+import importlib.util
+import json
 import math
 import os
 import sys
 from collections import defaultdict
 
-sweep = sys.argv[1] if len(sys.argv) > 1 else "runs/completep/completep-sweep"
-loss = defaultdict(dict)
-with open(os.path.join(sweep, "results.csv")) as f:
-    for r in csv.DictReader(f):
-        loss[(r["model.parameterization"], int(r["model.n_layers"]))][float(r["train.lr"])] = float(r["final_val_loss"])
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("scaling_table", os.path.join(_here, "..", "..", "scaling", "table.py"))
+_scaling_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_scaling_table)
+mean_hw = _scaling_table.mean_hw
+
+sweeps = sys.argv[1:] or ["runs/completep/completep-sweep"]
+
+# (parameterisation, depth) -> {lr: {seed: final loss}}
+loss = defaultdict(lambda: defaultdict(dict))
+for sweep in sweeps:
+    for point in sorted(os.listdir(sweep)):
+        summary = os.path.join(sweep, point, "summary.json")
+        if not os.path.exists(summary):
+            continue  # not finished (the sweep resumes)
+        # The point's folder names its grid values: parameterization-X_n_layers-D_lr-L.
+        fields = dict(part.split("-", 1) for part in point.replace("n_layers", "depth").split("_"))
+        key = (fields["parameterization"], int(fields["depth"]))
+        with open(summary) as f:
+            r = json.load(f)["results"][0]
+        per_seed = r.get("per_seed") or [r]
+        for k, s in enumerate(per_seed):
+            loss[key][float(fields["lr"])][k] = s["final_val_loss"]
+
+
+def vertex(xs, ys):
+    """log2 of the optimum of the parabola through the lowest of ys and its neighbours (xs in
+    log2(lr)); at the grid's edge, or where the three points do not curve upwards, the best x."""
+    i = min(range(len(ys)), key=lambda j: ys[j])
+    if i == 0 or i == len(ys) - 1:
+        return xs[i]
+    x, y = xs[i - 1:i + 2], ys[i - 1:i + 2]
+    curvature = y[0] - 2 * y[1] + y[2]
+    if curvature <= 0:
+        return xs[i]
+    step = x[1] - x[0]
+    return x[1] - step * (y[2] - y[0]) / (2 * curvature)
+
+
+def fmt(m, h, digits=3):
+    return f"{m:.{digits}f}" if math.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def interval(values, digits=3):
+    m, h = mean_hw(values)
+    return m, h, f"{m:+.{digits}f} [{m - h:+.{digits}f}, {m + h:+.{digits}f}]"
+
+
+def verdict(m, h, sign):
+    """The claim that the quantity has sign `sign` (+1: above zero, -1: below)."""
+    if math.isnan(h):
+        return "inconclusive"
+    if sign * (m - sign * h) > 0:
+        return "holds"
+    if sign * (m + sign * h) < 0:
+        return "fails"
+    return "inconclusive"
+
+
 lrs = sorted({lr for v in loss.values() for lr in v})
+seeds = sorted({k for v in loss.values() for per in v.values() for k in per})
+complete = {key: v for key, v in loss.items() if set(v) == set(lrs) and all(set(per) == set(seeds) for per in v.values())}
+
+print(f"Seeds {len(seeds)}; learning rates {', '.join(f'{lr:g}' for lr in lrs)}.\n")
 print("| parameterisation | depth | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best | parabola optimum |")
 print("|---|---|" + "---|" * len(lrs) + "---|---|")
+optimum = {}  # (param, depth) -> {seed: log2 optimum}
 for (param, depth), v in sorted(loss.items()):
+    means = {lr: mean_hw(list(per.values())) for lr, per in v.items()}
     xs = sorted(v)
-    best = min(xs, key=lambda x: v[x])
-    i = min(max(xs.index(best), 1), len(xs) - 2)
-    x = [math.log2(xs[j]) for j in (i - 1, i, i + 1)]
-    y = [v[xs[j]] for j in (i - 1, i, i + 1)]
-    curvature = y[0] - 2 * y[1] + y[2]
-    vertex = 2 ** (x[1] - (y[2] - y[0]) / (2 * curvature)) if curvature > 0 else float("nan")
-    cells = [f"**{v[lr]:.3f}**" if lr == best else f"{v[lr]:.3f}" for lr in lrs]
-    print(f"| {param} | {depth} | " + " | ".join(cells) + f" | {best:g} | {vertex:.4f} |")
+    best = min(xs, key=lambda x: means[x][0])
+    cells = []
+    for lr in lrs:
+        if lr not in means:
+            cells.append("")
+            continue
+        text = fmt(*means[lr])
+        cells.append(f"**{text}**" if lr == best else text)
+    opt = 2 ** vertex([math.log2(x) for x in xs], [means[x][0] for x in xs])
+    print(f"| {param} | {depth} | " + " | ".join(cells) + f" | {best:g} | {opt:.4f} |")
+    if (param, depth) in complete:
+        optimum[(param, depth)] = {k: vertex([math.log2(x) for x in xs], [v[x][k] for x in xs]) for k in seeds}
+
+params = sorted({p for p, _ in optimum})
+depths = sorted({d for _, d in optimum})
+if not depths:
+    sys.exit(0)
+base = depths[0]
+print(f"\nEach seed's optimum (its own parabola), log2(lr): mean ± 95% half-width; its shift from depth {base}, paired by seed.\n")
+print("| parameterisation | depth | log2 optimum | optimum | shift from depth " + str(base) + " (log2) |")
+print("|---|---|---|---|---|")
+for param in params:
+    for depth in depths:
+        o = optimum.get((param, depth))
+        if not o:
+            continue
+        m, h = mean_hw(list(o.values()))
+        shift = "" if depth == base else interval([o[k] - optimum[(param, base)][k] for k in seeds], 2)[2]
+        print(f"| {param} | {depth} | {fmt(m, h, 2)} | {2 ** m:.4f} | {shift} |")
+
+
+def slope(points):
+    """Least-squares slope of y on x."""
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+slopes = {}
+for param in params:
+    if all((param, d) in optimum for d in depths) and len(depths) > 1:
+        slopes[param] = {k: slope([(math.log2(d), optimum[(param, d)][k]) for d in depths]) for k in seeds}
+BAND = 0.25  # |slope| below this: the optimum moves less than 2^(0.25 * 3) = 1.68x from depth 2 to 16
+print("\n| claim | quantity | value [95% interval] | verdict |")
+print("|---|---|---|---|")
+if "standard" in slopes:
+    m, h, text = interval(list(slopes["standard"].values()))
+    print(f"| the standard parameterisation's optimum falls with depth | slope of log2(optimum) on log2(depth) | {text} | {verdict(m, h, -1)} |")
+if "completep" in slopes:
+    m, h, text = interval(list(slopes["completep"].values()))
+    inside = not math.isnan(h) and -BAND < m - h and m + h < BAND
+    outside = not math.isnan(h) and (m - h > BAND or m + h < -BAND)
+    print(f"| CompleteP's optimum stays put: \\|slope\\| < {BAND} | slope of log2(optimum) on log2(depth) | {text} | "
+          f"{'holds' if inside else 'fails' if outside else 'inconclusive'} |")
+if len(slopes) == 2:
+    m, h, text = interval([abs(slopes["completep"][k]) - abs(slopes["standard"][k]) for k in seeds])
+    print(f"| CompleteP's optimum moves less than the standard's | \\|completep slope\\| − \\|standard slope\\|, paired | {text} | {verdict(m, h, -1)} |")
+deep = depths[-1]
+if all((p, deep) in complete for p in ("standard", "completep")):
+    def best_loss(param):  # each seed's loss at that seed's best grid learning rate
+        v = complete[(param, deep)]
+        return {k: min(v[lr][k] for lr in lrs) for k in seeds}
+    s, c = best_loss("standard"), best_loss("completep")
+    m, h, text = interval([c[k] - s[k] for k in seeds])
+    print(f"| CompleteP trains depth {deep} at least as well | completep − standard best loss at depth {deep}, paired | {text} | {verdict(m, h, -1)} |")
