@@ -149,6 +149,14 @@ if "completep" in slopes:
     outside = not math.isnan(h) and (m - h > BAND or m + h < -BAND)
     print(f"| CompleteP's optimum stays put: \\|slope\\| < {BAND} | slope of log2(optimum) on log2(depth) | {text} | "
           f"{'holds' if inside else 'fails' if outside else 'inconclusive'} |")
+if "completep" in slopes and len(depths) > 2:
+    # Past the base depth, where the branch multiplier is 1 under both parameterisations.
+    rest = {k: slope([(math.log2(d), optimum[("completep", d)][k]) for d in depths[1:]]) for k in seeds}
+    m, h, text = interval(list(rest.values()))
+    inside = not math.isnan(h) and -BAND < m - h and m + h < BAND
+    outside = not math.isnan(h) and (m - h > BAND or m + h < -BAND)
+    print(f"| ... from depth {depths[1]} on (depths {', '.join(map(str, depths[1:]))}) | the same slope | {text} | "
+          f"{'holds' if inside else 'fails' if outside else 'inconclusive'} |")
 if len(slopes) == 2:
     m, h, text = interval([abs(slopes["completep"][k]) - abs(slopes["standard"][k]) for k in seeds])
     print(f"| CompleteP's optimum moves less than the standard's | \\|completep slope\\| − \\|standard slope\\|, paired | {text} | {verdict(m, h, -1)} |")
