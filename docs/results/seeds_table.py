@@ -80,8 +80,9 @@ if entries and complete(iid, entries) and complete(non_iid, entries):
     for e in entries:
         text, verdict, _ = gap(iid[e], non_iid[e], +1)
         print(f"| {e} | {cell(iid[e].values())} | {cell(non_iid[e].values())} | {text} | {verdict} |")
-    d = [(non_iid["diloco-h50"][k] - iid["diloco-h50"][k]) - (non_iid["ddp"][k] - iid["ddp"][k])
-         for k in sorted(set(iid["ddp"]) & set(non_iid["ddp"]))] if {"ddp", "diloco-h50"} <= set(entries) else []
+    both = set.intersection(*(set(x[e]) for x in (iid, non_iid) for e in ("ddp", "diloco-h50"))) \
+        if {"ddp", "diloco-h50"} <= set(entries) else set()
+    d = [(non_iid["diloco-h50"][k] - iid["diloco-h50"][k]) - (non_iid["ddp"][k] - iid["ddp"][k]) for k in sorted(both)]
     if d:
         m, h = mean_hw(d)
         print(f"\nDiLoCo's cost − DDP's cost, paired: {m:+.3f} [{m - h:+.3f}, {m + h:+.3f}]")
