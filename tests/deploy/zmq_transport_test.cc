@@ -75,6 +75,14 @@ std::vector<std::unique_ptr<ZmqTransport>> ConnectAll(std::vector<ZmqOptions> op
   return out;
 }
 
+// Ranks 0 and 1 of a world of two on loopback, their data over `streams` bulk connections a peer.
+std::vector<std::unique_ptr<ZmqTransport>> ConnectPair(int streams) {
+  const int port = deploy::FreeLoopbackPort();
+  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
+  opts[0].bulk_streams = opts[1].bulk_streams = streams;
+  return ConnectAll(opts);
+}
+
 // Starts tests/deploy/zmq_peer as rank 1 in `role` against the master on `port`; returns its pid.
 // A process of its own, spawned rather than forked: a fork taken while another thread holds one of
 // libzmq's global locks (context creation takes one) leaves the child deadlocked.
@@ -431,10 +439,7 @@ TEST(ZmqTransportTest, TheBulkPlaneReceivesIntoTheCallersBufferBesideZeroMq) {
 // (and evicts the member if its current process sent it), and a connection opened to another
 // process of the receiver (its predecessor on the same port) is closed without a word.
 TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreRefused) {
-  const int port = deploy::FreeLoopbackPort();
-  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
-  opts[0].bulk_streams = opts[1].bulk_streams = 1;
-  auto ts = ConnectAll(opts);
+  auto ts = ConnectPair(1);
   ASSERT_TRUE(ts[0] && ts[1]);
   const std::string ep = ts[1]->bulk_endpoint();
   ASSERT_FALSE(ep.empty());
@@ -564,10 +569,7 @@ TEST(ZmqTransportTest, BulkFramesGoInSequenceOrderAndDuplicatesAreRefused) {
 // peer's data over ZeroMQ from then on. (Before, every later message went into the failed connection
 // and was dropped, while heartbeats kept both alive: a receive that waited forever.)
 TEST(ZmqTransportTest, AFailedBulkConnectionToALivePeerLeavesItsDataToZeroMq) {
-  const int port = deploy::FreeLoopbackPort();
-  std::vector<ZmqOptions> opts = {Options(0, 2, port), Options(1, 2, port)};
-  opts[0].bulk_streams = opts[1].bulk_streams = 1;
-  auto ts = ConnectAll(opts);
+  auto ts = ConnectPair(1);
   ASSERT_TRUE(ts[0] && ts[1]);
   int32_t sent = 1, got = 0;
   ASSERT_TRUE(ts[0]->Send(1, 3, &sent, sizeof sent).ok());
