@@ -151,10 +151,13 @@ endif()
 # bound on every interface (`tools/netns --unbound`). The hello each worker sends its peers names it
 # as the rendezvous table does, not as bound (0.0.0.0, which elsewhere names the other machine
 # itself): the same losses and bytes as the emulator, over ZeroMQ and over the bulk plane. Needs
-# root; said and skipped otherwise.
+# root and `ip netns`; said and skipped otherwise.
 execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(NOT uid STREQUAL "0")
-  message(STATUS "workers on separate hosts skipped: tools/netns needs root")
+set(netns_probe narrows-hosts-probe)
+execute_process(COMMAND ip netns add ${netns_probe} RESULT_VARIABLE no_netns ERROR_VARIABLE netns_err)
+execute_process(COMMAND ip netns del ${netns_probe} RESULT_VARIABLE ignored ERROR_QUIET)
+if(NOT uid STREQUAL "0" OR NOT no_netns EQUAL 0)
+  message(STATUS "workers on separate hosts skipped: tools/netns needs root and `ip netns` (${netns_err})")
 else()
   run_ok(hosts_key ${NARROWS} keygen hosts.key)
   foreach(plane 0 1)
