@@ -98,3 +98,21 @@ if complete(outer, names):
     for name in names[1:]:
         text, verdict, _ = gap(outer["nesterov"], outer[name], +1)
         print(f"| {name} | {cell(outer[name].values())} | {text} | {verdict} |")
+
+kh = seed_losses("k-and-h-sweep/count-4")
+names = ["ddp", "diloco-h10", "diloco-h50", "diloco-h100", "diloco-h500"]
+if complete(kh, names):
+    print("\nDiLoCo against DDP at equal compute, 4 workers (k-and-h, count 4):\n")
+    print("| entry | final val loss | − DDP, paired | DiLoCo is no worse than DDP |")
+    print("|---|---|---|---|")
+    print(f"| ddp | {cell(kh['ddp'].values())} | | |")
+    for name in names[1:]:
+        text, verdict, _ = gap(kh["ddp"], kh[name], +1)
+        # The claim "no worse" fails when the gap is above zero, holds when below.
+        verdict = {"holds": "fails", "fails": "holds"}.get(verdict, verdict)
+        print(f"| {name} | {cell(kh[name].values())} | {text} | {verdict} |")
+    print("\n| H step | later − earlier, paired | the larger H is worse |")
+    print("|---|---|---|")
+    for a, b in (("diloco-h10", "diloco-h50"), ("diloco-h50", "diloco-h100"), ("diloco-h100", "diloco-h500")):
+        text, verdict, _ = gap(kh[a], kh[b], +1)
+        print(f"| {a[7:]} → {b[7:]} | {text} | {verdict} |")
