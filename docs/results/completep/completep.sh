@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The learning-rate sweep of docs/results.md's CompleteP section over seeds 0-2: two
-# parameterisations x four depths x five peak learning rates x three seeds, 120 runs (about an
-# hour on 2 cores: the two parameterisations run at once, one core each; modelled compute and
-# one thread per run, so every loss is the same run to run). Then its report, figure and tables.
+# parameterisations x four depths x five peak learning rates x three seeds, 120 runs (76 minutes
+# on 2 cores, timed once with other work beside it, so no interval: the two parameterisations run
+# at once, one core each; modelled compute and one thread per run, so every loss is the same run
+# to run, and the losses' intervals are over the seeds, in table.py). Then its report, figure and tables.
 # Resumable: a finished point is not run again.
 # Usage: docs/results/completep/completep.sh [PATH_TO_NARROWS]   (from the repository root)
 set -euo pipefail
