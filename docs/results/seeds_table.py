@@ -10,7 +10,6 @@ side, fails when on the other, else inconclusive. A part whose runs are not all 
 """
 import importlib.util
 import json
-import math
 import os
 import sys
 
@@ -37,23 +36,14 @@ def seed_losses(run):
 
 
 def cell(values):
-    m, h = mean_hw(list(values))
-    return f"{m:.3f}" if math.isnan(h) else f"{m:.3f} ± {h:.3f}"
+    return _scaling_table.fmt(list(values), 3)
 
 
 def gap(a, b, sign):
     """b - a paired by seed, its interval, and the verdict on the claim that it has sign `sign`."""
     seeds = sorted(set(a) & set(b))
     m, h = mean_hw([b[k] - a[k] for k in seeds])
-    if math.isnan(h):
-        verdict = "inconclusive"
-    elif sign * m - h > 0:
-        verdict = "holds"
-    elif sign * m + h < 0:
-        verdict = "fails"
-    else:
-        verdict = "inconclusive"
-    return f"{m:+.3f} [{m - h:+.3f}, {m + h:+.3f}]", verdict, len(seeds)
+    return f"{m:+.3f} [{m - h:+.3f}, {m + h:+.3f}]", _scaling_table.verdict(m - h, m + h, len(seeds), sign), len(seeds)
 
 
 def complete(losses, entries, seeds=3):

@@ -29,7 +29,7 @@ _here = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("scaling_table", os.path.join(_here, "..", "..", "scaling", "table.py"))
 _scaling_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_scaling_table)
-mean_hw = _scaling_table.mean_hw
+mean_hw, fmt, slope = _scaling_table.mean_hw, _scaling_table.fmt, _scaling_table.slope
 
 sweeps = sys.argv[1:] or ["runs/completep/completep-sweep"]
 
@@ -64,22 +64,27 @@ def vertex(xs, ys):
     return x[1] - step * (y[2] - y[0]) / (2 * curvature)
 
 
-def fmt(m, h, digits=3):
-    return f"{m:.{digits}f}" if math.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
-
-
 def interval(values, digits=3):
     m, h = mean_hw(values)
     return m, h, f"{m:+.{digits}f} [{m - h:+.{digits}f}, {m + h:+.{digits}f}]"
 
 
 def verdict(m, h, sign):
-    """The claim that the quantity has sign `sign` (+1: above zero, -1: below)."""
+    """The claim that a quantity measured on every seed has sign `sign` (+1: above zero, -1: below)."""
+    return _scaling_table.verdict(m - h, m + h, len(seeds), sign)
+
+
+BAND = 0.25  # |slope| below this: the optimum moves less than 2^(0.25 * 3) = 1.68x from depth 2 to 16
+
+
+def band_verdict(m, h):
+    """The claim of no effect, |quantity| < BAND: holds when the interval lies inside the band,
+    fails when it lies wholly outside, else inconclusive."""
     if math.isnan(h):
         return "inconclusive"
-    if sign * (m - sign * h) > 0:
+    if -BAND < m - h and m + h < BAND:
         return "holds"
-    if sign * (m + sign * h) < 0:
+    if m - h > BAND or m + h < -BAND:
         return "fails"
     return "inconclusive"
 
@@ -94,6 +99,7 @@ print("|---|---|" + "---|" * len(lrs) + "---|---|")
 optimum = {}  # (param, depth) -> {seed: log2 optimum}
 for (param, depth), v in sorted(loss.items()):
     means = {lr: mean_hw(list(per.values())) for lr, per in v.items()}
+    texts = {lr: fmt(list(per.values()), 3) for lr, per in v.items()}
     xs = sorted(v)
     best = min(xs, key=lambda x: means[x][0])
     cells = []
@@ -101,7 +107,7 @@ for (param, depth), v in sorted(loss.items()):
         if lr not in means:
             cells.append("")
             continue
-        text = fmt(*means[lr])
+        text = texts[lr]
         cells.append(f"**{text}**" if lr == best else text)
     opt = 2 ** vertex([math.log2(x) for x in xs], [means[x][0] for x in xs])
     print(f"| {param} | {depth} | " + " | ".join(cells) + f" | {best:g} | {opt:.4f} |")
@@ -123,21 +129,14 @@ for param in params:
             continue
         m, h = mean_hw(list(o.values()))
         shift = "" if depth == base else interval([o[k] - optimum[(param, base)][k] for k in seeds], 2)[2]
-        print(f"| {param} | {depth} | {fmt(m, h, 2)} | {2 ** m:.4f} | {shift} |")
-
-
-def slope(points):
-    """Least-squares slope of y on x."""
-    mx = sum(x for x, _ in points) / len(points)
-    my = sum(y for _, y in points) / len(points)
-    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+        print(f"| {param} | {depth} | {fmt(list(o.values()), 2)} | {2 ** m:.4f} | {shift} |")
 
 
 slopes = {}
 for param in params:
     if all((param, d) in optimum for d in depths) and len(depths) > 1:
-        slopes[param] = {k: slope([(math.log2(d), optimum[(param, d)][k]) for d in depths]) for k in seeds}
-BAND = 0.25  # |slope| below this: the optimum moves less than 2^(0.25 * 3) = 1.68x from depth 2 to 16
+        slopes[param] = {k: slope([math.log2(d) for d in depths], [optimum[(param, d)][k] for d in depths])[0]
+                         for k in seeds}
 print("\n| claim | quantity | value [95% interval] | verdict |")
 print("|---|---|---|---|")
 if "standard" in slopes:
@@ -145,18 +144,15 @@ if "standard" in slopes:
     print(f"| the standard parameterisation's optimum falls with depth | slope of log2(optimum) on log2(depth) | {text} | {verdict(m, h, -1)} |")
 if "completep" in slopes:
     m, h, text = interval(list(slopes["completep"].values()))
-    inside = not math.isnan(h) and -BAND < m - h and m + h < BAND
-    outside = not math.isnan(h) and (m - h > BAND or m + h < -BAND)
     print(f"| CompleteP's optimum stays put: \\|slope\\| < {BAND} | slope of log2(optimum) on log2(depth) | {text} | "
-          f"{'holds' if inside else 'fails' if outside else 'inconclusive'} |")
+          f"{band_verdict(m, h)} |")
 if "completep" in slopes and len(depths) > 2:
     # Past the base depth, where the branch multiplier is 1 under both parameterisations.
-    rest = {k: slope([(math.log2(d), optimum[("completep", d)][k]) for d in depths[1:]]) for k in seeds}
+    rest = {k: slope([math.log2(d) for d in depths[1:]], [optimum[("completep", d)][k] for d in depths[1:]])[0]
+            for k in seeds}
     m, h, text = interval(list(rest.values()))
-    inside = not math.isnan(h) and -BAND < m - h and m + h < BAND
-    outside = not math.isnan(h) and (m - h > BAND or m + h < -BAND)
     print(f"| ... from depth {depths[1]} on (depths {', '.join(map(str, depths[1:]))}) | the same slope | {text} | "
-          f"{'holds' if inside else 'fails' if outside else 'inconclusive'} |")
+          f"{band_verdict(m, h)} |")
 if len(slopes) == 2:
     m, h, text = interval([abs(slopes["completep"][k]) - abs(slopes["standard"][k]) for k in seeds])
     print(f"| CompleteP's optimum moves less than the standard's | \\|completep slope\\| − \\|standard slope\\|, paired | {text} | {verdict(m, h, -1)} |")
