@@ -171,7 +171,9 @@ class LiveRoster final : public Roster {
  public:
   explicit LiveRoster(WorkerContext& w) : w_(w), group_(w.t.Members()) {
     generations_.resize(static_cast<size_t>(w.entry.num_workers));
+    was_member_.assign(static_cast<size_t>(w.entry.num_workers), false);
     for (int r = 0; r < w.entry.num_workers; ++r) generations_[static_cast<size_t>(r)] = w.t.Generation(r);
+    for (int r : group_) was_member_[static_cast<size_t>(r)] = true;
   }
 
   bool live() const override { return true; }
@@ -187,6 +189,7 @@ class LiveRoster final : public Roster {
       joined.insert(joined.end(), pending_.begin(), pending_.end());
       std::sort(joined.begin(), joined.end());
       round->root = group_.front();
+      AwaitJoiners();  // (the leader before it welcomes them: it welcomes the process it heard)
       if (w_.rank == round->root) {
         const int n = w_.entry.num_workers;
         std::vector<int64_t> msg(static_cast<size_t>(2 + n), 0);
@@ -200,7 +203,10 @@ class LiveRoster final : public Roster {
           if (!s.ok() && s.code() != core::StatusCode::kPeerUnavailable) return s;
         }
       }
-      for (int r : pending_) generations_[static_cast<size_t>(r)] = w_.t.Generation(r);
+      for (int r : pending_) {
+        generations_[static_cast<size_t>(r)] = w_.t.Generation(r);
+        was_member_[static_cast<size_t>(r)] = true;
+      }
       round->joiners = pending_;
       group_ = joined;
       pending_.clear();
@@ -409,6 +415,7 @@ class LiveRoster final : public Roster {
     std::vector<int64_t> msg(static_cast<size_t>(2 + n));
     const double start = w_.t.clock().Now();
     while (w_.t.clock().Now() - start < w_.entry.sc.deploy.collective_timeout_s) {
+      AnswerUnwelcomed();
       for (int r : w_.t.Members()) {
         if (r == w_.rank || !w_.t.Recv(r, kTagWelcome, msg.data(), msg.size() * 8, 0.05).ok()) continue;
         Welcome wel;
@@ -461,6 +468,49 @@ class LiveRoster final : public Roster {
     return core::tags::kLiveBase + static_cast<int>(LiveKey(step, 0) * core::tags::kAlgorithmEnd) + base;
   }
 
+  // A restarted worker that waits for its welcome has made no attempt at any collective: members
+  // that counted it in their group (its welcome went astray: the leader had not heard this process
+  // yet) and settle a failed attempt hear so at once, instead of waiting deploy.collective_timeout_s
+  // for its answer. Its notices carry the step in their tags, which it does not know: every step's.
+  void AnswerUnwelcomed() {
+    std::vector<uint8_t> msg;
+    for (int64_t key = 0; key < core::tags::kLiveSteps; ++key) {
+      while (true) {
+        auto from = w_.t.RecvMessage(core::kAnySource, NoticeTag(key), &msg, 0.0);
+        if (!from.ok()) break;
+        Notice n{};
+        if (msg.size() != sizeof n) continue;  // not a notice of this protocol: dropped
+        std::memcpy(&n, msg.data(), sizeof n);
+        Send(*from, {n.step, n.code, 0}, nullptr, 0);
+      }
+    }
+  }
+
+  // The votes that name a joiner may come before its hello (they ride the data plane, the hello the
+  // control plane, and its hello goes to each member on its own), and a member that started a moment
+  // ago votes for the processes its rendezvous table lists until it finds them dead. A member that
+  // took the joiner's generation before hearing its new process would hold the previous one's: it
+  // would see the new process as a replacement at the first collective and fail that alone, while
+  // the others wait for it. A leader that welcomed it then sent the welcome to the dead process
+  // (lost), and the new one never heard it. So each member, the leader before it welcomes, waits
+  // for the hello of a process other than the one the joiner was when last a member here,
+  // answering settling members meanwhile, for at most deploy.timeout_s (a joiner with no new
+  // process is then lost at the collective, at every member, and dropped).
+  void AwaitJoiners() {
+    const double start = w_.t.clock().Now();
+    while (w_.t.clock().Now() - start < w_.entry.sc.deploy.timeout_s) {
+      const std::vector<int> members = w_.t.Members();
+      const bool heard = std::all_of(pending_.begin(), pending_.end(), [&](int r) {
+        const size_t i = static_cast<size_t>(r);
+        return std::binary_search(members.begin(), members.end(), r) &&
+               (!was_member_[i] || w_.t.Generation(r) != generations_[i]);
+      });
+      if (heard) return;
+      Answer();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
   // The coordinator's view of the group for the repeat of attempt `attempt` at `step` (and its view
   // count, into *epoch); PeerUnavailable if the coordinator is lost first.
   core::Result<std::vector<int>> AwaitView(int coordinator, int64_t step, uint64_t attempt, int64_t* epoch) {
@@ -500,7 +550,12 @@ class LiveRoster final : public Roster {
   // The attempt this worker is making now: a notice about it waits for its end.
   void Begin(int64_t step, const std::vector<int>& group) {
     Purge(step);
-    attempt_ = {true, step, AttemptCode(group, step), {}, false};
+    const uint64_t code = AttemptCode(group, step);
+    // A member's notice that it failed this attempt came before this worker began it (answered
+    // then as not completed): waiting for that member's pieces would wait for
+    // deploy.collective_timeout_s while the member waits for a view, so the attempt is settled now.
+    const bool failed = std::find(refused_.begin(), refused_.end(), std::make_pair(step, code)) != refused_.end();
+    attempt_ = {true, step, code, {}, failed};
   }
 
   // An attempt this worker gave up: the pieces of it queued here, and those that arrive late (from a
@@ -514,9 +569,9 @@ class LiveRoster final : public Roster {
     Purge(step);
   }
   void Purge(int64_t step) {
-    abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(),
-                                    [step](const auto& a) { return step - a.first >= core::tags::kLiveSteps / 2; }),
-                     abandoned_.end());
+    const auto old = [step](const auto& a) { return step - a.first >= core::tags::kLiveSteps / 2; };
+    abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(), old), abandoned_.end());
+    refused_.erase(std::remove_if(refused_.begin(), refused_.end(), old), refused_.end());
     if (abandoned_.empty()) return;
     const int64_t dropped = w_.t.DiscardQueued([this](int, int tag) {
       if (tag < core::tags::kLiveBase || tag >= core::tags::kLiveEnd) return false;
@@ -556,7 +611,12 @@ class LiveRoster final : public Roster {
           attempt_.deferred.push_back(*from);
           attempt_.abandoned = true;
         } else {
+          // Not made here yet, or given up: if this worker makes it later, it cannot complete (the
+          // sender failed it), so Begin abandons it at once.
           Send(*from, {n.step, n.code, 0}, nullptr, 0);
+          if (std::find(refused_.begin(), refused_.end(), std::make_pair(n.step, n.code)) == refused_.end()) {
+            refused_.emplace_back(n.step, n.code);
+          }
         }
       }
     }
@@ -569,6 +629,7 @@ class LiveRoster final : public Roster {
   std::vector<int> pending_;  // joiners of the next round, from the votes
   // The generation of each worker's process when it became a member (a restart is a new member).
   std::vector<int64_t> generations_;
+  std::vector<bool> was_member_;  // whether each worker was a member here before
   int64_t failures_ = 0;  // collectives that failed so far (checkpoints keep it; no tag depends on it)
   // The result of the last collective this worker completed, for members whose attempt failed.
   std::vector<float> kept_;
@@ -584,6 +645,7 @@ class LiveRoster final : public Roster {
   // Views the coordinator gave at step epoch_step_ (each repeat of a collective after one).
   int64_t epoch_step_ = -1, epoch_ = 0;
   std::vector<std::pair<int64_t, uint64_t>> abandoned_;  // (step, code) of attempts given up, recent ones
+  std::vector<std::pair<int64_t, uint64_t>> refused_;    // (step, code) of attempts a notice said failed
 };
 
 }  // namespace

@@ -94,10 +94,12 @@ if complete(outer, names):
                      ["outer optimiser", "final val loss", "− Nesterov, paired", "Nesterov is better"], outer,
                      [(n, n) for n in names], +1)
 
-kh = seed_losses("k-and-h-sweep/count-4")
-names = ["ddp", "diloco-h10", "diloco-h50", "diloco-h100", "diloco-h500"]
-if complete(kh, names):
-    against_baseline("\nDiLoCo against DDP at equal compute, 4 workers (k-and-h, count 4):\n",
+for count in (4, 8):
+    kh = seed_losses(f"k-and-h-sweep/count-{count}")
+    names = ["ddp", "diloco-h10", "diloco-h50", "diloco-h100", "diloco-h500"]
+    if not complete(kh, names):
+        continue
+    against_baseline(f"\nDiLoCo against DDP at equal compute, {count} workers (k-and-h, count {count}):\n",
                      ["entry", "final val loss", "− DDP, paired", "DiLoCo is no worse than DDP"], kh,
                      [(n, n) for n in names], -1)
     print("\n| H step | later − earlier, paired | the larger H is worse |")
