@@ -201,6 +201,7 @@ core::Result<Json> ZmqTransport::Node::Rendezvous(const std::string& master_host
               {"digest", opt.run_digest}};
   if (!bulk_ep.empty()) reg["bulk_port"] = PortOf(bulk_ep);
   if (!opt.advertise.empty()) reg["host"] = opt.advertise;
+  if (opt.restarted) reg["restarted"] = true;
   if (opt.rank == 0) {  // rank 0 registers with itself and waits for the others
     const std::string host = opt.advertise.empty() ? master_host : opt.advertise;
     std::unique_lock<std::mutex> lock(mu);

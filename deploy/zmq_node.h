@@ -103,7 +103,7 @@ struct ZmqTransport::Node {
   std::map<std::pair<int, int>, Posting*> postings;
   // Rendezvous (rank 0): the registered ranks' endpoints and the identities waiting for the table.
   std::vector<Json> table;
-  std::vector<std::string> waiting;
+  std::vector<std::pair<int, std::string>> waiting;  // (rank, identity)
   bool table_complete = false;
 
   explicit Node(const ZmqOptions& o);

@@ -236,18 +236,30 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
     return;
   }
   const Json& known = table[static_cast<size_t>(src)];
-  if (!table_complete && !known.is_null() && known.value("incarnation", uint64_t{0}) != inc) {
+  if (!table_complete && !known.is_null() && known.value("incarnation", uint64_t{0}) != inc &&
+      !body.value("restarted", false)) {
     // Before every rank has registered, a second process for a rank is a mistake (the same rank
-    // given twice, or a restart before the original registered), not a restart: refuse it.
+    // given twice), unless it says that it was started again (its predecessor was killed before
+    // the run began): then it takes the place, and starts the run with the others (AtStart).
     const std::string why = RankName(src) + " is already registered by another process (rank given twice?)";
     Log("refused a registration: " + why);
     SendHello(identity, Json{{"error", why}}.dump());
     return;
   }
+  // A process that a restart replaced before the run began hears so, if it is still there at all.
+  const bool replaced = !known.is_null() && known.value("incarnation", uint64_t{0}) != inc;
+  for (auto it = waiting.begin(); replaced && it != waiting.end();) {
+    if (it->first != src) {
+      ++it;
+      continue;
+    }
+    SendHello(it->second, Json{{"error", RankName(src) + " was started again: this process was replaced"}}.dump());
+    it = waiting.erase(it);
+  }
   table[static_cast<size_t>(src)] = {{"data", TcpEndpoint(host, dp)}, {"control", TcpEndpoint(host, cp)},
                                      {"incarnation", inc}};
   if (const int bp = body.value("bulk_port", 0); bp > 0) table[static_cast<size_t>(src)]["bulk"] = TcpEndpoint(host, bp);
-  waiting.push_back(identity);
+  waiting.emplace_back(src, identity);
   AnswerRegistrations();
 }
 
@@ -262,9 +274,14 @@ void ZmqTransport::Node::AnswerRegistrations() {
   for (const auto& e : table) {
     if (e.is_null()) return;
   }
+  // The processes registered when the table completes start the run; one that registers later
+  // (a restart) finds its own entry without the mark, and joins a run in progress.
+  if (!table_complete) {
+    for (auto& e : table) e["at_start"] = true;
+  }
   table_complete = true;
   const std::string text = Json(table).dump();
-  for (const auto& id : waiting) SendHello(id, text);
+  for (const auto& w : waiting) SendHello(w.second, text);
   waiting.clear();
   cv.notify_all();
 }

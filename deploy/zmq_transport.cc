@@ -49,6 +49,7 @@ core::Result<std::unique_ptr<ZmqTransport>> ZmqTransport::Connect(const ZmqOptio
   core::Result<Json> table = node->Rendezvous(master->first, master->second);
   if (!table.ok()) return table.status();
   node->ConnectAll(*table);
+  t->at_start_ = (*table)[static_cast<size_t>(options.rank)].value("at_start", false);
   t->ResetClock();
   return t;
 }

@@ -94,6 +94,7 @@ struct ZmqOptions {
   std::string master = "127.0.0.1:29500";  // host:port of rank 0's rendezvous
   std::string bind_host = "*";             // interface for this rank's data and control sockets
   std::string advertise;                   // host peers reach this rank at ("": as rank 0 saw it)
+  bool restarted = false;                  // started again after its predecessor was killed (--rejoin)
   double heartbeat_s = 0.5;
   double timeout_s = 5.0;            // silence after which a peer is declared dead
   double connect_timeout_s = 60.0;   // waiting for the rendezvous to complete
@@ -166,6 +167,10 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   std::string Evicted(int rank) override;
   // Why this process was removed from the run (evicted, or declared dead by a member), or "".
   std::string Removed();
+  // Whether this process was registered when every rank first was, so that it starts the run with
+  // the others: a process started again (--rejoin) before its predecessor ever registered is one
+  // of them, not a joiner of a run in progress.
+  bool AtStart() const { return at_start_; }
   core::Clock& clock() override;
   core::TransportStats stats() const override;
   std::unique_ptr<core::Work> Start(core::AsyncOp op) override;
@@ -196,6 +201,7 @@ class ZmqTransport : public core::MailboxTransport<ZmqPayload> {
   std::shared_ptr<Node> node_;
   std::shared_ptr<core::WallClock> clock_;  // shared with the endpoints Start makes
   bool owner_ = false;  // the endpoint Connect returned: its destruction closes the node
+  bool at_start_ = false;  // (AtStart)
 };
 
 }  // namespace narrows::deploy

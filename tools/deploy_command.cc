@@ -214,6 +214,7 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   z.master = place.master;
   z.bind_host = o.bind_host;
   z.advertise = o.advertise;
+  z.restarted = o.rejoin;
   z.heartbeat_s = sc.deploy.heartbeat_s;
   z.timeout_s = sc.deploy.timeout_s;
   z.connect_timeout_s = o.connect_timeout_s;
@@ -356,13 +357,20 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
   auto transport = deploy::ZmqTransport::Connect(*z);
   if (!transport.ok()) return transport.status();
   deploy::ZmqTransport& t = **transport;
+  // A process started again before its predecessor registered (a kill while the ranks were still
+  // starting) is no joiner: the run had not begun, and the others count it among its first members.
+  const bool rejoin = o.rejoin && !t.AtStart();
+  if (o.rejoin && !rejoin) {
+    std::fprintf(stderr, "narrows[rank %d]: started again before the run began: it starts with the others\n", rank);
+    for (auto& e : *experiments) e->StartWithTheOthers();
+  }
   if (rank == 0) {
     NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
     NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   }
   nlohmann::json results = nlohmann::json::array(), summary = {{"results", nlohmann::json::array()}};
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (!o.rejoin) NARROWS_RETURN_IF_ERROR(StartTogether(t, i));
+    if (!rejoin) NARROWS_RETURN_IF_ERROR(StartTogether(t, i));
     t.ResetClock();
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " + entries[i].name;
     core::Progress progress(label + " step", sc.train.steps, rank == 0 ? o.progress : nullptr);

@@ -66,6 +66,8 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
 
 void Experiment::SetProgress(ProgressFn fn) { impl_->progress = std::move(fn); }
 
+void Experiment::StartWithTheOthers() { impl_->opt.rejoin = false; }
+
 core::Status Experiment::SetWarmStart(const std::string& path) {
   auto file = ReadModelFile(path, CostOf(impl_->model).params);
   if (!file.ok()) return file.status();

@@ -118,6 +118,9 @@ class Experiment {
   // Every worker (and the evaluator) starts from the parameters in the model file `path`
   // (trainer/warm_start.h) instead of the seed's initialisation. Before RunWorker.
   core::Status SetWarmStart(const std::string& path);
+  // Live: this process starts the run with the others after all (ExperimentOptions::rejoin off): it
+  // was started again before its predecessor joined the run. Before RunWorker.
+  void StartWithTheOthers();
 
   // Called as training advances: the furthest step any worker finished, its virtual time and loss.
   // Called from the workers' threads, one at a time.

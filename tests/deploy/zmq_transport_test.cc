@@ -737,6 +737,46 @@ TEST(ZmqTransportTest, ARankRegisteredTwiceBeforeTheTableIsCompleteIsRefused) {
   EXPECT_EQ(got[2], 3);
 }
 
+// A process started again (--rejoin) before every rank registered — its predecessor was killed
+// while the ranks were still starting — takes its rank's place (the predecessor, if still there,
+// hears that it was replaced) and starts the run with the others; one started again after the run
+// began joins it.
+TEST(ZmqTransportTest, ARestartBeforeTheRunBeganTakesThePlaceAndStartsWithTheOthers) {
+  const int port = deploy::FreeLoopbackPort();
+  std::unique_ptr<ZmqTransport> t0, again, t2;
+  core::Status first;
+  std::thread r0([&] { t0 = std::move(ZmqTransport::Connect(Options(0, 3, port))).value(); });
+  std::thread r1([&] { first = ZmqTransport::Connect(Options(1, 3, port)).status(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ZmqOptions restarted = Options(1, 3, port);
+  restarted.restarted = true;
+  std::thread r1b([&] { again = std::move(ZmqTransport::Connect(restarted)).value(); });
+  r1.join();
+  EXPECT_EQ(first.code(), core::StatusCode::kInvalidArgument);
+  EXPECT_NE(first.message().find("rank 1 was started again: this process was replaced"), std::string::npos)
+      << first.message();
+  std::thread r2([&] { t2 = std::move(ZmqTransport::Connect(Options(2, 3, port))).value(); });
+  r0.join();
+  r1b.join();
+  r2.join();
+  ASSERT_TRUE(t0 && again && t2);
+  EXPECT_TRUE(t0->AtStart());
+  EXPECT_TRUE(again->AtStart());
+  EXPECT_TRUE(t2->AtStart());
+  const uint8_t hello[3] = {1, 2, 3};
+  ASSERT_TRUE(again->Send(0, 7, hello, sizeof hello).ok());
+  uint8_t got[3] = {};
+  const auto s = t0->Recv(1, 7, got, sizeof got, 5.0);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(got[2], 3);
+  // Once the run began, a process started again for rank 2 is a joiner.
+  ZmqOptions later = Options(2, 3, port);
+  later.restarted = true;
+  auto joiner = ZmqTransport::Connect(later);
+  ASSERT_TRUE(joiner.ok()) << joiner.status().ToString();
+  EXPECT_FALSE((*joiner)->AtStart());
+}
+
 TEST(ZmqTransportTest, KeyFilesRoundTripAndAreChecked) {
   const auto dir = std::filesystem::temp_directory_path() / ("narrows-keys-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
