@@ -307,7 +307,7 @@ void ReadDeploy(Section d, Scenario& sc) {
   dep.collective_timeout_s = d.Double("collective_timeout_s", 600.0, 0.001, 1e7, Bound::kExclusive);
   dep.checkpoint_every = d.Int("checkpoint_every", 0, 0);
   // bulk_streams: auto, or a count of connections per peer; max_queued_mb: auto, or megabytes (0: no bound).
-  dep.bulk_streams = AutoOrNumber(d, "bulk_streams", "0", DeploySpec::kAutoBulkStreams, 64, "auto or an integer in [0, 64]");
+  dep.bulk_streams = AutoOrNumber(d, "bulk_streams", "1", DeploySpec::kAutoBulkStreams, 64, "auto or an integer in [0, 64]");
   dep.max_queued_mb = AutoOrNumber(d, "max_queued_mb", "auto", DeploySpec::kAutoMaxQueued, int64_t{1} << 30,
                                    "auto or a whole number of megabytes (0: no bound)");
   if (dep.timeout_s <= dep.heartbeat_s) d.Error(d.node(), "deploy.timeout_s", "must exceed deploy.heartbeat_s");

@@ -210,7 +210,7 @@ struct DeploySpec {
   int64_t checkpoint_every = 0;        // diloco: outer steps between checkpoints of the global state
   // Data over k raw TCP connections per peer (the bulk plane) instead of ZeroMQ's data socket;
   // 0: ZeroMQ; kAutoBulkStreams: from the network's bandwidth-delay product.
-  int64_t bulk_streams = 0;
+  int64_t bulk_streams = 1;
   static constexpr int64_t kAutoBulkStreams = -1;
   // Per sender, the bytes of its messages queued unread at a receiver beyond which the receiver
   // evicts it (a member that floods messages no receive takes); 0: no bound; kAutoMaxQueued: 1 GiB

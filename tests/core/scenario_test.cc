@@ -69,7 +69,7 @@ TEST(ScenarioTest, RunDigestIgnoresOutputAndDataPathOnly) {
 }
 
 TEST(ScenarioTest, DeployBulkStreamsAndQueuedBoundAreAutoOrANumber) {
-  EXPECT_EQ(ParseScenario("name: x\n", "x")->deploy.bulk_streams, 0);  // ZeroMQ carries the data
+  EXPECT_EQ(ParseScenario("name: x\n", "x")->deploy.bulk_streams, 1);  // the bulk plane, one connection a peer
   EXPECT_EQ(ParseScenario("deploy: {bulk_streams: 3}\n", "x")->deploy.bulk_streams, 3);
   EXPECT_EQ(ParseScenario("deploy: {bulk_streams: auto}\n", "x")->deploy.bulk_streams, DeploySpec::kAutoBulkStreams);
   EXPECT_NE(ErrorOf("deploy: {bulk_streams: lots}\n").find("bad.yaml:1:24: deploy.bulk_streams: expected auto or an integer"),
