@@ -473,16 +473,21 @@ class LiveRoster final : public Roster {
   // yet) and settle a failed attempt hear so at once, instead of waiting deploy.collective_timeout_s
   // for its answer. Its notices carry the step in their tags, which it does not know: every step's.
   void AnswerUnwelcomed() {
-    std::vector<uint8_t> msg;
     for (int64_t key = 0; key < core::tags::kLiveSteps; ++key) {
-      while (true) {
-        auto from = w_.t.RecvMessage(core::kAnySource, NoticeTag(key), &msg, 0.0);
-        if (!from.ok()) break;
-        Notice n{};
-        if (msg.size() != sizeof n) continue;  // not a notice of this protocol: dropped
-        std::memcpy(&n, msg.data(), sizeof n);
-        Send(*from, {n.step, n.code, 0}, nullptr, 0);
-      }
+      TakeNotices(key, [this](int from, const Notice& n) { Send(from, {n.step, n.code, 0}, nullptr, 0); });
+    }
+  }
+  // Calls `on_notice(sender, notice)` for each notice queued under the tag of `step`.
+  template <typename Fn>
+  void TakeNotices(int64_t step, Fn&& on_notice) {
+    std::vector<uint8_t> msg;
+    while (true) {
+      auto from = w_.t.RecvMessage(core::kAnySource, NoticeTag(step), &msg, 0.0);
+      if (!from.ok()) return;
+      Notice n{};
+      if (msg.size() != sizeof n) continue;  // not a notice of this protocol: dropped
+      std::memcpy(&n, msg.data(), sizeof n);
+      on_notice(*from, n);
     }
   }
 
@@ -597,28 +602,22 @@ class LiveRoster final : public Roster {
     for (int64_t s : {kept_step_, attempt_.active ? attempt_.step : int64_t{-1}, settling}) {
       if (s >= 0 && std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(s);
     }
-    std::vector<uint8_t> msg;
     for (int64_t step : steps) {
-      while (true) {
-        auto from = w_.t.RecvMessage(core::kAnySource, NoticeTag(step), &msg, 0.0);
-        if (!from.ok()) break;
-        Notice n{};
-        if (msg.size() != sizeof n) continue;  // not a notice of this protocol: dropped
-        std::memcpy(&n, msg.data(), sizeof n);
+      TakeNotices(step, [this](int from, const Notice& n) {
         if (n.step == kept_step_ && n.code == kept_code_) {
-          Send(*from, {n.step, n.code, 1}, kept_.data(), static_cast<int64_t>(kept_.size()));
+          Send(from, {n.step, n.code, 1}, kept_.data(), static_cast<int64_t>(kept_.size()));
         } else if (attempt_.active && n.step == attempt_.step && n.code == attempt_.code) {
-          attempt_.deferred.push_back(*from);
+          attempt_.deferred.push_back(from);
           attempt_.abandoned = true;
         } else {
           // Not made here yet, or given up: if this worker makes it later, it cannot complete (the
           // sender failed it), so Begin abandons it at once.
-          Send(*from, {n.step, n.code, 0}, nullptr, 0);
+          Send(from, {n.step, n.code, 0}, nullptr, 0);
           if (std::find(refused_.begin(), refused_.end(), std::make_pair(n.step, n.code)) == refused_.end()) {
             refused_.emplace_back(n.step, n.code);
           }
         }
-      }
+      });
     }
   }
 
