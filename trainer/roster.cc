@@ -427,6 +427,14 @@ class LiveRoster final : public Roster {
           if (msg[static_cast<size_t>(2 + q)] >= 1) wel.group.push_back(q);
           if (msg[static_cast<size_t>(2 + q)] == 2) wel.joiners.push_back(q);
         }
+        // The processes of the group are the ones this worker has heard by now: it took their
+        // generations when it started, from a rendezvous table that may have listed a member's
+        // previous process (a member that restarted meanwhile would look replaced here alone, in
+        // every collective).
+        for (int q : wel.group) {
+          generations_[static_cast<size_t>(q)] = w_.t.Generation(q);
+          was_member_[static_cast<size_t>(q)] = true;
+        }
         return wel;
       }
     }
