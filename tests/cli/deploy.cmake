@@ -151,10 +151,14 @@ endif()
 # bound on every interface (`tools/netns --unbound`). The hello each worker sends its peers names it
 # as the rendezvous table does, not as bound (0.0.0.0, which elsewhere names the other machine
 # itself): the same losses and bytes as the emulator, over ZeroMQ and over the bulk plane. Needs
-# root and `ip netns`; said and skipped otherwise.
+# root and `ip netns` (a namespace made and entered: in a chroot whose / is no mount point
+# `ip netns exec` fails); said and skipped otherwise.
 execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
 set(netns_probe narrows-hosts-probe)
 execute_process(COMMAND ip netns add ${netns_probe} RESULT_VARIABLE no_netns ERROR_VARIABLE netns_err)
+if(no_netns EQUAL 0)
+  execute_process(COMMAND ip netns exec ${netns_probe} true RESULT_VARIABLE no_netns ERROR_VARIABLE netns_err)
+endif()
 execute_process(COMMAND ip netns del ${netns_probe} RESULT_VARIABLE ignored ERROR_QUIET)
 if(NOT uid STREQUAL "0" OR NOT no_netns EQUAL 0)
   message(STATUS "workers on separate hosts skipped: tools/netns needs root and `ip netns` (${netns_err})")
