@@ -236,8 +236,8 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
     return;
   }
   const Json& known = table[static_cast<size_t>(src)];
-  if (!table_complete && !known.is_null() && known.value("incarnation", uint64_t{0}) != inc &&
-      !body.value("restarted", false)) {
+  const bool replaced = !known.is_null() && known.value("incarnation", uint64_t{0}) != inc;
+  if (!table_complete && replaced && !body.value("restarted", false)) {
     // Before every rank has registered, a second process for a rank is a mistake (the same rank
     // given twice), unless it says that it was started again (its predecessor was killed before
     // the run began): then it takes the place, and starts the run with the others (AtStart).
@@ -247,7 +247,6 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
     return;
   }
   // A process that a restart replaced before the run began hears so, if it is still there at all.
-  const bool replaced = !known.is_null() && known.value("incarnation", uint64_t{0}) != inc;
   for (auto it = waiting.begin(); replaced && it != waiting.end();) {
     if (it->first != src) {
       ++it;

@@ -203,10 +203,7 @@ class LiveRoster final : public Roster {
           if (!s.ok() && s.code() != core::StatusCode::kPeerUnavailable) return s;
         }
       }
-      for (int r : pending_) {
-        generations_[static_cast<size_t>(r)] = w_.t.Generation(r);
-        was_member_[static_cast<size_t>(r)] = true;
-      }
+      for (int r : pending_) TakeProcessOf(r);
       round->joiners = pending_;
       group_ = joined;
       pending_.clear();
@@ -431,10 +428,7 @@ class LiveRoster final : public Roster {
         // generations when it started, from a rendezvous table that may have listed a member's
         // previous process (a member that restarted meanwhile would look replaced here alone, in
         // every collective).
-        for (int q : wel.group) {
-          generations_[static_cast<size_t>(q)] = w_.t.Generation(q);
-          was_member_[static_cast<size_t>(q)] = true;
-        }
+        for (int q : wel.group) TakeProcessOf(q);
         return wel;
       }
     }
@@ -474,6 +468,12 @@ class LiveRoster final : public Roster {
   // Settling's tags: the step alone (what they are about is in their bytes).
   int SettleTag(int base, int64_t step) const {
     return core::tags::kLiveBase + static_cast<int>(LiveKey(step, 0) * core::tags::kAlgorithmEnd) + base;
+  }
+
+  // Worker r's current process (as this one has heard it) is the member from now on.
+  void TakeProcessOf(int r) {
+    generations_[static_cast<size_t>(r)] = w_.t.Generation(r);
+    was_member_[static_cast<size_t>(r)] = true;
   }
 
   // A restarted worker that waits for its welcome has made no attempt at any collective: members
