@@ -101,6 +101,127 @@ std::string TcpTypeName(const std::string& tcp) {
   return "";
 }
 
+// Linux's window around ns-3's NewReno and CUBIC: four of Linux's rules that ns-3 3.37 lacks, each
+// met by a training run's traffic (messages separated by compute).
+// - The slow-start threshold from the window: Linux's Reno halves the window (tcp_reno_ssthresh),
+//   ns-3's NewReno the bytes in flight (RFC 5681), which, after a loss found as a message starts,
+//   are a fraction of the window: on home-100m DDP with workers 3% apart, a window of 10 MB fell to
+//   400 kB and regrew over twenty steps (1.4 s a step where the ns-3 model had 0.8 before the loss
+//   and the link emulator measures 0.78-0.86). CUBIC reads the window in both.
+// - Slow start by the segments acknowledged (tcp_slow_start, RFC 3465): ns-3 adds one segment per
+//   ACK, so with delayed ACKs its window grows 1.5x a round trip, not 2x. NewReno only: ns-3's
+//   CUBIC grows by the segments acknowledged already (a first 4 MB transfer takes the same time).
+// - Growth only while the window is used (tcp_is_cwnd_limited, RFC 7661): in slow start while at
+//   least half of it was in flight in the last window of data, after it while it was full. ns-3
+//   grows on every ACK, so a flow of messages smaller than the path grew a window far past them.
+// - A restart after idle (tcp_slow_start_after_idle, on by default): on sending after an idle
+//   period longer than the RTO, ssthresh is kept at least 3/4 of the window and the window halved
+//   once per RTO idle, down to the initial window (tcp_cwnd_restart). The RTO is Linux's, srtt +
+//   max(4 rttvar, 200 ms) (RFC 6298's estimator with Linux's floor), not ns-3's 1 s minimum, which
+//   stays the retransmission timer's.
+// BBR controls its window itself (and Linux skips the restart for it), so it is not wrapped.
+class LinuxWindow : public ns3::TcpCongestionOps {
+ public:
+  static ns3::TypeId GetTypeId() {
+    static ns3::TypeId tid = ns3::TypeId("narrows::LinuxWindow").SetParent<ns3::TcpCongestionOps>().SetGroupName("Internet");
+    return tid;
+  }
+  explicit LinuxWindow(ns3::Ptr<ns3::TcpCongestionOps> inner) : inner_(std::move(inner)), reno_(inner_->GetName() == "TcpNewReno") {}
+
+  std::string GetName() const override { return "LinuxWindow(" + inner_->GetName() + ")"; }
+  void Init(ns3::Ptr<ns3::TcpSocketState> tcb) override {
+    tcb_ = tcb;
+    tcb->TraceConnectWithoutContext("BytesInFlight", ns3::MakeCallback(&LinuxWindow::OnInFlight, this));
+    inner_->Init(tcb);
+  }
+  // Linux's Reno halves the window (tcp_reno_ssthresh), not the bytes in flight as RFC 5681 and
+  // ns-3's NewReno do: after a loss found while a message had just started, the flight is a
+  // fraction of the window, and NewReno's cut left a fifth of it. CUBIC reads the window already.
+  uint32_t GetSsThresh(ns3::Ptr<const ns3::TcpSocketState> tcb, uint32_t) override {
+    return inner_->GetSsThresh(tcb, tcb->m_cWnd.Get());
+  }
+  void IncreaseWindow(ns3::Ptr<ns3::TcpSocketState> tcb, uint32_t acked) override {
+    if (!CwndLimited(*tcb)) return;
+    if (reno_ && tcb->m_cWnd < tcb->m_ssThresh && acked > 0) {  // Linux's tcp_slow_start
+      const uint32_t grow = std::min(acked * tcb->m_segmentSize, tcb->m_ssThresh.Get() - tcb->m_cWnd.Get());
+      tcb->m_cWnd = tcb->m_cWnd.Get() + grow;
+      acked -= std::min(acked, (grow + tcb->m_segmentSize - 1) / tcb->m_segmentSize);
+    }
+    if (acked > 0) inner_->IncreaseWindow(tcb, acked);
+  }
+  void PktsAcked(ns3::Ptr<ns3::TcpSocketState> tcb, uint32_t acked, const ns3::Time& rtt) override {
+    if (rtt.IsStrictlyPositive()) {
+      const double r = rtt.GetSeconds();
+      if (srtt_s_ <= 0) {
+        srtt_s_ = r;
+        rttvar_s_ = r / 2;
+      } else {
+        rttvar_s_ = 0.75 * rttvar_s_ + 0.25 * std::abs(srtt_s_ - r);
+        srtt_s_ = 0.875 * srtt_s_ + 0.125 * r;
+      }
+    }
+    inner_->PktsAcked(tcb, acked, rtt);
+  }
+  void CongestionStateSet(ns3::Ptr<ns3::TcpSocketState> tcb, const ns3::TcpSocketState::TcpCongState_t state) override {
+    inner_->CongestionStateSet(tcb, state);
+  }
+  void CwndEvent(ns3::Ptr<ns3::TcpSocketState> tcb, const ns3::TcpSocketState::TcpCAEvent_t event) override {
+    if (event == ns3::TcpSocketState::CA_EVENT_TX_START && sent_any_) Restart(*tcb);
+    inner_->CwndEvent(tcb, event);
+  }
+  bool HasCongControl() const override { return inner_->HasCongControl(); }
+  void CongControl(ns3::Ptr<ns3::TcpSocketState> tcb, const ns3::TcpRateOps::TcpRateConnection& rc,
+                   const ns3::TcpRateOps::TcpRateSample& rs) override {
+    inner_->CongControl(tcb, rc, rs);
+  }
+  ns3::Ptr<ns3::TcpCongestionOps> Fork() override { return ns3::CreateObject<LinuxWindow>(inner_->Fork()); }
+
+ private:
+  double RtoS() const { return srtt_s_ > 0 ? srtt_s_ + std::max(4 * rttvar_s_, 0.2) : 1.0; }
+
+  // A send raises the bytes in flight: Linux's tcp_cwnd_validate, at each send.
+  void OnInFlight(uint32_t before, uint32_t now) {
+    if (now <= before || !tcb_) return;
+    const ns3::TcpSocketState& t = *tcb_;
+    last_send_ = ns3::Simulator::Now();
+    sent_any_ = true;
+    const bool full = now + t.m_segmentSize > t.m_cWnd.Get();
+    if (t.m_lastAckedSeq >= usage_seq_ || full || (!cwnd_limited_ && now > max_in_flight_)) {
+      cwnd_limited_ = full;
+      max_in_flight_ = now;
+      usage_seq_ = t.m_highTxMark.Get();
+    }
+  }
+  bool CwndLimited(const ns3::TcpSocketState& t) const {
+    if (cwnd_limited_) return true;
+    return t.m_cWnd.Get() < t.m_ssThresh.Get() && t.m_cWnd.Get() < 2 * max_in_flight_;
+  }
+  void Restart(ns3::TcpSocketState& t) {
+    const double idle = (ns3::Simulator::Now() - last_send_).GetSeconds();
+    const double rto = RtoS();
+    if (idle <= rto) return;
+    uint32_t cwnd = t.m_cWnd.Get();
+    const uint32_t restart = std::min(t.m_initialCWnd * t.m_segmentSize, cwnd);
+    if (t.m_congState.Get() != ns3::TcpSocketState::CA_RECOVERY && t.m_congState.Get() != ns3::TcpSocketState::CA_CWR) {
+      t.m_ssThresh = std::max(t.m_ssThresh.Get(), (cwnd >> 1) + (cwnd >> 2));
+    }
+    for (double left = idle - rto; left > 0 && cwnd > restart; left -= rto) cwnd >>= 1;
+    t.m_cWnd = std::max(cwnd, restart);
+    cwnd_limited_ = false;
+    max_in_flight_ = 0;
+  }
+
+  ns3::Ptr<ns3::TcpCongestionOps> inner_;
+  bool reno_;
+  ns3::Ptr<ns3::TcpSocketState> tcb_;
+  ns3::Time last_send_;
+  bool sent_any_ = false;
+  bool cwnd_limited_ = false;
+  uint32_t max_in_flight_ = 0;
+  ns3::SequenceNumber32 usage_seq_{0};
+  double srtt_s_ = 0, rttvar_s_ = 0;
+};
+
 }  // namespace
 
 struct Ns3Model::Impl {
@@ -533,6 +654,12 @@ void Ns3Model::ConnectEveryPair(Impl& m, ns3::NodeContainer& nodes) {
       if (i == j) continue;
       Impl::Connection& c = m.Conn(i, j);
       c.tx = Socket::CreateSocket(nodes.Get(static_cast<uint32_t>(i)), TcpSocketFactory::GetTypeId());
+      if (m.options.linux_window && m.options.tcp != "bbr") {
+        // Linux's window rules around the variant (LinuxWindow above).
+        ObjectFactory variant;
+        variant.SetTypeId(TcpTypeName(m.options.tcp));
+        DynamicCast<TcpSocketBase>(c.tx)->SetCongestionControlAlgorithm(CreateObject<LinuxWindow>(variant.Create<TcpCongestionOps>()));
+      }
       c.tx->Bind();
       c.tx->SetConnectCallback(Callback<void, Ptr<Socket>>([&m](Ptr<Socket>) {
                                  if (++m.connected == m.num_workers * (m.num_workers - 1)) Simulator::Stop();
@@ -757,6 +884,7 @@ NetworkModelPlugin Ns3Plugin() {
     o->queue_packets = r.Int("queue_packets", 0, 0, 1'000'000);
     o->fast_forward = r.Bool("fast_forward", true);
     o->host_qdisc = r.Enum<std::string>("host_qdisc", "fq_codel", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}});
+    o->linux_window = r.Enum<bool>("window", true, {{"linux", true}, {"ns3", false}});
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -767,6 +895,7 @@ NetworkModelPlugin Ns3Plugin() {
     o.queue_packets = own.queue_packets;
     o.fast_forward = own.fast_forward;
     o.host_qdisc = own.host_qdisc;
+    o.linux_window = own.linux_window;
     o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
     return std::make_unique<Ns3Model>(std::move(topology), o);
   };

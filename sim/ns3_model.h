@@ -33,6 +33,9 @@ struct Ns3Options {
   int frame_header_bytes = 52;   // per message, as the real transport's frame header (deploy/frame.h)
   // Skip whole loss cycles of transfers that cycle steadily (sim/ns3_model.cc, "Fast-forward").
   bool fast_forward = true;
+  // Linux's window rules around NewReno and CUBIC: growth only while the window is used, a restart
+  // after idle (sim/ns3_model.cc, LinuxWindow); false: ns-3's own.
+  bool linux_window = true;
 };
 
 // What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
@@ -42,6 +45,7 @@ struct Ns3ScenarioOptions : core::PluginOptions {
   int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
   bool fast_forward = true;   // false: every packet of every transfer
   std::string host_qdisc = "fq_codel";  // or drop_tail (a switch port's queue: as the link emulator's links)
+  bool linux_window = true;   // window: linux (growth while used, restart after idle) or ns3
 };
 
 class Ns3Model : public NetworkModel {
