@@ -127,6 +127,9 @@ class LinuxWindow : public ns3::TcpCongestionOps {
     return tid;
   }
   explicit LinuxWindow(ns3::Ptr<ns3::TcpCongestionOps> inner) : inner_(std::move(inner)), reno_(inner_->GetName() == "TcpNewReno") {}
+  ~LinuxWindow() override {
+    if (tcb_) tcb_->TraceDisconnectWithoutContext("BytesInFlight", ns3::MakeCallback(&LinuxWindow::OnInFlight, this));
+  }
 
   std::string GetName() const override { return "LinuxWindow(" + inner_->GetName() + ")"; }
   void Init(ns3::Ptr<ns3::TcpSocketState> tcb) override {

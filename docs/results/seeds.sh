@@ -17,4 +17,10 @@ out=(--set seeds=5 --set output.dir=runs/results-seeds)
 # nats; 30 runs: those of 4 workers about 20 minutes on one core; those of 8 took 105 minutes beside
 # other work, at nice 19 and paused at times, so not a timing).
 "$narrows" sweep $d/k-and-h.yaml -q --set seeds=3 --set output.dir=runs/results-seeds --grid workers.count=4,8
+# The number of workers at M = 1 and 2 (4 and 8 are k-and-h's) and the growing and shrinking pools,
+# over seeds 0-2 (18 runs; the pools' at nice 19 beside other work took about 30 minutes each on one
+# core). M = 16 is left to seed 0: its three seeds would take about three hours of one core.
+"$narrows" sweep $d/workers.yaml -q --set seeds=3 --set output.dir=runs/results-seeds --grid workers.count=1,2
+"$narrows" run $d/growing.yaml -q --set seeds=3 --set output.dir=runs/results-seeds
+"$narrows" run $d/shrinking.yaml -q --set seeds=3 --set output.dir=runs/results-seeds
 python3 $d/seeds_table.py runs/results-seeds

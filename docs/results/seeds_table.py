@@ -107,3 +107,28 @@ for count in (4, 8):
     for a, b in (("diloco-h10", "diloco-h50"), ("diloco-h50", "diloco-h100"), ("diloco-h100", "diloco-h500")):
         text, verdict, _ = gap(kh[a], kh[b], +1)
         print(f"| {a[7:]} → {b[7:]} | {text} | {verdict} |")
+
+# Number of workers: DiLoCo-H50 against DDP at each M (1 and 2 here; 4 and 8 are k-and-h's).
+rows = []
+for count in (1, 2, 16):
+    w = seed_losses(f"workers-sweep/count-{count}")
+    if complete(w, ["ddp", "diloco-h50"]):
+        text, verdict, n = gap(w["ddp"], w["diloco-h50"], -1)
+        rows.append(f"| {count} | {cell(w['ddp'].values())} | {cell(w['diloco-h50'].values())} | {text} | {verdict} |")
+if rows:
+    print("\nNumber of workers (DiLoCo H = 50 against DDP, each worker 500 steps):\n")
+    print("| M | DDP | DiLoCo H = 50 | DiLoCo − DDP, paired | DiLoCo is no worse than DDP |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+
+# A growing and a shrinking pool: the same 3,000 worker-steps spent in opposite orders.
+grow, shrink = seed_losses("growing"), seed_losses("shrinking")
+if complete(grow, ["ddp", "diloco-h50"]) and complete(shrink, ["ddp", "diloco-h50"]):
+    print("\nA growing (4 → 8) and a shrinking (8 → 4) pool:\n")
+    print("| entry | growing | shrinking | shrinking − growing, paired | the order matters |")
+    print("|---|---|---|---|---|")
+    for e in ("ddp", "diloco-h50"):
+        text, verdict, _ = gap(grow[e], shrink[e], +1)
+        # An order effect of either sign: "holds" where the interval excludes zero on either side.
+        verdict = "holds" if verdict in ("holds", "fails") else verdict
+        print(f"| {e} | {cell(grow[e].values())} | {cell(shrink[e].values())} | {text} | {verdict} |")
