@@ -118,7 +118,9 @@ std::string TcpTypeName(const std::string& tcp) {
 //   period longer than the RTO, ssthresh is kept at least 3/4 of the window and the window halved
 //   once per RTO idle, down to the initial window (tcp_cwnd_restart). The RTO is Linux's, srtt +
 //   max(4 rttvar, 200 ms) (RFC 6298's estimator with Linux's floor), not ns-3's 1 s minimum, which
-//   stays the retransmission timer's.
+//   stays the retransmission timer's. Idle time is read on ns-3's clock, which a fast-forward jump
+//   does not move: a connection idle while others' transfers were jumped restarts as if idle for
+//   that much less.
 // BBR controls its window itself (and Linux skips the restart for it), so it is not wrapped.
 class LinuxWindow : public ns3::TcpCongestionOps {
  public:
@@ -137,9 +139,7 @@ class LinuxWindow : public ns3::TcpCongestionOps {
     tcb->TraceConnectWithoutContext("BytesInFlight", ns3::MakeCallback(&LinuxWindow::OnInFlight, this));
     inner_->Init(tcb);
   }
-  // Linux's Reno halves the window (tcp_reno_ssthresh), not the bytes in flight as RFC 5681 and
-  // ns-3's NewReno do: after a loss found while a message had just started, the flight is a
-  // fraction of the window, and NewReno's cut left a fifth of it. CUBIC reads the window already.
+  // The threshold from the window, not the bytes in flight (the first rule above).
   uint32_t GetSsThresh(ns3::Ptr<const ns3::TcpSocketState> tcb, uint32_t) override {
     return inner_->GetSsThresh(tcb, tcb->m_cWnd.Get());
   }
