@@ -50,27 +50,18 @@ core::Result<std::unique_ptr<Spool>> Spool::Open(const std::string& dir, const s
     s->records_.path = unnamed;
     s->records_.fd = ::open(unnamed.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (s->records_.fd < 0) return fail(unnamed);
+    // On an error, `s` going removes the files this attempt created, the unnamed one included.
     if (::flock(s->records_.fd, LOCK_EX | LOCK_NB) != 0) {
-      const core::Status why = core::Status::IoError(unnamed + ": cannot lock the spool file (" + std::strerror(errno) + ")");
-      ::unlink(unnamed.c_str());
-      return why;
+      return core::Status::IoError(unnamed + ": cannot lock the spool file (" + std::strerror(errno) + ")");
     }
     bool taken = false;
     for (File* file : {&s->events_, &s->rates_}) {
       file->fd = ::open(file->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (file->fd < 0 && errno != EEXIST) {
-        const core::Status why = fail(file->path);
-        ::unlink(unnamed.c_str());
-        return why;
-      }
+      if (file->fd < 0 && errno != EEXIST) return fail(file->path);
       taken = taken || file->fd < 0;
     }
     if (!taken && ::link(unnamed.c_str(), named.c_str()) != 0) {
-      if (errno != EEXIST) {
-        const core::Status why = fail(named);
-        ::unlink(unnamed.c_str());
-        return why;
-      }
+      if (errno != EEXIST) return fail(named);
       taken = true;
     }
     ::unlink(unnamed.c_str());

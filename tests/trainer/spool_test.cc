@@ -4,7 +4,9 @@
 #include "trainer/spool.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,23 @@ std::string Folder(const std::string& name) {
 }
 
 StepRecord Rec(int64_t step) { return {static_cast<int>(step % 3), step, 0.5 * step, 4.0 - 0.01 * step, 1, 2, 3, step * 10, step * 20}; }
+
+TEST(SpoolTest, ASpoolThatCannotBeLockedIsAnErrorAndLeavesNoFileOfItsAttempt) {
+  const std::string dir = Folder("locked");
+  std::filesystem::create_directories(dir);
+  const std::string unnamed = dir + "/.p.records.new";
+  const int held = ::open(unnamed.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  auto spool = Spool::Open(dir, "p");
+  ASSERT_FALSE(spool.ok());
+  EXPECT_NE(spool.status().message().find("cannot lock the spool file"), std::string::npos) << spool.status().message();
+  for (const char* name : {"/.p.records.new", "/p.records", "/p.events.jsonl", "/p.rates"}) {
+    EXPECT_FALSE(std::filesystem::exists(dir + name)) << name;
+  }
+  ::close(held);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(SpoolTest, GivesBackWhatWasAddedInOrderAndKeepsIt) {
   const std::string dir = Folder("order");
