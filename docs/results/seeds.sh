@@ -23,4 +23,6 @@ out=(--set seeds=5 --set output.dir=runs/results-seeds)
 "$narrows" sweep $d/workers.yaml -q --set seeds=3 --set output.dir=runs/results-seeds --grid workers.count=1,2
 "$narrows" run $d/growing.yaml -q --set seeds=3 --set output.dir=runs/results-seeds
 "$narrows" run $d/shrinking.yaml -q --set seeds=3 --set output.dir=runs/results-seeds
+# H and the outer learning rate at 4 workers over seeds 0-2 (12 runs; its lr 0.7 column is k-and-h's).
+"$narrows" run $d/outer-lr.yaml -q --set seeds=3 --set output.dir=runs/results-seeds
 python3 $d/seeds_table.py runs/results-seeds

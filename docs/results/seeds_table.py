@@ -132,3 +132,28 @@ if complete(grow, ["ddp", "diloco-h50"]) and complete(shrink, ["ddp", "diloco-h5
         # An order effect of either sign: "holds" where the interval excludes zero on either side.
         verdict = "holds" if verdict in ("holds", "fails") else verdict
         print(f"| {e} | {cell(grow[e].values())} | {cell(shrink[e].values())} | {text} | {verdict} |")
+
+# H and the outer learning rate (4 workers): outer-lr.yaml's entries beside k-and-h's at 0.7.
+olr, kh4 = seed_losses("outer-lr"), seed_losses("k-and-h-sweep/count-4")
+cells = {(10, 0.2): (olr, "h10-lr0.2"), (10, 0.35): (olr, "h10-lr0.35"), (10, 0.7): (kh4, "diloco-h10"),
+         (50, 0.35): (olr, "h50-lr0.35"), (50, 0.7): (kh4, "diloco-h50"),
+         (100, 0.35): (olr, "h100-lr0.35"), (100, 0.7): (kh4, "diloco-h100"), (500, 0.7): (kh4, "diloco-h500")}
+if all(complete(src, [name]) for src, name in cells.values()):
+    losses = {key: src[name] for key, (src, name) in cells.items()}
+    print("\nH and the outer learning rate (DiLoCo, 4 workers):\n")
+    print("| H | outer lr 0.2 | outer lr 0.35 | outer lr 0.7 |")
+    print("|---|---|---|---|")
+    for h in (10, 50, 100, 500):
+        print(f"| {h} | " + " | ".join(cell(losses[(h, lr)].values()) if (h, lr) in losses else "" for lr in (0.2, 0.35, 0.7)) + " |")
+    print("\n| comparison | paired | the first is better |")
+    print("|---|---|---|")
+    for a, b in (((10, 0.35), (10, 0.7)), ((10, 0.35), (10, 0.2)), ((50, 0.7), (50, 0.35)), ((100, 0.7), (100, 0.35))):
+        text, verdict, _ = gap(losses[b], losses[a], -1)
+        print(f"| H = {a[0]}: lr {a[1]} − lr {b[1]} | {text} | {verdict} |")
+    # With each H's best learning rate (by the mean), each step up in H, paired.
+    best = {h: min((lr for hh, lr in losses if hh == h), key=lambda lr: sum(losses[(h, lr)].values())) for h in (10, 50, 100, 500)}
+    print("\n| H step, each at its best outer lr | later − earlier, paired | the larger H is worse |")
+    print("|---|---|---|")
+    for a, b in ((10, 50), (50, 100), (100, 500)):
+        text, verdict, _ = gap(losses[(a, best[a])], losses[(b, best[b])], +1)
+        print(f"| {a} (lr {best[a]}) → {b} (lr {best[b]}) | {text} | {verdict} |")
