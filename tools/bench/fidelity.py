@@ -29,10 +29,14 @@ def run(cmd):
     subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
+def metrics(name, entry):
+    """The lines of a run's metrics.jsonl, parsed."""
+    return [json.loads(l) for l in (OUT / name / entry / "metrics.jsonl").read_text().splitlines()]
+
+
 def result(name, entry):
     summary = json.loads((OUT / name / "summary.json").read_text())
-    lines = [json.loads(l) for l in (OUT / name / entry / "metrics.jsonl").read_text().splitlines()]
-    last = lines[-1]
+    last = metrics(name, entry)[-1]
     per_worker = [w["compute_s"] for w in last["workers"]]
     return summary["results"][0]["time_s"], per_worker, last["step"]
 
@@ -44,8 +48,7 @@ def steady(name, entry):
     """Seconds per step from step STEADY_FROM on: without the first steps, where a real TCP's slow
     start overshoots the path and recovers from the loss it caused (a transient the models lack)."""
     times = []
-    for line in (OUT / name / entry / "metrics.jsonl").read_text().splitlines():
-        d = json.loads(line)
+    for d in metrics(name, entry):
         t = d.get("wall_time_s", d.get("virtual_time_s"))
         if t is not None:
             times.append((d["step"], t))
