@@ -254,8 +254,27 @@ int main(int argc, char** argv) {
     return One(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoll(argv[5]), std::atoi(argv[6]), argv[7], argv[8]);
   }
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
-  const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
-  const int n_rounds = std::max(1, std::getenv("ROUNDS") ? std::atoi(std::getenv("ROUNDS")) : 3);
+  // ITERS and ROUNDS are whole numbers of at least 1; anything else (`--help` included) is refused
+  // before a process starts.
+  const auto positive = [](const char* what, const char* text, int fallback) {
+    if (text == nullptr) return fallback;
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || v < 1 || v > 100000) {
+      std::fprintf(stderr,
+                   "bench_allreduce: %s '%s': expected a whole number from 1 to 100000\n"
+                   "usage: bench_allreduce [ITERS]   (environment: ROUNDS, CASE=RANKSxMB, IMPLS=a,b)\n",
+                   what, text);
+      std::exit(2);
+    }
+    return static_cast<int>(v);
+  };
+  if (argc > 2) {
+    std::fprintf(stderr, "bench_allreduce: one argument expected (ITERS), %d given\n", argc - 1);
+    return 2;
+  }
+  const int iters = positive("ITERS", argc > 1 ? argv[1] : nullptr, 10);
+  const int n_rounds = positive("ROUNDS", std::getenv("ROUNDS"), 3);
   const char* only_case = std::getenv("CASE");  // "RANKSxMB", e.g. 4x64: that case alone
   if (only_case && !std::set<std::string>{"2x4", "2x64", "4x4", "4x64"}.count(only_case)) {
     std::fprintf(stderr, "bench_allreduce: CASE=%s: expected one of 2x4, 2x64, 4x4, 4x64\n", only_case);
