@@ -103,6 +103,13 @@ struct LinkEmulator::Impl {
       const auto& bytes = packet->bytes;
       // A TUN write takes the whole packet or fails (a full queue in the namespace: dropped there).
       [[maybe_unused]] ssize_t w = ::write(tuns[static_cast<size_t>(packet->dst)].fd, bytes.data(), bytes.size());
+      const double late = std::max(0.0, Now() - t);  // t: when the last link delivered it
+      std::lock_guard<std::mutex> lock(mu);
+      LinkStats& st = stats[static_cast<size_t>(packet->route->back())];
+      ++st.delivered;
+      st.late_sum_s += late;
+      st.late_max_s = std::max(st.late_max_s, late);
+      if (late > 1e-3) ++st.late_over_1ms;
       return;
     }
     const int index = (*packet->route)[packet->hop];

@@ -51,10 +51,18 @@ struct LinkStats {
   int64_t packets = 0, bytes = 0;          // forwarded
   int64_t dropped_loss = 0, dropped_queue = 0, dropped_down = 0;
   double queue_delay_sum_s = 0.0, queue_delay_max_s = 0.0;  // waiting for the link, per forwarded packet
+  // Packets handed to their destination over this link (the last of their route), and how long
+  // after they were due the forwarding loop wrote each: its own delay (a wake-up late, a CPU
+  // taken by the processes it connects), which lengthens every round trip beyond the path's and
+  // which no network model has. late_over_1ms counts those written more than
+  // a millisecond late.
+  int64_t delivered = 0, late_over_1ms = 0;
+  double late_sum_s = 0.0, late_max_s = 0.0;
 
-  // Bits per second forwarded over `seconds`, and the mean wait for the link.
+  // Bits per second forwarded over `seconds`, the mean wait for the link and the mean lateness.
   double MeanBps(double seconds) const { return seconds > 0 ? 8.0 * static_cast<double>(bytes) / seconds : 0.0; }
   double MeanQueueDelayS() const { return packets > 0 ? queue_delay_sum_s / static_cast<double>(packets) : 0.0; }
+  double MeanLateS() const { return delivered > 0 ? late_sum_s / static_cast<double>(delivered) : 0.0; }
 };
 
 class LinkEmulator {

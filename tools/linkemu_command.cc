@@ -103,7 +103,11 @@ nlohmann::json EmulatedNetwork::Report::Json() const {
                    {"dropped_queue", s.dropped_queue},
                    {"dropped_down", s.dropped_down},
                    {"queue_delay_mean_s", s.MeanQueueDelayS()},
-                   {"queue_delay_max_s", s.queue_delay_max_s}});
+                   {"queue_delay_max_s", s.queue_delay_max_s},
+                   {"delivered", s.delivered},
+                   {"late_mean_s", s.MeanLateS()},
+                   {"late_max_s", s.late_max_s},
+                   {"late_over_1ms", s.late_over_1ms}});
   }
   return {{"seconds", seconds}, {"cpu_s", cpu_s}, {"links", out}};
 }
@@ -111,16 +115,30 @@ nlohmann::json EmulatedNetwork::Report::Json() const {
 std::string EmulatedNetwork::Report::Table() const {
   std::vector<deploy::LinkStats> sorted = links;
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
-  std::string out = Line("%-12s %12s %10s %10s %9s %9s %9s %12s %12s\n", "link", "bytes", "packets", "mean",
-                         "lost", "queue-full", "down", "queue mean", "queue max");
+  std::string out = Line("%-12s %12s %10s %10s %9s %9s %9s %12s %12s %12s\n", "link", "bytes", "packets", "mean",
+                         "lost", "queue-full", "down", "queue mean", "queue max", "late mean");
   for (const auto& s : sorted) {
-    out += Line("%-12s %12lld %10lld %7.1f Mb %9lld %9lld %9lld %9.2f ms %9.2f ms\n", s.name.c_str(),
+    out += Line("%-12s %12lld %10lld %7.1f Mb %9lld %9lld %9lld %9.2f ms %9.2f ms %9.3f ms\n", s.name.c_str(),
                 static_cast<long long>(s.bytes), static_cast<long long>(s.packets), s.MeanBps(seconds) / 1e6,
                 static_cast<long long>(s.dropped_loss), static_cast<long long>(s.dropped_queue),
-                static_cast<long long>(s.dropped_down), 1e3 * s.MeanQueueDelayS(), 1e3 * s.queue_delay_max_s);
+                static_cast<long long>(s.dropped_down), 1e3 * s.MeanQueueDelayS(), 1e3 * s.queue_delay_max_s,
+                1e3 * s.MeanLateS());
   }
   out += Line("forwarding took %.2f s of CPU over %.1f s (%.1f%% of one core)\n", cpu_s, seconds,
               seconds > 0 ? 100.0 * cpu_s / seconds : 0.0);
+  int64_t delivered = 0, over = 0;
+  double late_sum = 0.0, late_max = 0.0;
+  for (const auto& s : links) {
+    delivered += s.delivered;
+    over += s.late_over_1ms;
+    late_sum += s.late_sum_s;
+    late_max = std::max(late_max, s.late_max_s);
+  }
+  if (delivered > 0) {
+    out += Line("packets delivered after they were due: %.3f ms on average, %.2f ms at most; %.2f%% over 1 ms\n",
+                1e3 * late_sum / static_cast<double>(delivered), 1e3 * late_max,
+                100.0 * static_cast<double>(over) / static_cast<double>(delivered));
+  }
   return out;
 }
 

@@ -117,6 +117,17 @@ TEST_F(LinkEmulatorTest, ARoundTripTakesTwiceThePathLatency) {
   echo.join();
   std::nth_element(rtts.begin(), rtts.begin() + 10, rtts.end());
   EXPECT_NEAR(rtts[10], 0.020, 0.001);
+  // Each ping was delivered over down:1, the last link of its route, each echo over down:0, and the
+  // forwarding loop's lateness in writing them was counted there (never on an uplink, which hands
+  // its packets on to the next link at their due time, whenever the loop gets to them).
+  const std::vector<LinkStats> stats = emu_->Stats();
+  for (int l : {1, 3}) {
+    EXPECT_EQ(stats[static_cast<size_t>(l)].delivered, stats[static_cast<size_t>(l)].packets) << stats[l].name;
+    EXPECT_GE(stats[static_cast<size_t>(l)].delivered, 21) << stats[l].name;
+    EXPECT_GT(stats[static_cast<size_t>(l)].MeanLateS(), 0.0) << stats[l].name;  // a timer never fires early
+    EXPECT_GE(stats[static_cast<size_t>(l)].late_max_s, stats[static_cast<size_t>(l)].MeanLateS());
+  }
+  for (int l : {0, 2}) EXPECT_EQ(stats[static_cast<size_t>(l)].delivered, 0) << stats[l].name;
   ::close(server);
   ::close(client);
 }

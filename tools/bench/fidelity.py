@@ -68,6 +68,23 @@ LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"
            ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"])]
 
 
+def forwarder(name):
+    """What the link emulator cost a real run (its links.json): its CPU as a share of one core, and
+    how late it wrote the packets it delivered (its own delay, which lengthens the real round trips
+    and which no model has). None where the run has no links.json."""
+    path = OUT / name / "links.json"
+    if not path.exists():
+        return None
+    links = json.loads(path.read_text())
+    delivered = sum(l.get("delivered", 0) for l in links["links"])
+    late = sum(l.get("late_mean_s", 0.0) * l.get("delivered", 0) for l in links["links"])
+    over = sum(l.get("late_over_1ms", 0) for l in links["links"])
+    return {"cpu": links["cpu_s"] / links["seconds"] if links["seconds"] > 0 else 0.0,
+            "late_ms": 1e3 * late / delivered if delivered else None,
+            "late_max_ms": 1e3 * max((l.get("late_max_s", 0.0) for l in links["links"]), default=0.0),
+            "over_1ms": over / delivered if delivered else None}
+
+
 def calibration(name, entry, flops):
     """The emulator's compute for real run `name`: each worker computes as long as it did."""
     real_t, per_worker, steps = result(name, entry)
@@ -171,6 +188,7 @@ def main():
                 seconds, _, steps = result(name, entry)
                 row[model] = seconds / steps
                 row["steady"][model] = steady(name, entry)
+            row["forwarder"] = forwarder(real_name) if linkemu else None
             rows.append(row)
             print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
     models = [m for m in MODELS if all(m in r for r in rows)]
@@ -180,6 +198,12 @@ def main():
     if all(r["steady"]["real"] for r in rows):
         print(f"\nfrom step {STEADY_FROM} on (the first steps' slow start and its losses left out):")
         print_errors(rows, models, lambda r: r["steady"], label=f", from step {STEADY_FROM}")
+    for r in rows:
+        f = r["forwarder"]
+        if f and f["late_ms"] is not None:
+            print(f"{r['rate']}, {r['entry']}: the link emulator took {100 * f['cpu']:.0f}% of one core; it wrote "
+                  f"the packets it delivered {f['late_ms']:.3f} ms after they were due on average, "
+                  f"{f['late_max_ms']:.1f} ms at most, {100 * f['over_1ms']:.2f}% more than 1 ms late")
     for rate, _ in networks:
         by = {r["entry"]: r for r in rows if r["rate"] == rate}
         for m in models:
