@@ -4,11 +4,19 @@ entry the final validation loss and the interpolated time to the target loss (ea
 final loss among the point's entries), as mean ± 95% t-interval half-width over the seeds; bytes
 sent and peak bytes per round per worker; and against the first entry the paired loss gap and
 speed-up at equal loss with their 95% intervals and verdicts (holds / fails / inconclusive, the
-rule in docs/methods.md). All figures are narrows' own (summary.json); nothing is recomputed.
-Usage: table.py FOLDER"""
+rule in docs/methods.md). All figures are narrows' own (summary.json); nothing is recomputed,
+except for pairs named after the folder: `A:B` prints A's final loss minus B's, paired by seed, with
+its 95% t-interval and the verdict on "A ends lower than B".
+Usage: table.py FOLDER [A:B ...]"""
+import importlib.util
 import json
 import pathlib
 import sys
+
+_spec = importlib.util.spec_from_file_location(
+    "scaling_table", pathlib.Path(__file__).resolve().parents[1] / "scaling" / "table.py")
+_scaling_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_scaling_table)
 
 
 def human(b):
@@ -48,7 +56,22 @@ def versus(r):
     return loss, speed
 
 
-def main(folder):
+def pairs(summary, names):
+    """Each `A:B` of names: A's final loss minus B's, paired over the seeds both have."""
+    per_seed = {r["name"]: {p.get("seed", 0): p["final_val_loss"] for p in r.get("per_seed", [r])}
+                for r in summary["results"]}
+    for pair in names:
+        a, _, b = pair.partition(":")
+        if a not in per_seed or b not in per_seed:
+            sys.exit(f"table.py: {pair}: no entry named {a if a not in per_seed else b}")
+        common = sorted(set(per_seed[a]) & set(per_seed[b]))
+        m, h = _scaling_table.mean_hw([per_seed[a][k] - per_seed[b][k] for k in common])
+        v = _scaling_table.verdict(m - h, m + h, len(common), -1)
+        print(f"- {a} − {b}, paired over {len(common)} seeds: {m:+.4f} [{m - h:+.4f}, {m + h:+.4f}]; "
+              f"{a} lower: {v}")
+
+
+def main(folder, names=()):
     for label, run in runs(folder):
         summary = json.loads((run / "summary.json").read_text())
         seeds = summary.get("seeds", [0])
@@ -63,7 +86,10 @@ def main(folder):
             print(f"| {r['name']} | {r.get('collective', '-')} | {pm(r, 'final_val_loss', '%.4f')} | "
                   f"{pm(r, 'time_to_target_s', '%.1f')} | {human(r['bytes_sent_per_worker'])} | "
                   f"{human(one.get('peak_bytes_per_round', 0))} | {loss} | {speed} |")
+        if names:
+            print()
+            pairs(summary, names)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

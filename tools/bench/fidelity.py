@@ -18,9 +18,15 @@ MODELS = {"analytic": ["--set", "network.model=analytic"],
           "analytic-acks": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
                             "--set", "network.analytic.min_rto_s=0.2", "--set", "network.analytic.acks=true"],
           "analytic-host": None,  # +acks with the host work measured on loopback (host_rate)
-          "ns3": ["--set", "network.model=ns3"]}
+          "ns3": ["--set", "network.model=ns3"],
+          # ns-3 with the link emulator's queues (linkemu only): every host's egress and switch port a
+          # drop-tail queue of 100 ms at the link's bandwidth, as the emulator's links have, instead
+          # of a Linux host's fq_codel and a switch port of one bandwidth-delay product.
+          "ns3-dt": None}
 LABELS = {"analytic": "analytic", "analytic-ss": "+window", "analytic-acks": "+acks", "analytic-host": "+host",
-          "ns3": "ns-3"}
+          "ns3": "ns-3", "ns3-dt": "ns-3 dt"}
+LINKEMU_QUEUE_S = 0.1  # the link emulator's default queue depth in time at the link's bandwidth
+MTU = 1500
 HOST_WORK_PROBE = 1e9  # bytes/s: the rate host_rate predicts the loopback run with
 RATES = [50, 200]
 
@@ -182,8 +188,16 @@ def main():
                     if host is None:
                         continue
                     model_sets = [*MODELS["analytic-acks"], "--set", f"compute.host_bytes_per_s={host:.6g}"]
+                if model == "ns3-dt":
+                    if not linkemu:
+                        continue
+                    bandwidth = float(dict(LINKEMU)[rate][0].split("=")[1])
+                    packets = max(round(bandwidth * LINKEMU_QUEUE_S / 8 / MTU), 44)  # 64 KiB at least
+                    model_sets = [*MODELS["ns3"], "--set", "network.ns3.host_qdisc=drop_tail",
+                                  "--set", f"network.ns3.queue_packets={packets}"]
                 name = f"pred-{model}-{rate}-{entry}"
-                variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] if linkemu and model == "ns3" else []
+                variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] \
+                    if linkemu and model.startswith("ns3") else []
                 run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets, *compute])
                 seconds, _, steps = result(name, entry)
                 row[model] = seconds / steps
