@@ -755,6 +755,52 @@ void Ns3Model::ApplyLinkStates(Impl& m, const Topology& topology) {
       });
     }
   }
+  CountQueueDrops(m);
+}
+
+// The drops that a device's own queue never sees. A device is flow-controlled: while its queue is
+// full ns-3's traffic-control layer holds back what IP hands it, and with no queue discipline on
+// the device it drops it, with no trace in ns-3 3.37 (its TrafficControlLayer has no Drop source):
+// a switch port's overflow, or a drop-tail host's, went uncounted. Such a packet is one that IP
+// hands to a device whose queue is stopped at that moment (the same check, in the same call). A
+// device with a queue discipline (a host's fq_codel) drops in it instead: its Drop trace.
+void Ns3Model::CountQueueDrops(Impl& m) {
+  using namespace ns3;
+  std::map<Ptr<NetDevice>, size_t> link_of;
+  for (size_t l = 0; l < m.directions.size(); ++l) {
+    if (m.directions[l].tx_device) link_of[m.directions[l].tx_device] = l;
+  }
+  std::set<Ptr<Node>> nodes;
+  for (const auto& [device, l] : link_of) nodes.insert(device->GetNode());
+  for (const Ptr<Node>& node : nodes) {
+    Ptr<Ipv4L3Protocol> ip = node->GetObject<Ipv4L3Protocol>();
+    Ptr<TrafficControlLayer> tc = node->GetObject<TrafficControlLayer>();
+    // Per interface of this node: the link its device sends on and the device's queue state, or
+    // none where the device has a queue discipline (whose drops are traced) or carries no link.
+    std::vector<std::pair<size_t, Ptr<NetDeviceQueue>>> watched(ip->GetNInterfaces());
+    std::vector<bool> silent(ip->GetNInterfaces(), false);
+    for (uint32_t i = 0; i < ip->GetNInterfaces(); ++i) {
+      Ptr<NetDevice> device = ip->GetNetDevice(i);
+      auto it = link_of.find(device);
+      if (it == link_of.end()) continue;
+      const size_t l = it->second;
+      if (Ptr<QueueDisc> qdisc = tc->GetRootQueueDiscOnDevice(device)) {
+        qdisc->TraceConnectWithoutContext("Drop", Callback<void, Ptr<const QueueDiscItem>>(
+                                                      [&m, l](Ptr<const QueueDiscItem>) { ++m.counters.at(l).dropped_queue; }));
+        continue;
+      }
+      Ptr<NetDeviceQueueInterface> queues = device->GetObject<NetDeviceQueueInterface>();
+      if (!queues) continue;  // not flow-controlled: an overflow is the device queue's own Drop
+      watched[i] = {l, queues->GetTxQueue(0)};
+      silent[i] = true;
+    }
+    ip->TraceConnectWithoutContext("Tx", Callback<void, Ptr<const Packet>, Ptr<Ipv4>, uint32_t>(
+                                             [&m, watched, silent](Ptr<const Packet>, Ptr<Ipv4>, uint32_t i) {
+                                               if (i < silent.size() && silent[i] && watched[i].second->IsStopped()) {
+                                                 ++m.counters.at(watched[i].first).dropped_queue;
+                                               }
+                                             }));
+  }
 }
 
 Ns3Model::Ns3Model(Topology topology, Ns3Options options)

@@ -81,6 +81,7 @@ class Ns3Model : public NetworkModel {
   static ns3::NodeContainer BuildNetwork(Impl& m, const Topology& topology);
   static void ConnectEveryPair(Impl& m, ns3::NodeContainer& nodes);
   static void ApplyLinkStates(Impl& m, const Topology& topology);
+  static void CountQueueDrops(Impl& m);
 
   Topology topology_;
   std::unique_ptr<Impl> impl_;

@@ -158,6 +158,39 @@ TEST(Ns3ModelTest, CountsEachLinksBytesAndDrops) {
   }
 }
 
+// Drops of a full queue are counted on the link whose queue overflowed: a switch port's (two
+// senders into one receiver), a drop-tail host's (one sender's own egress) — both dropped by ns-3's
+// traffic-control layer while the device's queue is stopped, which no ns-3 trace reports — and a
+// host's fq_codel. Every message is still delivered (TCP retransmits what was dropped).
+TEST(Ns3ModelTest, CountsTheDropsOfAFullQueueWhereItOverflowed) {
+  auto drops = [](const Ns3Model& model, const std::string& link) {
+    const auto& topology = model.topology().links();
+    for (size_t l = 0; l < topology.size(); ++l) {
+      if (topology[l].name == link) return model.counters()->links()[l].dropped_queue;
+    }
+    ADD_FAILURE() << "no link " << link;
+    return int64_t{-1};
+  };
+  {
+    Ns3Options o;
+    o.queue_packets = 30;
+    Ns3Model model(Topology::Star(UniformLinks(3, 100e6, 0.010)), o);
+    const auto t = SimulateMessages(model, {{0, 2, 3'000'000, 0.0}, {1, 2, 3'000'000, 0.0}});
+    EXPECT_GT(drops(model, "down:2"), 0);  // where the two flows meet
+    EXPECT_EQ(drops(model, "up:0"), 0);    // fq_codel at the senders: their own link is not the bottleneck
+    EXPECT_GT(std::min(t[0], t[1]), 0.48);  // both delivered: 6 MB through one 100 Mbit/s port
+  }
+  {
+    Ns3Options o;
+    o.queue_packets = 30;
+    o.host_qdisc = "drop_tail";
+    Ns3Model model(Topology::Star(UniformLinks(2, 100e6, 0.010)), o);
+    const auto t = SimulateMessages(model, {{0, 1, 3'000'000, 0.0}});
+    EXPECT_GT(drops(model, "up:0"), 0);  // the sender's own egress, the first bottleneck on its path
+    EXPECT_GT(t[0], 0.24);
+  }
+}
+
 // A link's queue delay: two senders into one receiver at twice its downlink's rate queue there
 // (at most the queue's length over the link's rate), not on their own uplinks' first hop alone.
 TEST(Ns3ModelTest, CountsTheQueueDelayWhereFlowsMeet) {
