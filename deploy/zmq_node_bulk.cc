@@ -27,6 +27,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -155,6 +156,7 @@ struct ZmqTransport::Node::Bulk {
     std::map<uint64_t, int> begun;
     std::map<uint64_t, Arrived> arrived;
     int64_t held = 0;  // bytes of the arrived messages read into buffers of ours (not a Recv's)
+    std::vector<std::weak_ptr<InStream>> streams;  // its connections (Close ends them)
   };
   std::vector<Inbound> in;
 
@@ -266,6 +268,10 @@ struct ZmqTransport::Node::Bulk {
       if (p.Replaced(s->h.incarnation)) return Drop(s, "");  // a replaced process's late connection
       Inbound& from = in[static_cast<size_t>(s->h.src)];
       if (from.inc != s->h.incarnation) Restart(from, s->h.incarnation);
+      from.streams.erase(std::remove_if(from.streams.begin(), from.streams.end(),
+                                        [](const std::weak_ptr<InStream>& w) { return w.expired(); }),
+                         from.streams.end());
+      from.streams.push_back(s);
     }
     s->src = s->h.src;
     s->inc = s->h.incarnation;
@@ -477,6 +483,23 @@ struct ZmqTransport::Node::Bulk {
       node.Log("bulk connection from " + RankName(s->src) + ": " + ec.message());
     }
   }
+  // Ends the connections from `src`'s current process, once it was declared dead or evicted: a
+  // message it was sending stops where it is (a process stopped or cut off leaves its connection
+  // open, and a Recv being filled from it would wait for the rest for ever); Lost then fails that
+  // Recv, whose message is void anyway. REQUIRES: node.mu held.
+  void Close(int src) {
+    auto streams = std::move(in[static_cast<size_t>(src)].streams);
+    in[static_cast<size_t>(src)].streams.clear();
+    if (streams.empty()) return;
+    asio::post(io, [streams = std::move(streams)] {
+      for (const auto& w : streams) {
+        if (auto s = w.lock()) {
+          boost::system::error_code ignored;
+          s->sock.close(ignored);  // its pending read ends with operation_aborted: Lost
+        }
+      }
+    });
+  }
   // Hands the source's messages that arrived whole to the mailbox, in the order they were sent.
   // REQUIRES: node.mu held.
   void HandOn(int src) {
@@ -651,6 +674,10 @@ bool ZmqTransport::Node::SendBulk(int r, int tag, const void* payload, size_t by
 
 void ZmqTransport::Node::HandOnBulk(int r) {
   if (bulk) bulk->HandOn(r);
+}
+
+void ZmqTransport::Node::CloseBulkFrom(int r) {
+  if (bulk) bulk->Close(r);
 }
 
 void ZmqTransport::Node::DropBulk(int r) {

@@ -2,6 +2,8 @@
 // process whose other threads may hold libzmq's global locks can deadlock the child).
 //   zmq_peer PORT first    registers, sends tags 1 and 2 to rank 0, then kills itself (SIGKILL)
 //   zmq_peer PORT second   registers, answers tag 4 with 43 when sent 42, waits for tag 5
+//   zmq_peer PORT big      registers with one bulk connection, sends 256 MB of 1.0f as tag 7,
+//                          waits for tag 5
 // Exit status: 0 done, 2 bad arguments, 3 no rendezvous, 4 wrong message, 5 send failed.
 // A watchdog ends it after 60 s so that a hang cannot outlive the test.
 #include <signal.h>
@@ -9,6 +11,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "deploy/zmq_transport.h"
 
@@ -17,7 +20,7 @@ int main(int argc, char** argv) {
   using narrows::deploy::ZmqTransport;
   if (argc != 3) return 2;
   const std::string role = argv[2];
-  if (role != "first" && role != "second") return 2;
+  if (role != "first" && role != "second" && role != "big") return 2;
   ::alarm(60);
   ZmqOptions o;
   o.rank = 1;
@@ -28,8 +31,16 @@ int main(int argc, char** argv) {
   o.timeout_s = 0.5;
   o.connect_timeout_s = 10;
   o.log = [](const std::string&) {};
+  if (role == "big") o.bulk_streams = 1;
   auto t = ZmqTransport::Connect(o);
   if (!t.ok()) return 3;
+  if (role == "big") {
+    std::vector<float> payload(64 << 20, 1.0f);
+    if (!(*t)->Send(0, 7, payload.data(), payload.size() * 4).ok()) std::_Exit(5);
+    int32_t done = 0;
+    (void)(*t)->Recv(0, 5, &done, 4, 50.0);
+    std::_Exit(0);
+  }
   if (role == "first") {
     int32_t v = 1;
     (void)(*t)->Send(0, 1, &v, 4);

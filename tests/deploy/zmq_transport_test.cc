@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -870,6 +871,48 @@ TEST(ZmqTransportTest, LentMessagesToAPeerFoundDeadAreDroppedNotAwaited) {
   EXPECT_TRUE(lease.Outstanding(0).empty());
   EXPECT_LT(waited, 8.0);  // declared dead after 2 s of silence
   EXPECT_EQ(t0->Members(), std::vector<int>{0});
+}
+
+// A peer that stops half-way through a message it sends over the bulk plane leaves its connection
+// open: once it is declared dead, the Recv being filled from it ends with the peer unavailable
+// instead of waiting for the rest of the message for ever.
+TEST(ZmqTransportTest, ARecvFilledFromAPeerFoundDeadEndsInsteadOfWaitingForTheRest) {
+  const int port = deploy::FreeLoopbackPort();
+  ZmqOptions opts = Options(0, 2, port);
+  opts.bulk_streams = 1;
+  opts.timeout_s = 1.0;
+  std::unique_ptr<ZmqTransport> t0;
+  std::thread connect([&] {
+    auto t = ZmqTransport::Connect(opts);
+    if (t.ok()) t0 = std::move(*t);
+  });
+  PeerProcess peer(port, "big");  // sends 256 MB as tag 7
+  ASSERT_GT(peer.pid(), 0);
+  connect.join();
+  ASSERT_NE(t0, nullptr);
+  std::vector<uint32_t> buffer(64 << 20, 0);  // the peer's 1.0f arrive as 0x3f800000
+  std::promise<core::Status> received;
+  std::thread recv([&] {
+    received.set_value(t0->Recv(1, 7, buffer.data(), buffer.size() * 4, 30.0));
+  });
+  // Stopped as soon as its message has begun to land in the Recv's buffer: alive to the kernel,
+  // its connection open, the rest of the message never sent.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (__atomic_load_n(&buffer[0], __ATOMIC_RELAXED) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(::kill(peer.pid(), SIGSTOP), 0);
+  const bool began = __atomic_load_n(&buffer[0], __ATOMIC_RELAXED) != 0;
+  const bool whole = __atomic_load_n(&buffer.back(), __ATOMIC_RELAXED) != 0;
+  auto done = received.get_future();
+  const bool ended = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!ended) ::kill(peer.pid(), SIGKILL);  // closes the connection, so that the Recv ends and joins
+  recv.join();
+  ASSERT_TRUE(began) << "the message never reached the Recv's buffer";
+  if (whole) GTEST_SKIP() << "the whole message arrived before the peer was stopped";
+  EXPECT_TRUE(ended) << "the Recv still waited 10 s after the peer went silent (declared dead after 1 s)";
+  const core::Status status = done.get();
+  EXPECT_EQ(status.code(), core::StatusCode::kPeerUnavailable) << status.ToString();
 }
 
 }  // namespace
