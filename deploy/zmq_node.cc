@@ -138,7 +138,7 @@ void ZmqTransport::Node::EvictPeer(int r, const std::string& why) {
   p.evicted = why;
   p.retired.push_back(p.incarnation);  // its frames, a late hello included, are void from now on
   mailbox.Discard(r);
-  CloseBulkFrom(r);
+  CloseBulkFrom(r, p.incarnation);
   evictions.emplace_back(r, p.incarnation, why);
   Log(RankName(r) + " evicted: " + why);
   cv.notify_all();

@@ -180,9 +180,9 @@ struct ZmqTransport::Node {
   void DropBulk(int r);
   // Hands on what `r`'s current process sent over the plane before its hello came. REQUIRES: mu held.
   void HandOnBulk(int r);
-  // Ends the plane's connections from `r`'s current process (declared dead or evicted): what it
-  // was sending is void, and a Recv being filled from it fails. REQUIRES: mu held.
-  void CloseBulkFrom(int r);
+  // Ends the plane's connections from process `inc` of `r` (declared dead or evicted): what it was
+  // sending is void, and a Recv being filled from it fails. REQUIRES: mu held.
+  void CloseBulkFrom(int r, uint64_t inc);
   // Writes what is queued (for up to 2 s), closes every connection and stops the thread.
   void CloseBulk();
 

@@ -483,13 +483,16 @@ struct ZmqTransport::Node::Bulk {
       node.Log("bulk connection from " + RankName(s->src) + ": " + ec.message());
     }
   }
-  // Ends the connections from `src`'s current process, once it was declared dead or evicted: a
+  // Ends the connections from process `inc` of `src`, once it was declared dead or evicted: a
   // message it was sending stops where it is (a process stopped or cut off leaves its connection
   // open, and a Recv being filled from it would wait for the rest for ever); Lost then fails that
-  // Recv, whose message is void anyway. REQUIRES: node.mu held.
-  void Close(int src) {
-    auto streams = std::move(in[static_cast<size_t>(src)].streams);
-    in[static_cast<size_t>(src)].streams.clear();
+  // Recv, whose message is void anyway. Connections of a newer process of `src` (its plane may
+  // connect before its hello comes) are left alone. REQUIRES: node.mu held.
+  void Close(int src, uint64_t inc) {
+    Inbound& from = in[static_cast<size_t>(src)];
+    if (from.inc != inc) return;  // its streams are another process's (Restart keeps them apart)
+    auto streams = std::move(from.streams);
+    from.streams.clear();
     if (streams.empty()) return;
     asio::post(io, [streams = std::move(streams)] {
       for (const auto& w : streams) {
@@ -676,8 +679,8 @@ void ZmqTransport::Node::HandOnBulk(int r) {
   if (bulk) bulk->HandOn(r);
 }
 
-void ZmqTransport::Node::CloseBulkFrom(int r) {
-  if (bulk) bulk->Close(r);
+void ZmqTransport::Node::CloseBulkFrom(int r, uint64_t inc) {
+  if (bulk) bulk->Close(r, inc);
 }
 
 void ZmqTransport::Node::DropBulk(int r) {

@@ -317,7 +317,7 @@ void ZmqTransport::Node::Beat() {
       if (p.state == PeerState::kAlive && p.incarnation != 0 && now - p.last_seen > opt.timeout_s) {
         p.state = PeerState::kDead;
         Log(RankName(r) + " declared dead: nothing heard for " + std::to_string(now - p.last_seen) + " s");
-        CloseBulkFrom(r);
+        CloseBulkFrom(r, p.incarnation);
         if (r == 0 && evicted.empty()) {
           // Rank 0 hosts the rendezvous and writes the results: a rank that cannot hear it is the
           // one cut off (a partition), not the survivor, and stops rather than train on alone.
