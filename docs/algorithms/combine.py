@@ -13,10 +13,9 @@ import pathlib
 import re
 import sys
 
-_spec = importlib.util.spec_from_file_location(
-    "scaling_table", pathlib.Path(__file__).resolve().parents[1] / "scaling" / "table.py")
-_scaling_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_scaling_table)
+_spec = importlib.util.spec_from_file_location("algorithms_table", pathlib.Path(__file__).resolve().parent / "table.py")
+_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_table)
 
 
 def seed_runs(folder):
@@ -44,7 +43,7 @@ def main(folders, pairs):
     print("| entry | seeds | final val loss | time (s) | sent/worker | updates | compute |")
     print("|---|---|---|---|---|---|---|")
     for name, by_seed in losses.items():
-        m, h = _scaling_table.mean_hw(list(by_seed.values()))
+        m, h = _table._scaling_table.mean_hw(list(by_seed.values()))
         r = rows[name][0]
         times = sorted({round(x["time_s"], 1) for x in rows[name]})
         loss = f"{m:.4f}" + ("" if h != h else f" ± {h:.4f}")
@@ -52,15 +51,7 @@ def main(folders, pairs):
               f"{r['bytes_sent_per_worker'] / 1e6:.1f} MB | {r.get('outer_syncs', 0):.0f} | "
               f"{100 * r['compute_utilization']:.0f}% |")
     print()
-    for pair in pairs:
-        a, _, b = pair.partition(":")
-        if a not in losses or b not in losses:
-            sys.exit(f"combine.py: {pair}: no entry named {a if a not in losses else b}")
-        common = sorted(set(losses[a]) & set(losses[b]))
-        m, h = _scaling_table.mean_hw([losses[a][k] - losses[b][k] for k in common])
-        v = _scaling_table.verdict(m - h, m + h, len(common), -1)
-        print(f"- {a} − {b}, paired over seeds {', '.join(map(str, common))}: {m:+.4f} [{m - h:+.4f}, {m + h:+.4f}]; "
-              f"{a} lower: {v}")
+    _table.print_pairs(losses, pairs)
 
 
 if __name__ == "__main__":

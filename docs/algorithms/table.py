@@ -56,19 +56,24 @@ def versus(r):
     return loss, speed
 
 
-def pairs(summary, names):
-    """Each `A:B` of names: A's final loss minus B's, paired over the seeds both have."""
-    per_seed = {r["name"]: {p.get("seed", 0): p["final_val_loss"] for p in r.get("per_seed", [r])}
-                for r in summary["results"]}
+def print_pairs(losses, names):
+    """Each `A:B` of names: A's final loss minus B's, paired over the seeds both have, with the
+    verdict on "A ends lower than B". losses: {entry: {seed: final loss}}."""
     for pair in names:
         a, _, b = pair.partition(":")
-        if a not in per_seed or b not in per_seed:
-            sys.exit(f"table.py: {pair}: no entry named {a if a not in per_seed else b}")
-        common = sorted(set(per_seed[a]) & set(per_seed[b]))
-        m, h = _scaling_table.mean_hw([per_seed[a][k] - per_seed[b][k] for k in common])
+        if a not in losses or b not in losses:
+            sys.exit(f"{pair}: no entry named {a if a not in losses else b}")
+        common = sorted(set(losses[a]) & set(losses[b]))
+        m, h = _scaling_table.mean_hw([losses[a][k] - losses[b][k] for k in common])
         v = _scaling_table.verdict(m - h, m + h, len(common), -1)
-        print(f"- {a} − {b}, paired over {len(common)} seeds: {m:+.4f} [{m - h:+.4f}, {m + h:+.4f}]; "
+        print(f"- {a} − {b}, paired over seeds {', '.join(map(str, common))}: {m:+.4f} [{m - h:+.4f}, {m + h:+.4f}]; "
               f"{a} lower: {v}")
+
+
+def pairs(summary, names):
+    """print_pairs over a summary's entries and seeds."""
+    print_pairs({r["name"]: {p.get("seed", 0): p["final_val_loss"] for p in r.get("per_seed", [r])}
+                 for r in summary["results"]}, names)
 
 
 def main(folder, names=()):
