@@ -776,9 +776,8 @@ void Ns3Model::CountQueueDrops(Impl& m) {
     Ptr<Ipv4L3Protocol> ip = node->GetObject<Ipv4L3Protocol>();
     Ptr<TrafficControlLayer> tc = node->GetObject<TrafficControlLayer>();
     // Per interface of this node: the link its device sends on and the device's queue state, or
-    // none where the device has a queue discipline (whose drops are traced) or carries no link.
+    // no queue where the device has a queue discipline (whose drops are traced) or carries no link.
     std::vector<std::pair<size_t, Ptr<NetDeviceQueue>>> watched(ip->GetNInterfaces());
-    std::vector<bool> silent(ip->GetNInterfaces(), false);
     for (uint32_t i = 0; i < ip->GetNInterfaces(); ++i) {
       Ptr<NetDevice> device = ip->GetNetDevice(i);
       auto it = link_of.find(device);
@@ -792,11 +791,10 @@ void Ns3Model::CountQueueDrops(Impl& m) {
       Ptr<NetDeviceQueueInterface> queues = device->GetObject<NetDeviceQueueInterface>();
       if (!queues) continue;  // not flow-controlled: an overflow is the device queue's own Drop
       watched[i] = {l, queues->GetTxQueue(0)};
-      silent[i] = true;
     }
     ip->TraceConnectWithoutContext("Tx", Callback<void, Ptr<const Packet>, Ptr<Ipv4>, uint32_t>(
-                                             [&m, watched, silent](Ptr<const Packet>, Ptr<Ipv4>, uint32_t i) {
-                                               if (i < silent.size() && silent[i] && watched[i].second->IsStopped()) {
+                                             [&m, watched](Ptr<const Packet>, Ptr<Ipv4>, uint32_t i) {
+                                               if (i < watched.size() && watched[i].second && watched[i].second->IsStopped()) {
                                                  ++m.counters.at(watched[i].first).dropped_queue;
                                                }
                                              }));
