@@ -109,7 +109,25 @@ nlohmann::json EmulatedNetwork::Report::Json() const {
                    {"late_max_s", s.late_max_s},
                    {"late_over_1ms", s.late_over_1ms}});
   }
-  return {{"seconds", seconds}, {"cpu_s", cpu_s}, {"links", out}};
+  const deploy::LinkStats all = Delivered();
+  return {{"seconds", seconds},
+          {"cpu_s", cpu_s},
+          {"delivered", all.delivered},
+          {"late_mean_s", all.MeanLateS()},
+          {"late_max_s", all.late_max_s},
+          {"late_over_1ms", all.late_over_1ms},
+          {"links", out}};
+}
+
+deploy::LinkStats EmulatedNetwork::Report::Delivered() const {
+  deploy::LinkStats all;
+  for (const auto& s : links) {
+    all.delivered += s.delivered;
+    all.late_over_1ms += s.late_over_1ms;
+    all.late_sum_s += s.late_sum_s;
+    all.late_max_s = std::max(all.late_max_s, s.late_max_s);
+  }
+  return all;
 }
 
 std::string EmulatedNetwork::Report::Table() const {
@@ -126,18 +144,11 @@ std::string EmulatedNetwork::Report::Table() const {
   }
   out += Line("forwarding took %.2f s of CPU over %.1f s (%.1f%% of one core)\n", cpu_s, seconds,
               seconds > 0 ? 100.0 * cpu_s / seconds : 0.0);
-  int64_t delivered = 0, over = 0;
-  double late_sum = 0.0, late_max = 0.0;
-  for (const auto& s : links) {
-    delivered += s.delivered;
-    over += s.late_over_1ms;
-    late_sum += s.late_sum_s;
-    late_max = std::max(late_max, s.late_max_s);
-  }
-  if (delivered > 0) {
+  const deploy::LinkStats all = Delivered();
+  if (all.delivered > 0) {
     out += Line("packets delivered after they were due: %.3f ms on average, %.2f ms at most; %.2f%% over 1 ms\n",
-                1e3 * late_sum / static_cast<double>(delivered), 1e3 * late_max,
-                100.0 * static_cast<double>(over) / static_cast<double>(delivered));
+                1e3 * all.MeanLateS(), 1e3 * all.late_max_s,
+                100.0 * static_cast<double>(all.late_over_1ms) / static_cast<double>(all.delivered));
   }
   return out;
 }

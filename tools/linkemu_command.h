@@ -31,6 +31,7 @@ struct EmulatedNetwork {
     double seconds = 0.0, cpu_s = 0.0;
     std::string Table() const;   // printable, the busiest link first, then the CPU line
     nlohmann::json Json() const;  // links.json
+    deploy::LinkStats Delivered() const;  // every link's deliveries and lateness together
   };
   Report Stop();
 };
