@@ -21,6 +21,7 @@ class HostWork : public NetworkModel {
   int64_t StartFlow(int src, int dst, int64_t bytes, double now) override;
   double NextEventTime() const override;
   void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
+  void AdvanceUntilDelivery(double limit, std::vector<Delivery>* delivered) override;
   const Topology& topology() const override { return network_->topology(); }
   const LinkCounters* counters() const override { return network_->counters(); }
   Stalest StalestFlow() const override;
@@ -32,6 +33,11 @@ class HostWork : public NetworkModel {
     int64_t flow = -1;  // its flow in network_, once it left
   };
   double Seconds(int64_t bytes) const { return static_cast<double>(bytes) / bytes_per_s_; }
+  // One step: the network runs until its first delivery or the earliest of `limit` and this
+  // model's own next event (a message prepared, one taken in), whichever comes first; then what it
+  // delivered queues at its receivers' hosts, what was prepared by then enters the network, and
+  // what was taken in by then is delivered. True where anything entered or was delivered.
+  bool Step(double limit, std::vector<Delivery>* delivered);
 
   std::unique_ptr<NetworkModel> network_;
   double bytes_per_s_;
