@@ -521,7 +521,8 @@ struct Ns3Model::Impl {
 namespace {
 
 // ns-3's TCP defaults for every socket of the model: the variant, the segment size of the MTU,
-// buffers that never limit a window, Linux's retries and delayed ACKs, no Nagle.
+// buffers that never limit a window, Linux's retries, delayed ACKs and (by default) retransmission
+// timeout, no Nagle.
 void ConfigureTcp(const Ns3Options& options) {
   using namespace ns3;
   RngSeedManager::SetSeed(std::max<uint32_t>(1, options.seed));
@@ -537,9 +538,20 @@ void ConfigureTcp(const Ns3Options& options) {
   Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(15));  // Linux tcp_retries2
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
-  // The minimum retransmission timeout stays at RFC 6298's 1 s: with Linux's 200 ms, ns-3 3.37
-  // backs off spuriously after idle periods (tens of seconds for a 140 kB all-reduce, tested).
-  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(1)));
+  if (options.linux_rto) {
+    // Linux's timeout (tcp_set_rto): the smoothed RTT plus four mean deviations, the deviation
+    // term at least tcp_rto_min (200 ms). ns-3 computes max(MinRto, srtt + max(G, 4 rttvar)), so
+    // a clock granularity G of 200 ms is Linux's floor on that term. A bare 200 ms MinRto is not
+    // Linux's: with it (and ns-3's 200 ms delayed ACKs) an all-reduce after an idle compute phase
+    // backed off spuriously for ~45 s. Delayed ACKs wait at most Linux's TCP_ATO_MIN, 40 ms.
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MilliSeconds(200)));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(MilliSeconds(40)));
+  } else {  // ns-3's own defaults (the process may have set Linux's for an earlier model)
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MilliSeconds(1)));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(1)));  // RFC 6298
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(MilliSeconds(200)));
+  }
   Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));  // as ZeroMQ sets it
 }
 
@@ -932,6 +944,7 @@ NetworkModelPlugin Ns3Plugin() {
     o->fast_forward = r.Bool("fast_forward", true);
     o->host_qdisc = r.Enum<std::string>("host_qdisc", "fq_codel", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}});
     o->linux_window = r.Enum<bool>("window", true, {{"linux", true}, {"ns3", false}});
+    o->linux_rto = r.Enum<bool>("rto", true, {{"linux", true}, {"rfc6298", false}});
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -943,6 +956,7 @@ NetworkModelPlugin Ns3Plugin() {
     o.fast_forward = own.fast_forward;
     o.host_qdisc = own.host_qdisc;
     o.linux_window = own.linux_window;
+    o.linux_rto = own.linux_rto;
     o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
     return std::make_unique<Ns3Model>(std::move(topology), o);
   };

@@ -36,6 +36,9 @@ struct Ns3Options {
   // Linux's window rules around NewReno and CUBIC: growth only while the window is used, a restart
   // after idle (sim/ns3_model.cc, LinuxWindow); false: ns-3's own.
   bool linux_window = true;
+  // Retransmission timeout: Linux's (the smoothed RTT plus at least 200 ms, as tcp_set_rto) or
+  // RFC 6298's (at least 1 s, ns-3's default).
+  bool linux_rto = true;
 };
 
 // What the model reads from a scenario's own block, network.ns3 (the MTU and seed are the
@@ -46,6 +49,7 @@ struct Ns3ScenarioOptions : core::PluginOptions {
   bool fast_forward = true;   // false: every packet of every transfer
   std::string host_qdisc = "fq_codel";  // or drop_tail (a switch port's queue: as the link emulator's links)
   bool linux_window = true;   // window: linux (growth while used, restart after idle) or ns3
+  bool linux_rto = true;      // rto: linux (srtt + max(4 rttvar, 200 ms)) or rfc6298 (at least 1 s)
 };
 
 class Ns3Model : public NetworkModel {
