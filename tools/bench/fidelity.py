@@ -159,6 +159,8 @@ def main():
         _, compute, steps = result(name, entry)
         flops[entry] = sum(compute) / len(compute) * 1e12
     host = host_rate("ddp", ENTRIES["ddp"], flops["ddp"], common, reuse) if linkemu else None
+    if host is not None:
+        LABELS.update({"ns3": "ns-3 +h", "ns3-dt": "ns-3dt +h"})
     rows = []
     # --networks a,b: the link emulator's networks to run (default all of LINKEMU).
     chosen = sys.argv[sys.argv.index("--networks") + 1].split(",") if "--networks" in sys.argv else [n for n, _ in LINKEMU]
@@ -193,6 +195,9 @@ def main():
                     packets = max(round(bandwidth * LINKEMU_QUEUE_S / 8 / MTU), 44)  # 64 KiB at least
                     model_sets = [*MODELS["ns3"], "--set", "network.ns3.host_qdisc=drop_tail",
                                   "--set", f"network.ns3.queue_packets={packets}"]
+                if model.startswith("ns3") and host is not None:
+                    # ns-3 with the hosts' work too, as the last analytic column has it.
+                    model_sets = [*model_sets, "--set", f"compute.host_bytes_per_s={host:.6g}"]
                 name = f"pred-{model}-{rate}-{entry}"
                 variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] \
                     if linkemu and model.startswith("ns3") else []
