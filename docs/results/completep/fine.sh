@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The finer learning-rate grid of docs/results.md's CompleteP section: five peak learning rates a
+# factor of sqrt(2) apart around the coarse grid's optima (0.0028-0.0113), two parameterisations x
+# four depths x five seeds, 200 runs of completep.yaml's setting (400 steps). Each (parameterisation,
+# depth, learning rate) is its own sweep over the seeds, JOBS of them at once (one thread each), the
+# deepest first; then the whole grid's report and tables. Resumable: a finished point is not run again.
+# Usage: docs/results/completep/fine.sh [PATH_TO_NARROWS [JOBS [KEY=VALUE ...]]]   (from the repository root)
+#   KEY=VALUE: further --set overrides for every run (device=cuda to train on a GPU, output.dir=...).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+narrows=${1:-build/narrows}
+jobs=${2:-2}
+sets=(--set seeds=5 --set name=completep-fine)
+dir=runs/completep
+for s in "${@:3}"; do
+  sets+=(--set "$s")
+  case $s in output.dir=*) dir=${s#output.dir=} ;; esac
+done
+lrs=0.002828,0.004,0.005657,0.008,0.011314
+for depth in 16 8 4 2; do
+  for param in standard completep; do
+    for lr in ${lrs//,/ }; do
+      while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+      "$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization=$param \
+        --grid model.n_layers=$depth --grid train.lr=$lr &
+    done
+  done
+done
+wait
+# Every point is finished: this writes the whole grid's results.csv and report.
+"$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization=standard,completep \
+  --grid model.n_layers=2,4,8,16 --grid train.lr=$lrs --report
+python3 docs/results/completep/table.py "$dir/completep-fine-sweep"
