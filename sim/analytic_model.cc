@@ -76,6 +76,8 @@ void AnalyticModel::Begin(Flow& f) {
   auto [it, fresh] = connections_.try_emplace(f.pair);
   Connection& c = it->second;
   if (fresh) c.window_bits = initial;
+  // The round its predecessor left open has ended since: what it sent was acknowledged.
+  if (c.round_end >= 0.0 && c.round_end <= now_) EndRound(c, f, false);
   const double rtt = Rtt(f);
   if (c.idle_since >= 0.0) {
     // Linux's tcp_cwnd_restart: idle for longer than an RTO, the window is halved once for each
@@ -85,49 +87,68 @@ void AnalyticModel::Begin(Flow& f) {
     if (idle > rto) {
       for (idle -= rto; idle > 0.0 && c.window_bits > initial; idle -= rto) c.window_bits /= 2.0;
       c.window_bits = std::max(c.window_bits, initial);
+      if (c.round_end == kNever) c.round_end = -1.0;  // small enough to limit again
     }
   }
-  f.window_bps = c.window_bits / rtt;
-  f.window_at = now_ + rtt;
-  f.window_sent_bits = 0.0;
+  if (c.round_end < 0.0) {
+    c.last_round_sent_bits = 0.0;
+    c.round_sent_bits = 0.0;
+    c.round_end = now_ + rtt;
+  }
+  f.paused = Spent(c);
 }
 
 void AnalyticModel::End(const Flow& f) {
   if (!options_.slow_start) return;
-  Connection& c = connections_[f.pair];
-  // The bits of its last round trip are acknowledged after it: they grow the window for the next.
-  if (f.window_at < kNever && UsesWindow(f)) c.window_bits += f.window_sent_bits;
-  c.idle_since = now_;
+  connections_[f.pair].idle_since = now_;
 }
 
-double AnalyticModel::NextWindowGrowth() const {
+bool AnalyticModel::Spent(const Connection& c, double slack_bits) const {
+  return c.round_end < kNever && c.round_sent_bits >= c.window_bits * (1.0 - 1e-12) - kEpsBits - slack_bits;
+}
+
+void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
+  // Growth while the window is used: the bits in flight (this round's, or the last round's still
+  // being acknowledged early in this one) reached half of it.
+  if (std::max(c.round_sent_bits, c.last_round_sent_bits) >= 0.5 * c.window_bits * (1.0 - 1e-9)) {
+    c.window_bits += c.round_sent_bits;
+  }
+  c.last_round_sent_bits = c.round_sent_bits;
+  c.round_sent_bits = 0.0;
+  double slowest = kNever;
+  for (int l : f.route) slowest = std::min(slowest, bandwidth_[static_cast<size_t>(l)]);
+  if (c.window_bits > 2.0 * slowest * Rtt(f)) {
+    c.round_end = kNever;
+  } else {
+    c.round_end = next ? now_ + Rtt(f) : -1.0;
+  }
+}
+
+double AnalyticModel::NextWindowEvent() const {
   double t = kNever;
-  for (const auto& f : flows_) t = std::min(t, f.window_at);
+  for (const auto& f : flows_) {
+    auto it = connections_.find(f.pair);
+    if (it == connections_.end() || it->second.round_end == kNever) continue;
+    const Connection& c = it->second;
+    t = std::min(t, c.round_end);
+    if (!f.paused && f.rate_bps > 0.0) t = std::min(t, now_ + (c.window_bits - c.round_sent_bits) / f.rate_bps);
+  }
   return t;
 }
 
-bool AnalyticModel::GrowWindows() {
+bool AnalyticModel::StepRounds() {
   bool changed = false;
   for (auto& f : flows_) {
-    if (f.window_at > now_) continue;
-    Connection& c = connections_[f.pair];
-    const double rtt = Rtt(f);
-    // Slow start: the window grows by what was acknowledged, the bits sent a round trip ago, while
-    // the flow keeps at least half of it in flight (Linux grows a window only while it is used:
-    // tcp_is_cwnd_limited), so on past the route's bandwidth-delay product, into the bottleneck's
-    // queue, as a real sender's does: what the next restart after idleness halves is that window.
-    const bool used = UsesWindow(f);
-    if (used) c.window_bits += f.window_sent_bits;
-    f.window_sent_bits = 0.0;
-    f.window_bps = c.window_bits / rtt;
-    // Once the window exceeds twice what the route's slowest link carries it can neither limit nor
-    // grow. While the flow keeps less than half its window in flight the window neither grows nor
-    // needs a round trip's event: it waits until Recompute finds the flow using it again.
-    double slowest = kNever;
-    for (int l : f.route) slowest = std::min(slowest, bandwidth_[static_cast<size_t>(l)]);
-    f.window_dormant = used ? false : f.window_bps <= 2.0 * slowest;
-    f.window_at = f.window_bps > 2.0 * slowest || !used ? kNever : now_ + rtt;
-    changed = true;
+    auto it = connections_.find(f.pair);
+    if (it == connections_.end()) continue;
+    Connection& c = it->second;
+    // Within what the clock can resolve of its end, a round has ended and a window is spent (absorbs
+    // rounding: late in a long run a time step rounds to a multiple of now_'s last bit).
+    const double resolution = std::max(1e-12, 4.0 * std::numeric_limits<double>::epsilon() * now_);
+    if (c.round_end < kNever && c.round_end <= now_ + resolution) EndRound(c, f, true);
+    const bool paused = Spent(c, f.rate_bps * resolution);
+    if (paused != f.paused) changed = true;
+    f.paused = paused;
   }
   return changed;
 }
@@ -149,8 +170,8 @@ double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) c
 }
 
 void AnalyticModel::Recompute() {
-  // Bursts move the loss; the window caps too.
-  for (auto& f : flows_) f.cap_bps = std::min(LossCap(f.route, f.latency_s), f.window_bps);
+  // Bursts move the loss; a flow whose round has spent its window waits for the round's end.
+  for (auto& f : flows_) f.cap_bps = f.paused ? 0.0 : LossCap(f.route, f.latency_s);
   // Max-min fairness by progressive filling: raise all unfrozen flows' rates together until a link
   // saturates or a flow reaches its cap; freeze those flows; repeat.
   // A flow's ACKs take ack_share of its rate on each link of its reverse route: the filling raises
@@ -193,14 +214,6 @@ void AnalyticModel::Recompute() {
       }
     }
   }
-  // A dormant window (above: GrowWindows) wakes when the flow uses it again.
-  for (auto& f : flows_) {
-    if (f.window_dormant && UsesWindow(f)) {
-      f.window_dormant = false;
-      f.window_at = now_ + Rtt(f);
-      f.window_sent_bits = 0.0;
-    }
-  }
 }
 
 double AnalyticModel::NextCompletion() const {
@@ -224,7 +237,7 @@ double AnalyticModel::NextScheduleChange(bool with_loss_switches) const {
 double AnalyticModel::NextEventTime() const {
   // Loss switches go on for ever; they are events only while something is being sent (AdvanceTo
   // walks those it passes).
-  double t = std::min({NextCompletion(), NextScheduleChange(!flows_.empty()), NextWindowGrowth()});
+  double t = std::min({NextCompletion(), NextScheduleChange(!flows_.empty()), NextWindowEvent()});
   if (!in_flight_.empty()) t = std::min(t, in_flight_.begin()->first);
   return t;
 }
@@ -233,7 +246,7 @@ void AnalyticModel::Progress(double dt) {
   for (auto& f : flows_) {
     if (f.rate_bps > 0 && dt > 0) f.moved_s = now_ + dt;
     f.remaining_bits -= f.rate_bps * dt;
-    f.window_sent_bits += f.rate_bps * dt;
+    if (options_.slow_start) connections_[f.pair].round_sent_bits += f.rate_bps * dt;
     for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
     for (int l : f.ack_route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, options_.ack_share * f.rate_bps * dt);
   }
@@ -242,7 +255,7 @@ void AnalyticModel::Progress(double dt) {
 void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
   while (true) {
     const double deliver = in_flight_.empty() ? kNever : in_flight_.begin()->first;
-    const double step_to = std::max(now_, std::min({NextCompletion(), NextScheduleChange(), NextWindowGrowth(), deliver, t}));
+    const double step_to = std::max(now_, std::min({NextCompletion(), NextScheduleChange(), NextWindowEvent(), deliver, t}));
     Progress(step_to - now_);
     now_ = step_to;
     bool changed = false;
@@ -278,7 +291,7 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
         changed = true;
       }
     }
-    if (GrowWindows()) changed = true;
+    if (options_.slow_start && StepRounds()) changed = true;
     if (changed) Recompute();
     while (!in_flight_.empty() && in_flight_.begin()->first <= now_) {
       delivered->push_back({in_flight_.begin()->second, in_flight_.begin()->first});

@@ -8,13 +8,17 @@
 // retransmission timeouts, which dominates from a few percent of loss. Messages between one pair of
 // workers share one connection, as over TCP: they are transmitted one after another, in the order
 // sent, so they also arrive in that order. With `slow_start`, each connection also has a congestion
-// window: a flow is capped at window / RTT, the window starts at `initial_window_segments` and grows
-// by the bytes acknowledged (doubling each round trip while it is what limits the flow), and a
-// connection idle for longer than an RTO restarts it, halved once per RTO of idleness down to the
-// initial window (Linux's tcp_slow_start_after_idle, RFC 2861). With `ack_share`, a flow's
-// acknowledgements load the links of the reverse route: ack_share bits for each bit it sends, shared
-// with the flows those links carry (a ring's uplink carries its own data and the ACKs for the data
-// it receives). Deterministic.
+// window, spent in round trips as TCP's is: in each round a connection sends at most its window, at
+// its fair share (a message that fits in what is left of the window goes out at the link's rate, not
+// spread over a round trip), then waits for the round's end, one RTT after it began; at that end the
+// window grows by what the round sent (doubling while it is what limits the flow) and a new round
+// begins. A message sent while the connection's round is still open shares that round's window with
+// what its predecessor sent in it (those bits are still in flight). The window starts at
+// `initial_window_segments`, and a connection idle for longer than an RTO restarts it, halved once
+// per RTO of idleness down to the initial window (Linux's tcp_slow_start_after_idle, RFC 2861). With
+// `ack_share`, a flow's acknowledgements load the links of the reverse route: ack_share bits for each
+// bit it sends, shared with the flows those links carry (a ring's uplink carries its own data and the
+// ACKs for the data it receives). Deterministic.
 #pragma once
 
 #include <map>
@@ -64,32 +68,36 @@ class AnalyticModel : public NetworkModel {
     double cap_bps;  // Padhye's on the route's current loss (Recompute)
     double latency_s;
     double moved_s;  // the last time any of its bits moved (its start until then)
-    // slow_start: the cap of its connection's window, when the window next grows (kNever: it no
-    // longer can limit the flow) and the bits sent since it last grew.
-    double window_bps = kNever;
-    double window_at = kNever;
-    double window_sent_bits = 0.0;
-    bool window_dormant = false;  // below its window, which waits to limit it again (Recompute)
+    bool paused = false;  // slow_start: its connection's round has spent the window (Recompute)
   };
-  // slow_start: a connection's (one per ordered pair of workers) window in wire bits, and since
-  // when it has had nothing to send (-1: never used).
+  // slow_start: a connection's (one per ordered pair of workers) window in wire bits; since when it
+  // has had nothing to send (-1: never used); and its round trip: when the round ends (-1: none
+  // open; kNever: the window is too large to limit its flow, so there are no rounds) and the bits
+  // sent in it and in the round before.
   struct Connection {
     double window_bits = 0.0;
     double idle_since = -1.0;
+    double round_end = -1.0;
+    double round_sent_bits = 0.0;
+    double last_round_sent_bits = 0.0;
   };
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
-  // Whether its window is what limits the flow now.
-  static bool AtWindow(const Flow& f) { return f.rate_bps >= f.window_bps * (1.0 - 1e-9); }
-  // Whether the flow keeps at least half its window in flight, which is when Linux grows a window
-  // in slow start (tcp_is_cwnd_limited: cwnd < 2 x max_packets_out).
-  static bool UsesWindow(const Flow& f) { return f.rate_bps >= 0.5 * f.window_bps * (1.0 - 1e-9); }
-  // A flow begins to transmit now: its connection's window, restarted after idleness.
+  // A flow begins to transmit now: its connection's window, restarted after idleness, and the
+  // connection's round (the one still open, or a new one).
   void Begin(Flow& f);
-  // A flow's last bit left: what its window still gained, and the connection idle from now.
+  // A flow's last bit left: the connection is idle from now (its round runs on to its end).
   void End(const Flow& f);
-  // The window growths due at now_; true if any cap changed.
-  bool GrowWindows();
-  double NextWindowGrowth() const;
+  // A round ends: the window grows by what it sent if the window was used (Linux grows a window in
+  // slow start only while half of it is in flight: tcp_is_cwnd_limited), and, if `next`, the next
+  // round begins now; a window past twice the route's slowest link's bits per round trip can no
+  // longer limit or grow, and has no more rounds.
+  void EndRound(Connection& c, const Flow& f, bool next);
+  // Rounds that end now and windows spent by now; true if any flow paused or resumed.
+  bool StepRounds();
+  // The next round's end or window spent among the transmitting flows.
+  double NextWindowEvent() const;
+  // Whether the connection's round has sent its window (to within slack_bits).
+  bool Spent(const Connection& c, double slack_bits = 0.0) const;
   double LossCap(const std::vector<int>& route, double latency_s) const;
   void Recompute();
   void Progress(double dt);

@@ -81,23 +81,23 @@ TEST(AnalyticModelTest, MessagesOfOnePairArriveInOrder) {
   EXPECT_NEAR(t[1], 0.001 + (8'000'032 + 8'000'000) / 1e9, 1e-9);
 }
 
-// Slow start by round trips: a window of w bits sends w in a round trip and doubles; a flow of
-// `bits` from window `w` ends when the last of them leaves (its delivery one latency later).
+// Slow start by round trips: a window of w bits sends w at the link's rate, waits for the round
+// trip's end and doubles; a flow of `bits` from window `w` ends when the last of them leaves (its
+// delivery one latency later), which in its last round is at the link's rate, not spread over the
+// round trip; once the window holds a round trip at the link's rate it no longer limits the flow.
 double SlowStartSeconds(double bits, double w, double rtt, double bandwidth) {
   double t = 0.0;
-  while (bits > 0.0) {
-    const double rate = std::min(w / rtt, bandwidth);
-    if (bits <= rate * rtt) return t + bits / rate;
-    bits -= rate * rtt;
+  while (w < bandwidth * rtt && bits > w) {
+    bits -= w;
     t += rtt;
     w *= 2.0;
   }
-  return t;
+  return t + bits / bandwidth;
 }
 
 // With slow start a fresh connection opens from 10 segments and doubles its window each round trip;
-// a message soon after keeps the window grown; after a long idle period the window restarts, as
-// Linux's does; without it the same message costs alpha + S/B.
+// a message one round trip later keeps the window grown; after a long idle period the window
+// restarts, as Linux's does; without it the same message costs alpha + S/B.
 TEST(AnalyticModelTest, SlowStartOpensTheWindowAndRestartsItAfterIdle) {
   AnalyticOptions o;
   o.slow_start = true;
@@ -109,10 +109,10 @@ TEST(AnalyticModelTest, SlowStartOpensTheWindowAndRestartsItAfterIdle) {
   EXPECT_GT(fresh, 6 * rtt);  // 63 windows of 10 segments are 7.4 Mbit: a seventh round trip
   const double window = 64 * initial + (bits - 63 * initial);  // what the first flow's ACKs opened
   const double rto = rtt + o.min_rto_s;
-  // Then the same message again: sent as the first arrives (idle for one latency, under an RTO) it
-  // keeps the open window; after 1.5 RTOs of idleness the window is halved once; after ten seconds
-  // (33 RTOs) it is back to 10 segments, a fresh connection's time.
-  for (const auto& [idle, w] : std::vector<std::pair<double, double>>{{path, window}, {1.5 * rto, window / 2}, {10.0, initial}}) {
+  // Then the same message again: sent a round trip after the first's last bit left (under an RTO)
+  // it keeps the open window; after 1.5 RTOs of idleness the window is halved once; after ten
+  // seconds (33 RTOs) it is back to 10 segments, a fresh connection's time.
+  for (const auto& [idle, w] : std::vector<std::pair<double, double>>{{rtt, window}, {1.5 * rto, window / 2}, {10.0, initial}}) {
     AnalyticModel model(Topology::Star(UniformLinks(2, bandwidth, latency)), o);
     const double first = SimulateMessages(model, {{0, 1, 1'000'000, 0.0}})[0];
     EXPECT_NEAR(first, fresh + path, 1e-9);
@@ -123,6 +123,37 @@ TEST(AnalyticModelTest, SlowStartOpensTheWindowAndRestartsItAfterIdle) {
   // Off: alpha + S/B.
   AnalyticModel plain(Topology::Star(UniformLinks(2, bandwidth, latency)));
   EXPECT_NEAR(SimulateMessages(plain, {{0, 1, 1'000'000, 0.0}})[0], path + bits / bandwidth, 1e-9);
+}
+
+// A window spent in round trips, as TCP's is: a message that fits in the window leaves at the
+// link's rate (alpha + S/B, where a window spread over the round trip would take S / W round trips);
+// one sent while its predecessor's round is still open shares that round's window with the bits
+// still in flight, sends what is left of it, and waits for the round's end for the rest.
+TEST(AnalyticModelTest, AWindowIsSpentAtTheLinksRateAndSharedWithinItsRound) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  const double latency = 0.050, bandwidth = 1e9;  // a 200 ms round trip: 200 Mbit in flight at 1 Gbit/s
+  const Topology star = Topology::Star(UniformLinks(2, bandwidth, latency));
+  const double path = star.PathLatency(0, 1), rtt = 2 * path;
+  const double initial = 10 * 1460 * 8.0;
+  // A 2 MB message opens the window from 10 segments: 127 windows of 10 segments (14.8 Mbit) in
+  // seven round trips, the last 1.2 Mbit at the start of the eighth, at the link's rate.
+  AnalyticModel model(star, o);
+  const double big = 2e6 * 8;
+  const double first = SimulateMessages(model, {{0, 1, 2'000'000, 0.0}})[0];
+  EXPECT_NEAR(first, 7 * rtt + (big - 127 * initial) / bandwidth + path, 1e-9);
+  // A round trip after that last round began, a 1 MB message finds the window grown to 16.1 Mbit
+  // and leaves at the link's rate: 8 ms where a window spread over the round trip takes 99 ms.
+  const double at = 7 * rtt + rtt;
+  EXPECT_NEAR(SimulateMessages(model, {{0, 1, 1'000'000, at}})[0] - at, path + 8e6 / bandwidth, 1e-9);
+  // In a fresh connection's first round (10 segments, 116.8 kbit) two messages one after another:
+  // the first (80 kbit) leaves at once; the second (160 kbit), 1 ms later, sends the 36.8 kbit left
+  // of the round's window, and the rest when the round ends, a round trip after the first began.
+  AnalyticModel fresh(star, o);
+  const auto t = SimulateMessages(fresh, {{0, 1, 10'000, 0.0}, {0, 1, 20'000, 0.001}});
+  EXPECT_NEAR(t[0], path + 80e3 / bandwidth, 1e-9);
+  EXPECT_NEAR(t[1], rtt + (160e3 - (initial - 80e3)) / bandwidth + path, 1e-9);
 }
 
 // A window that stopped growing while a shared link held its flow below it grows again once the

@@ -1,11 +1,13 @@
 """The body of tools/bench/fidelity (see there)."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parents[2]
-NARROWS = HERE / "build" / "narrows"
+# NARROWS=PATH: another build's narrows (to compare two versions of a model on the same real runs).
+NARROWS = pathlib.Path(os.environ.get("NARROWS") or HERE / "build" / "narrows")
 SCENARIO = HERE / "tools" / "bench" / "fidelity.yaml"
 OUT = HERE / "tools" / "bench" / "out" / "fidelity"
 ENTRIES = {"ddp": "{algorithm: ddp, overlap: false, name: ddp}", "diloco-h8": "diloco-h8"}
@@ -69,9 +71,14 @@ def steady(name, entry):
 # Through the link emulator (narrows launch --network): each network as (label, --set overrides).
 # (The scenario file's own bandwidth and latency keys would override a profile: the profiles'
 # values are given explicitly.)
+# near-100m and wan-1g-30ms (not run by default) separate bandwidth from latency: home-100m's
+# bandwidth without its latency, and internet-1g's bandwidth at home-100m's latency.
 LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"]),
            ("internet-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=50"]),
-           ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"])]
+           ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"]),
+           ("near-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=1"]),
+           ("wan-1g-30ms", ["network.bandwidth_bps=1e9", "network.latency_ms=30"])]
+DEFAULT_NETWORKS = ["home-100m", "internet-1g", "lossy-100m"]
 
 
 def forwarder(name):
@@ -163,7 +170,7 @@ def main():
         LABELS.update({"ns3": "ns-3 +h", "ns3-dt": "ns-3dt +h"})
     rows = []
     # --networks a,b: the link emulator's networks to run (default all of LINKEMU).
-    chosen = sys.argv[sys.argv.index("--networks") + 1].split(",") if "--networks" in sys.argv else [n for n, _ in LINKEMU]
+    chosen = sys.argv[sys.argv.index("--networks") + 1].split(",") if "--networks" in sys.argv else DEFAULT_NETWORKS
     unknown = [n for n in chosen if n not in dict(LINKEMU)]
     if unknown:
         sys.exit(f"tools/bench/fidelity: unknown network {', '.join(unknown)} (known: {', '.join(n for n, _ in LINKEMU)})")
