@@ -96,13 +96,27 @@ def forwarder(name):
             "over_1ms": links.get("late_over_1ms", 0) / delivered if delivered else None}
 
 
-def calibration(name, entry, flops):
-    """The emulator's compute for real run `name`: each worker computes as long as it did."""
-    real_t, per_worker, steps = result(name, entry)
+def calibration(names, entry, flops):
+    """The emulator's compute for real runs `names` (one name, or the repeats of one cell): each
+    worker computes as long as it did, on average over the runs; and the runs' seconds per step."""
+    names = [names] if isinstance(names, str) else names
+    results = [result(n, entry) for n in names]
+    per_worker = [sum(r[1][w] for r in results) / len(results) for w in range(len(results[0][1]))]
     real_compute = sum(per_worker) / len(per_worker)
     speeds = ", ".join(f"{real_compute / c:.4f}" for c in per_worker)
+    per_step = [real_t / steps for real_t, _, steps in results]
     return ["--set", "compute.mode=modelled", "--set", f"compute.device_flops={flops / real_compute:.6g}",
-            "--set", f"workers.speed=[{speeds}]"], real_t / steps
+            "--set", f"workers.speed=[{speeds}]"], sum(per_step) / len(per_step), per_step
+
+
+def half_width(values):
+    """The 95% t-interval's half-width of the mean of `values` (None for one value)."""
+    n = len(values)
+    if n < 2:
+        return None
+    t95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}.get(n, 2.0)
+    m = sum(values) / n
+    return t95 * (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5 / n ** 0.5
 
 
 def host_rate(entry, spec, flops, common, reuse):
@@ -116,7 +130,7 @@ def host_rate(entry, spec, flops, common, reuse):
     sets = [*common, "--set", f"compare=[{spec}]"]
     if not reuse:
         run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets, "--set", f"name={name}"])
-    compute, real = calibration(name, entry, flops)
+    compute, real, _ = calibration(name, entry, flops)
     fast = ["--set", "network.bandwidth_bps=1e12", "--set", "network.latency_ms=0.001"]
     t = {}
     for label, host in (("free", []), ("probe", ["--set", f"compute.host_bytes_per_s={HOST_WORK_PROBE:g}"])):
@@ -136,23 +150,37 @@ def print_errors(rows, models, times, label="", note=""):
     """Each row's seconds per step, measured and predicted by each model (`times(row)` holds them
     by "real" and model), with the error, then each model's mean and max |error| (its line: the
     model, `label`, the figures, `note`)."""
-    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
+    spread = any(t.get("real_hw") is not None for t in map(times, rows))
+    print(f"{'network':>11} {'entry':<10} {'real s/step':>11} " + (f"{'± 95%':>7} " if spread else "") +
+          " ".join(f"{LABELS[m]:>9} {'error':>7}" for m in models))
     errors = {m: [] for m in models}
+    within = {m: 0 for m in models}  # errors inside the real runs' interval: not told from their noise
     for r in rows:
         t = times(r)
         e = {m: (t[m] - t["real"]) / t["real"] for m in models}
+        hw = t.get("real_hw")
         for m in models:
             errors[m].append(abs(e[m]))
-        print(f"{r['rate']:>11} {r['entry']:<10} {t['real']:>11.3f} " +
+            if hw is not None and abs(t[m] - t["real"]) <= hw:
+                within[m] += 1
+        cell = "" if hw is None else f"{100 * hw / t['real']:.1f}%"
+        print(f"{r['rate']:>11} {r['entry']:<10} {t['real']:>11.3f} " + (f"{cell:>7} " if spread else "") +
               " ".join(f"{t[m]:>9.3f} {100 * e[m]:>+6.1f}%" for m in models))
     for m, errs in errors.items():
-        print(f"{m}{label}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}%{note}")
+        inside = f"; {within[m]} of {len(errs)} within the real runs' 95% interval" if spread else ""
+        print(f"{m}{label}: mean |error| {100 * sum(errs) / len(errs):.1f}%, max {100 * max(errs):.1f}%{inside}{note}")
 
 
 def main():
     linkemu = "--linkemu" in sys.argv[1:]
     # --reuse: the real runs already under OUT are read back, not run again (predictions only).
     reuse = "--reuse" in sys.argv[1:]
+    # --repeats N: N real runs of each network and entry, predicted from their mean compute and
+    # compared with their mean, whose 95% interval is printed beside it (the real runs' own noise).
+    given = sys.argv[sys.argv.index("--repeats") + 1] if "--repeats" in sys.argv[:-1] else "1"
+    if not given.isdigit() or int(given) < 1:
+        sys.exit(f"tools/bench/fidelity: --repeats takes a count of 1 or more, not '{given}'")
+    repeats = int(given)
     # The real side's TCP congestion control and the ns-3 model's, the same (linkemu only).
     tcp = sys.argv[sys.argv.index("--tcp") + 1] if "--tcp" in sys.argv else "cubic"
     OUT.mkdir(parents=True, exist_ok=True)
@@ -180,16 +208,22 @@ def main():
         for entry, spec in ENTRIES.items():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
-            if reuse:
-                if not (OUT / real_name / "summary.json").exists():
-                    sys.exit(f"tools/bench/fidelity --reuse: no real run at {OUT / real_name} (run the bench without --reuse first)")
-            elif linkemu:
-                run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
-                     "--set", f"name={real_name}"])
-            else:
-                run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={real_name}"])
-            compute, real = calibration(real_name, entry, flops[entry])
-            row = {"rate": rate, "entry": entry, "real": real, "steady": {"real": steady(real_name, entry)}}
+            # The repeats of a cell: real-RATE-ENTRY, then real-RATE-ENTRY-2, -3, ...
+            real_names = [real_name] + [f"{real_name}-{k}" for k in range(2, repeats + 1)]
+            for name in real_names:
+                if reuse:
+                    if not (OUT / name / "summary.json").exists():
+                        sys.exit(f"tools/bench/fidelity --reuse: no real run at {OUT / name} (run the bench without --reuse first)")
+                elif linkemu:
+                    run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
+                         "--set", f"name={name}"])
+                else:
+                    run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={name}"])
+            compute, real, per_run = calibration(real_names, entry, flops[entry])
+            steadies = [steady(n, entry) for n in real_names]
+            row = {"rate": rate, "entry": entry, "real": real, "real_hw": half_width(per_run),
+                   "steady": {"real": None if None in steadies else sum(steadies) / len(steadies),
+                              "real_hw": None if None in steadies else half_width(steadies)}}
             for model, model_sets in MODELS.items():
                 if model == "analytic-host":
                     if host is None:
@@ -214,7 +248,7 @@ def main():
                 row["steady"][model] = steady(name, entry)
             row["forwarder"] = forwarder(real_name) if linkemu else None
             rows.append(row)
-            print(f"measured {rate} {entry}: {row['real']:.3f} s/step", file=sys.stderr)
+            print(f"measured {rate} {entry}: {', '.join(f'{t:.3f}' for t in per_run)} s/step", file=sys.stderr)
     models = [m for m in MODELS if all(m in r for r in rows)]
     target = "mean <= 2%, max <= 5%" if linkemu else "mean <= 5%, max <= 10%"
     print_errors(rows, models, lambda r: r, note=f" (target: {target})")
