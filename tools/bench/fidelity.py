@@ -119,18 +119,24 @@ def half_width(values):
     return t95 * (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5 / n ** 0.5
 
 
-def host_rate(entry, spec, flops, common, reuse):
+def host_rate(entry, spec, flops, common, reuse, repeats=1):
     """The rate at which the real workers' hosts handle message bytes outside the network
     (compute.host_bytes_per_s): the real run on loopback, where the network costs next to nothing,
     predicted on a near-infinite network without host work and with it at HOST_WORK_PROBE; host
     time scales as 1 / rate there. None where the loopback run is no slower than the prediction
     without host work. Measured on DDP, which synchronises every step (DiLoCo's host work is an
-    eighth as large, under the loopback run's noise), and used for every entry: it is the host's."""
-    name = f"loop-{entry}"
+    eighth as large, under the loopback run's noise), and used for every entry: it is the host's.
+    With `repeats` the loopback run is made that many times and the rate is the mean run's: it is
+    the difference of two close step times, so one run's noise moves it a lot."""
+    names = [f"loop-{entry}"] + [f"loop-{entry}-{k}" for k in range(2, repeats + 1)]
     sets = [*common, "--set", f"compare=[{spec}]"]
-    if not reuse:
-        run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets, "--set", f"name={name}"])
-    compute, real, _ = calibration(name, entry, flops)
+    for name in names:
+        if reuse:
+            if not (OUT / name / "summary.json").exists():
+                sys.exit(f"tools/bench/fidelity --reuse: no loopback run at {OUT / name} (run the bench without --reuse first)")
+        else:
+            run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets, "--set", f"name={name}"])
+    compute, real, per_run = calibration(names, entry, flops)
     fast = ["--set", "network.bandwidth_bps=1e12", "--set", "network.latency_ms=0.001"]
     t = {}
     for label, host in (("free", []), ("probe", ["--set", f"compute.host_bytes_per_s={HOST_WORK_PROBE:g}"])):
@@ -141,8 +147,8 @@ def host_rate(entry, spec, flops, common, reuse):
     if real <= t["free"]:
         return None
     rate = HOST_WORK_PROBE * (t["probe"] - t["free"]) / (real - t["free"])
-    print(f"host work {entry}: loopback {real:.4f} s/step, predicted {t['free']:.4f} without host work: "
-          f"{rate / 1e6:.0f} MB/s", file=sys.stderr)
+    print(f"host work {entry}: loopback {', '.join(f'{x:.4f}' for x in per_run)} s/step, predicted "
+          f"{t['free']:.4f} without host work: {rate / 1e6:.0f} MB/s", file=sys.stderr)
     return rate
 
 
@@ -176,7 +182,8 @@ def main():
     # --reuse: the real runs already under OUT are read back, not run again (predictions only).
     reuse = "--reuse" in sys.argv[1:]
     # --repeats N: N real runs of each network and entry, predicted from their mean compute and
-    # compared with their mean, whose 95% interval is printed beside it (the real runs' own noise).
+    # compared with their mean, whose 95% interval is printed beside it (the real runs' own noise);
+    # and N loopback runs for the hosts' rate.
     given = sys.argv[sys.argv.index("--repeats") + 1] if "--repeats" in sys.argv[:-1] else "1"
     if not given.isdigit() or int(given) < 1:
         sys.exit(f"tools/bench/fidelity: --repeats takes a count of 1 or more, not '{given}'")
@@ -193,7 +200,7 @@ def main():
              "--set", "compute.mode=modelled", "--set", "compute.device_flops=1e12"])
         _, compute, steps = result(name, entry)
         flops[entry] = sum(compute) / len(compute) * 1e12
-    host = host_rate("ddp", ENTRIES["ddp"], flops["ddp"], common, reuse) if linkemu else None
+    host = host_rate("ddp", ENTRIES["ddp"], flops["ddp"], common, reuse, repeats) if linkemu else None
     if host is not None:
         LABELS.update({"ns3": "ns-3 +h", "ns3-dt": "ns-3dt +h"})
     rows = []
