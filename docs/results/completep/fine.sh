@@ -3,7 +3,9 @@
 # factor of sqrt(2) apart around the coarse grid's optima (0.0028-0.0113), two parameterisations x
 # four depths x five seeds, 200 runs of completep.yaml's setting (400 steps). Each (parameterisation,
 # depth, learning rate) is its own sweep over the seeds, JOBS of them at once (one thread each), the
-# deepest first; then the whole grid's report and tables. Resumable: a finished point is not run again.
+# deepest first; then the whole grid's report and tables (table.py: every loss a mean over the five
+# seeds with its 95% t-interval, each claim a paired interval and verdict). Resumable: a finished
+# point is not run again. Not yet run: no figure comes from it so far.
 # Usage: docs/results/completep/fine.sh [PATH_TO_NARROWS [JOBS [KEY=VALUE ...]]]   (from the repository root)
 #   KEY=VALUE: further --set overrides for every run (device=cuda to train on a GPU, output.dir=...).
 set -euo pipefail
