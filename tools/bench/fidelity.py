@@ -1,4 +1,5 @@
 """The body of tools/bench/fidelity (see there)."""
+import importlib.util
 import json
 import os
 import pathlib
@@ -109,14 +110,24 @@ def calibration(names, entry, flops):
             "--set", f"workers.speed=[{speeds}]"], sum(per_step) / len(per_step), per_step
 
 
+def real_runs(names, reuse, what, command):
+    """Makes the real runs `names` with `command(name)`; with --reuse checks that they are there."""
+    for name in names:
+        if not reuse:
+            run(command(name))
+        elif not (OUT / name / "summary.json").exists():
+            sys.exit(f"tools/bench/fidelity --reuse: no {what} run at {OUT / name} (run the bench without --reuse first)")
+
+
 def half_width(values):
-    """The 95% t-interval's half-width of the mean of `values` (None for one value)."""
-    n = len(values)
-    if n < 2:
+    """The 95% t-interval's half-width of the mean of `values` (None for one value): the scaling
+    study's mean_hw (docs/scaling/table.py), which the results' tables use too."""
+    if len(values) < 2:
         return None
-    t95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}.get(n, 2.0)
-    m = sum(values) / n
-    return t95 * (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5 / n ** 0.5
+    spec = importlib.util.spec_from_file_location("scaling_table", HERE / "docs" / "scaling" / "table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    return table.mean_hw(values)[1]
 
 
 def host_rate(entry, spec, flops, common, reuse, repeats=1):
@@ -130,12 +141,8 @@ def host_rate(entry, spec, flops, common, reuse, repeats=1):
     the difference of two close step times, so one run's noise moves it a lot."""
     names = [f"loop-{entry}"] + [f"loop-{entry}-{k}" for k in range(2, repeats + 1)]
     sets = [*common, "--set", f"compare=[{spec}]"]
-    for name in names:
-        if reuse:
-            if not (OUT / name / "summary.json").exists():
-                sys.exit(f"tools/bench/fidelity --reuse: no loopback run at {OUT / name} (run the bench without --reuse first)")
-        else:
-            run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets, "--set", f"name={name}"])
+    real_runs(names, reuse, "loopback", lambda name: [NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets,
+                                                      "--set", f"name={name}"])
     compute, real, per_run = calibration(names, entry, flops)
     fast = ["--set", "network.bandwidth_bps=1e12", "--set", "network.latency_ms=0.001"]
     t = {}
@@ -217,15 +224,10 @@ def main():
             real_name = f"real-{rate}-{entry}"
             # The repeats of a cell: real-RATE-ENTRY, then real-RATE-ENTRY-2, -3, ...
             real_names = [real_name] + [f"{real_name}-{k}" for k in range(2, repeats + 1)]
-            for name in real_names:
-                if reuse:
-                    if not (OUT / name / "summary.json").exists():
-                        sys.exit(f"tools/bench/fidelity --reuse: no real run at {OUT / name} (run the bench without --reuse first)")
-                elif linkemu:
-                    run([NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
-                         "--set", f"name={name}"])
-                else:
-                    run([HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={name}"])
+            real_runs(real_names, reuse, "real", lambda name: (
+                [NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
+                 "--set", f"name={name}"] if linkemu else
+                [HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={name}"]))
             compute, real, per_run = calibration(real_names, entry, flops[entry])
             steadies = [steady(n, entry) for n in real_names]
             row = {"rate": rate, "entry": entry, "real": real, "real_hw": half_width(per_run),
