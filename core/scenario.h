@@ -122,6 +122,9 @@ struct NetworkSpec {
   std::string model = "analytic";       // a registered network model (core/block_plugins.h)
   std::shared_ptr<const PluginOptions> model_options;  // what the model read from network.<model>
   int mtu = 1500;                       // IP packet size: 1500, or 9000 for jumbo frames
+  // Each link's drop-tail queue, in ms at the link's bandwidth (at least 64 KiB); 0: each model's
+  // own (the link emulator 100 ms, ns-3 `ns3.queue_packets`, the analytic model none).
+  double queue_ms = 0.0;
   // The run fails when a message in transit moves no byte this long (virtual seconds; 0: never).
   double stall_timeout_s = 600.0;
   std::string profile = "home-100m";  // dc-400g, dc-100g, region-10g, internet-1g, home-100m, custom

@@ -34,6 +34,8 @@ AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
     bandwidth_.push_back(l.bandwidth_bps);
     next_change_.push_back(0);
     loss_.emplace_back(l);
+    constexpr double kMinQueueBits = 64.0 * 1024.0 * 8.0;
+    queue_bits_.push_back(options_.queue_s > 0.0 ? std::max(kMinQueueBits, options_.queue_s * l.bandwidth_bps) : kNever);
   }
   // Changes at time 0 (or before) apply from the start.
   for (size_t l = 0; l < bandwidth_.size(); ++l) {
@@ -61,18 +63,24 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
                                                   [&](const Flow& f) { return f.pair == pair; });
   if (busy) {
+    // Written behind its predecessor: what the round's window has room for leaves at once.
+    if (options_.slow_start && options_.queue_s > 0.0) {
+      Connection& c = connections_[pair];
+      const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
+      if (c.round_end >= 0.0) Burst(c, flow, std::min(std::max(0.0, room), bits));
+    }
     queue.push_back(std::move(flow));
   } else {
-    Begin(flow);
+    Begin(flow, true);
     flows_.push_back(std::move(flow));
     Recompute();
   }
   return id;
 }
 
-void AnalyticModel::Begin(Flow& f) {
+void AnalyticModel::Begin(Flow& f, bool written) {
   if (!options_.slow_start) return;
-  const double initial = options_.initial_window_segments * (options_.mss_bytes * options_.wire_bytes_per_byte) * 8.0;
+  const double initial = options_.initial_window_segments * SegmentBits();
   auto [it, fresh] = connections_.try_emplace(f.pair);
   Connection& c = it->second;
   if (fresh) c.window_bits = initial;
@@ -85,6 +93,8 @@ void AnalyticModel::Begin(Flow& f) {
     const double rto = rtt + options_.min_rto_s;
     double idle = now_ - c.idle_since;
     if (idle > rto) {
+      // The threshold keeps 3/4 of the window (tcp_current_ssthresh), so slow start climbs back.
+      c.ssthresh_bits = std::max(c.ssthresh_bits, 0.75 * c.window_bits);
       for (idle -= rto; idle > 0.0 && c.window_bits > initial; idle -= rto) c.window_bits /= 2.0;
       c.window_bits = std::max(c.window_bits, initial);
       if (c.round_end == kNever) c.round_end = -1.0;  // small enough to limit again
@@ -93,9 +103,84 @@ void AnalyticModel::Begin(Flow& f) {
   if (c.round_end < 0.0) {
     c.last_round_sent_bits = 0.0;
     c.round_sent_bits = 0.0;
+    c.round_released_bits = 0.0;
     c.round_end = now_ + rtt;
   }
+  if (written && options_.queue_s > 0.0) {
+    const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
+    Burst(c, f, std::min(std::max(0.0, room), f.remaining_bits));
+  }
   f.paused = Spent(c);
+}
+
+double AnalyticModel::Backlog(int pair) const {
+  double bits = 0.0;
+  for (const auto& f : flows_) {
+    if (f.pair == pair) bits += f.remaining_bits;
+  }
+  auto q = queued_.find(pair);
+  if (q != queued_.end()) {
+    for (const auto& f : q->second) bits += f.remaining_bits;
+  }
+  return bits;
+}
+
+void AnalyticModel::Burst(Connection& c, const Flow& f, double bits) {
+  if (!(bits > 0.0)) return;
+  c.round_released_bits += bits;
+  // Released bits that left already were released by an unlimited window, as they were written.
+  c.released_bits = std::max(c.released_bits, c.stream_bits) + bits;
+  // Behind a lost tail: sent after it is resent.
+  if (c.hold_at < kNever) return;
+  if (c.bottleneck < 0) {
+    c.bottleneck = f.route.front();
+    for (int l : f.route) {
+      if (bandwidth_[static_cast<size_t>(l)] < bandwidth_[static_cast<size_t>(c.bottleneck)]) c.bottleneck = l;
+    }
+  }
+  const auto l = static_cast<size_t>(c.bottleneck);
+  double queued = 0.0;
+  for (const auto& [pair, other] : connections_) {
+    if (other.bottleneck == c.bottleneck) queued += other.burst_bits;
+  }
+  const double room = std::max(0.0, queue_bits_[l] - queued);
+  if (bits <= room) {
+    c.burst_bits += bits;
+    return;
+  }
+  // The tail that found the queue full: the stream stops before it until it is resent. Its ACKs
+  // came through the queue, so the smoothed round trip holds the queue's delay.
+  c.burst_bits += room;
+  c.hold_at = c.released_bits - (bits - room);
+  c.recover_at = kNever;
+  c.srtt = Rtt(f) + (queued + room) / std::max(bandwidth_[l], 1.0);
+  counters_.at(l).dropped_queue += static_cast<int64_t>(std::ceil((bits - room) / SegmentBits()));
+}
+
+bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
+  if (c.hold_at == kNever) return false;
+  const double resolution = std::max(1e-12, 4.0 * std::numeric_limits<double>::epsilon() * now_);
+  if (c.recover_at == kNever) {
+    if (c.stream_bits < c.hold_at - kEpsBits - f.rate_bps * resolution) return false;
+    // The bits before the tail are out: their last ACK a round trip later, the tail-loss probe two
+    // smoothed round trips after it, and the probe's SACK (RACK marks the tail lost) one more.
+    c.stream_bits = c.hold_at;
+    c.recover_at = now_ + 2.0 * Rtt(f) + 2.0 * c.srtt;
+    return true;
+  }
+  if (c.recover_at > now_ + resolution) return false;
+  // Resent: Reno halves the window and continues from the threshold in congestion avoidance.
+  c.window_bits = std::max(2.0 * SegmentBits(), c.window_bits / 2.0);
+  c.ssthresh_bits = c.window_bits;
+  c.hold_at = kNever;
+  c.recover_at = kNever;
+  c.burst_bits = 0.0;
+  c.last_round_sent_bits = 0.0;
+  c.round_sent_bits = 0.0;
+  c.round_end = now_ + Rtt(f);
+  c.round_released_bits = std::min(c.window_bits, Backlog(f.pair));
+  c.released_bits = c.stream_bits + c.round_released_bits;
+  return true;
 }
 
 void AnalyticModel::End(const Flow& f) {
@@ -104,6 +189,7 @@ void AnalyticModel::End(const Flow& f) {
 }
 
 bool AnalyticModel::Spent(const Connection& c, double slack_bits) const {
+  if (c.hold_at < kNever && c.stream_bits >= c.hold_at - kEpsBits - slack_bits) return true;
   return c.round_end < kNever && c.round_sent_bits >= c.window_bits * (1.0 - 1e-12) - kEpsBits - slack_bits;
 }
 
@@ -111,7 +197,11 @@ void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
   // Growth while the window is used: the bits in flight (this round's, or the last round's still
   // being acknowledged early in this one) reached half of it.
   if (std::max(c.round_sent_bits, c.last_round_sent_bits) >= 0.5 * c.window_bits * (1.0 - 1e-9)) {
-    c.window_bits += c.round_sent_bits;
+    if (c.window_bits < c.ssthresh_bits) {
+      c.window_bits = std::min(c.window_bits + c.round_sent_bits, c.ssthresh_bits);
+    } else {  // congestion avoidance: a segment per window acknowledged
+      c.window_bits += SegmentBits() * c.round_sent_bits / c.window_bits;
+    }
   }
   c.last_round_sent_bits = c.round_sent_bits;
   c.round_sent_bits = 0.0;
@@ -122,14 +212,22 @@ void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
   } else {
     c.round_end = next ? now_ + Rtt(f) : -1.0;
   }
+  // The next round releases at the ACKs' rate: no burst.
+  c.round_released_bits = next && options_.queue_s > 0.0 ? std::min(c.window_bits, Backlog(f.pair)) : 0.0;
+  c.released_bits = std::max(c.released_bits, c.stream_bits + c.round_released_bits);
 }
 
 double AnalyticModel::NextWindowEvent() const {
   double t = kNever;
   for (const auto& f : flows_) {
     auto it = connections_.find(f.pair);
-    if (it == connections_.end() || it->second.round_end == kNever) continue;
+    if (it == connections_.end()) continue;
     const Connection& c = it->second;
+    if (c.hold_at < kNever) {
+      t = std::min(t, c.recover_at);
+      if (!f.paused && f.rate_bps > 0.0) t = std::min(t, now_ + (c.hold_at - c.stream_bits) / f.rate_bps);
+    }
+    if (c.round_end == kNever) continue;
     t = std::min(t, c.round_end);
     if (!f.paused && f.rate_bps > 0.0) t = std::min(t, now_ + (c.window_bits - c.round_sent_bits) / f.rate_bps);
   }
@@ -146,6 +244,7 @@ bool AnalyticModel::StepRounds() {
     // rounding: late in a long run a time step rounds to a multiple of now_'s last bit).
     const double resolution = std::max(1e-12, 4.0 * std::numeric_limits<double>::epsilon() * now_);
     if (c.round_end < kNever && c.round_end <= now_ + resolution) EndRound(c, f, true);
+    if (StepRecovery(c, f)) changed = true;
     const bool paused = Spent(c, f.rate_bps * resolution);
     if (paused != f.paused) changed = true;
     f.paused = paused;
@@ -246,7 +345,12 @@ void AnalyticModel::Progress(double dt) {
   for (auto& f : flows_) {
     if (f.rate_bps > 0 && dt > 0) f.moved_s = now_ + dt;
     f.remaining_bits -= f.rate_bps * dt;
-    if (options_.slow_start) connections_[f.pair].round_sent_bits += f.rate_bps * dt;
+    if (options_.slow_start) {
+      Connection& c = connections_[f.pair];
+      c.round_sent_bits += f.rate_bps * dt;
+      c.stream_bits += f.rate_bps * dt;
+      c.burst_bits = std::max(0.0, c.burst_bits - f.rate_bps * dt);
+    }
     for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
     for (int l : f.ack_route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, options_.ack_share * f.rate_bps * dt);
   }
@@ -272,7 +376,7 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
         if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
           flows_.push_back(std::move(q->second.front()));
           flows_.back().moved_s = now_;  // it waited behind its predecessor until now
-          Begin(flows_.back());
+          Begin(flows_.back(), false);
           q->second.erase(q->second.begin());
         }
         changed = true;
@@ -341,6 +445,7 @@ NetworkModelPlugin AnalyticPlugin() {
       o.min_rto_s = own->min_rto_s;
       o.slow_start = own->slow_start;
       o.initial_window_segments = own->initial_window_segments;
+      if (own->slow_start) o.queue_s = sc.network.queue_ms / 1000.0;
       if (own->acks) o.ack_share = AnalyticOptions::DelayedAckShare(sc.network.mtu);
     }
     return std::make_unique<AnalyticModel>(std::move(topology), o);

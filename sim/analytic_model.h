@@ -18,7 +18,14 @@
 // per RTO of idleness down to the initial window (Linux's tcp_slow_start_after_idle, RFC 2861). With
 // `ack_share`, a flow's acknowledgements load the links of the reverse route: ack_share bits for each
 // bit it sends, shared with the flows those links carry (a ring's uplink carries its own data and the
-// ACKs for the data it receives). Deterministic.
+// ACKs for the data it receives). With `queue_s` (and `slow_start`) each link has a drop-tail queue
+// that bursts fill: bits a connection releases at once (a round opened after idleness, or a message
+// written while its round has window to spare) wait in its route's bottleneck queue until that link
+// transmits them; what does not fit is lost from the burst's tail. A lost tail is resent as Linux
+// recovers it: once the queued bits are out, a tail-loss probe two smoothed round trips after their
+// last ACK, and the retransmission a round trip after the probe (RACK); the window is then halved
+// (Reno's ssthresh) and grows by a segment per round trip (congestion avoidance). ACK-clocked rounds
+// release at the ACKs' rate and fill no queue here. Deterministic.
 #pragma once
 
 #include <map>
@@ -39,6 +46,9 @@ struct AnalyticOptions {
   int initial_window_segments = 10;  // Linux's (RFC 6928)
   // Reverse-path bits of acknowledgements per forward wire bit (0: ACKs take no capacity).
   double ack_share = 0.0;
+  // slow_start: each link's drop-tail queue in seconds at its bandwidth (at least 64 KiB, as the
+  // link emulator's); 0: no queue limit, so nothing is lost to overflow.
+  double queue_s = 0.0;
   // What ack_share is for Linux's delayed ACK: one 52-byte ACK per two full-size segments.
   static double DelayedAckShare(int mtu);
   // TCP over IPv4 with the timestamp option: 52 header bytes in every MTU-sized packet.
@@ -52,8 +62,8 @@ class AnalyticModel : public NetworkModel {
   double NextEventTime() const override;
   void AdvanceTo(double t, std::vector<Delivery>* delivered) override;
   const Topology& topology() const override { return topology_; }
-  // Bits per link over time and drops are zero: the model has no packets and no queues (loss is a
-  // rate cap), so only the bits are counted.
+  // Bits per link over time, and with queue_s the packets lost to a full queue (random loss is a
+  // rate cap, so it drops none).
   const LinkCounters* counters() const override { return &counters_; }
   Stalest StalestFlow() const override;
 
@@ -80,11 +90,28 @@ class AnalyticModel : public NetworkModel {
     double round_end = -1.0;
     double round_sent_bits = 0.0;
     double last_round_sent_bits = 0.0;
+    // Slow start ends at the threshold (set by a loss; an idle restart keeps 3/4 of the window).
+    double ssthresh_bits = kNever;
+    // queue_s: the bits released in the round (at most the window), those released at once that
+    // still wait in the bottleneck's queue, the bits transmitted so far, and a lost tail: the stream
+    // position where it begins (kNever: none), and when it is resent (kNever: not yet known, until
+    // the bits before it are out) with the smoothed round trip the queue gave their ACKs.
+    int bottleneck = -1;
+    double round_released_bits = 0.0;
+    double released_bits = 0.0;  // in all rounds
+    double burst_bits = 0.0;
+    double stream_bits = 0.0;
+    double hold_at = kNever;
+    double recover_at = kNever;
+    double srtt = 0.0;
   };
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
+  // A full-size segment on the wire, in bits.
+  double SegmentBits() const { return options_.mss_bytes * options_.wire_bytes_per_byte * 8.0; }
   // A flow begins to transmit now: its connection's window, restarted after idleness, and the
-  // connection's round (the one still open, or a new one).
-  void Begin(Flow& f);
+  // connection's round (the one still open, or a new one). `written`: the message was written now
+  // (not waiting behind its predecessor, whose release covered it), so with queue_s it is a burst.
+  void Begin(Flow& f, bool written);
   // A flow's last bit left: the connection is idle from now (its round runs on to its end).
   void End(const Flow& f);
   // A round ends: the window grows by what it sent if the window was used (Linux grows a window in
@@ -96,8 +123,16 @@ class AnalyticModel : public NetworkModel {
   bool StepRounds();
   // The next round's end or window spent among the transmitting flows.
   double NextWindowEvent() const;
-  // Whether the connection's round has sent its window (to within slack_bits).
+  // Whether the connection's round has sent its window, or it has sent all before a lost tail that
+  // is not yet resent (to within slack_bits).
   bool Spent(const Connection& c, double slack_bits = 0.0) const;
+  // queue_s: the pair's bits not yet transmitted (its flow and those queued behind it).
+  double Backlog(int pair) const;
+  // queue_s: `bits` released at once into the connection's bottleneck queue; a tail past the queue's
+  // room is lost.
+  void Burst(Connection& c, const Flow& f, double bits);
+  // queue_s: a lost tail's recovery once the bits before it are out; its resending when due.
+  bool StepRecovery(Connection& c, const Flow& f);
   double LossCap(const std::vector<int>& route, double latency_s) const;
   void Recompute();
   void Progress(double dt);
@@ -114,6 +149,7 @@ class AnalyticModel : public NetworkModel {
   std::map<int, std::vector<Flow>> queued_;  // per pair, waiting for the pair's current flow
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
   std::map<int, Connection> connections_;     // slow_start: by pair
+  std::vector<double> queue_bits_;            // queue_s: each link's drop-tail depth
   double now_ = 0.0;
   int64_t next_id_ = 0;
   LinkCounters counters_;

@@ -624,7 +624,11 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
       } else {
         const int64_t bdp_packets = std::llround(std::ceil(PeakBandwidth(link) / 8 * link_rtt[dir] / options.mtu));
-        const int64_t queue = options.queue_packets > 0 ? options.queue_packets : std::max(kMinQueuePackets, bdp_packets);
+        const int64_t timed = std::max<int64_t>(std::llround(std::ceil((64 << 10) / static_cast<double>(options.mtu))),
+                                                std::llround(PeakBandwidth(link) / 8 * options.queue_s / options.mtu));
+        const int64_t queue = options.queue_packets > 0 ? options.queue_packets
+                              : options.queue_s > 0.0  ? timed
+                                                       : std::max(kMinQueuePackets, bdp_packets);
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, static_cast<uint32_t>(queue)));
       }
       auto errors = CreateObject<RateErrorModel>();
@@ -953,6 +957,7 @@ NetworkModelPlugin Ns3Plugin() {
     o.tcp = own.tcp;
     o.mtu = sc.network.mtu;
     o.queue_packets = own.queue_packets;
+    o.queue_s = sc.network.queue_ms / 1000.0;
     o.fast_forward = own.fast_forward;
     o.host_qdisc = own.host_qdisc;
     o.linux_window = own.linux_window;

@@ -73,6 +73,9 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
     e.latency_s = l.latency_s;
     e.loss = l.loss;
     e.burst = l.burst;
+    if (sc.network.queue_ms > 0.0) {
+      e.queue_bytes = std::max<int64_t>(64 << 10, std::llround(l.bandwidth_bps / 8.0 * sc.network.queue_ms / 1000.0));
+    }
     for (const auto& c : l.schedule) e.schedule.push_back({c.at_s, c.bandwidth_bps});
     o.links.push_back(e);
   }

@@ -256,6 +256,26 @@ TEST(EngineTest, AnalyticMinRtoAndStallTimeoutComeFromTheScenario) {
             std::string::npos);
 }
 
+
+// network.queue_ms reaches the analytic model's window: the same burst (two 0.5 MB messages written
+// at once on a connection a 10 MB message has opened) loses its tail to a 20 ms queue and arrives
+// later than with no queue limit; a negative depth is an error naming the key.
+TEST(EngineTest, TheQueueDepthComesFromTheScenario) {
+  auto burst = [](const std::string& queue) {
+    auto sc = core::ParseScenario("workers: {count: 2}\nnetwork: {bandwidth_bps: 100e6, latency_ms: 30" + queue +
+                                      ", analytic: {slow_start: true, min_rto_s: 0.2}}\n",
+                                  "q.yaml");
+    EXPECT_TRUE(sc.ok()) << sc.status().ToString();
+    const auto net = NetworkFromScenario(*sc);
+    const double first = sim::SimulateMessages(*net, {{0, 1, 10'000'000, 0.0}})[0];
+    const double at = first + 0.01;
+    return sim::SimulateMessages(*net, {{0, 1, 500'000, at}, {0, 1, 500'000, at}})[1] - at;
+  };
+  const double shallow = burst(", queue_ms: 20"), unlimited = burst("");
+  EXPECT_GT(shallow, unlimited + 0.1) << shallow << " s against " << unlimited << " s";
+  EXPECT_NE(core::ParseScenario("network: {queue_ms: -1}\n", "c.yaml").status().message().find("network.queue_ms"),
+            std::string::npos);
+}
 }  // namespace
 }  // namespace narrows::emu
 

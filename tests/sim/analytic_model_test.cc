@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <utility>
 
 namespace narrows::sim {
 namespace {
@@ -154,6 +156,41 @@ TEST(AnalyticModelTest, AWindowIsSpentAtTheLinksRateAndSharedWithinItsRound) {
   const auto t = SimulateMessages(fresh, {{0, 1, 10'000, 0.0}, {0, 1, 20'000, 0.001}});
   EXPECT_NEAR(t[0], path + 80e3 / bandwidth, 1e-9);
   EXPECT_NEAR(t[1], rtt + (160e3 - (initial - 80e3)) / bandwidth + path, 1e-9);
+}
+
+// A drop-tail queue that a burst overflows: two 0.5 MB messages written at once on a connection whose
+// window no longer limits it (grown by a 10 MB message just before) leave as one 8 Mbit burst into a
+// 5 Mbit queue (50 ms at 100 Mbit/s). The first arrives as without a limit; the second's last 3 Mbit
+// are lost: resent once the queued bits are out (50 ms), their last ACK back (a round trip), a
+// tail-loss probe two smoothed round trips later (the queue's 50 ms in each) and its SACK back (a
+// round trip), then at the link's rate. The drops are counted on the uplink; with a 100 ms queue
+// the burst fits and nothing is lost.
+TEST(AnalyticModelTest, ABurstPastTheQueueLosesItsTailAndResendsItAfterTheProbe) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  const double bandwidth = 100e6;
+  const Topology star = Topology::Star(UniformLinks(2, bandwidth, 0.030));
+  const double path = star.PathLatency(0, 1), rtt = 2 * path;
+  auto second = [&](double queue_s) {
+    o.queue_s = queue_s;
+    auto model = std::make_unique<AnalyticModel>(star, o);
+    const double first = SimulateMessages(*model, {{0, 1, 10'000'000, 0.0}})[0];
+    const double at = first + 0.01;  // idle for a latency and 10 ms: no restart
+    const auto t = SimulateMessages(*model, {{0, 1, 500'000, at}, {0, 1, 500'000, at}});
+    EXPECT_NEAR(t[0] - at, 4e6 / bandwidth + path, 1e-9) << "queue " << queue_s;
+    const int up0 = star.FindLink("up:0");
+    EXPECT_GE(up0, 0);
+    const int64_t dropped = model->counters()->links()[static_cast<size_t>(up0)].dropped_queue;
+    return std::make_pair(t[1] - at, dropped);
+  };
+  const auto [shallow, lost] = second(0.05);
+  const double queued = 5e6 / bandwidth, srtt = rtt + queued;
+  EXPECT_NEAR(shallow, queued + 2 * rtt + 2 * srtt + 3e6 / bandwidth + path, 1e-9);
+  EXPECT_EQ(lost, static_cast<int64_t>(std::ceil(3e6 / (1460 * 8.0))));
+  const auto [deep, none] = second(0.1);
+  EXPECT_NEAR(deep, 8e6 / bandwidth + path, 1e-9);
+  EXPECT_EQ(none, 0);
 }
 
 // A window that stopped growing while a shared link held its flow below it grows again once the

@@ -23,13 +23,13 @@ MODELS = {"analytic": ["--set", "network.model=analytic"],
           "analytic-host": None,  # +acks with the host work measured on loopback (host_rate)
           "ns3": ["--set", "network.model=ns3"],
           # ns-3 with the link emulator's queues (linkemu only): every host's egress and switch port a
-          # drop-tail queue of 100 ms at the link's bandwidth, as the emulator's links have, instead
-          # of a Linux host's fq_codel and a switch port of one bandwidth-delay product.
+          # drop-tail queue of the emulator's depth (100 ms at the link's bandwidth, or the network's
+          # queue_ms), instead of a Linux host's fq_codel and a switch port of one bandwidth-delay
+          # product. With the link emulator the analytic window's columns have its queues too.
           "ns3-dt": None}
 LABELS = {"analytic": "analytic", "analytic-ss": "+window", "analytic-acks": "+acks", "analytic-host": "+host",
           "ns3": "ns-3", "ns3-dt": "ns-3 dt"}
 LINKEMU_QUEUE_S = 0.1  # the link emulator's default queue depth in time at the link's bandwidth
-MTU = 1500
 HOST_WORK_PROBE = 1e9  # bytes/s: the rate host_rate predicts the loopback run with
 RATES = [50, 200]
 
@@ -73,12 +73,16 @@ def steady(name, entry):
 # (The scenario file's own bandwidth and latency keys would override a profile: the profiles'
 # values are given explicitly.)
 # near-100m and wan-1g-30ms (not run by default) separate bandwidth from latency: home-100m's
-# bandwidth without its latency, and internet-1g's bandwidth at home-100m's latency.
+# bandwidth without its latency, and internet-1g's bandwidth at home-100m's latency; shallow-100m
+# and shallow-1g (not run by default) have queues shorter than their round trip, which a ring
+# phase's burst overflows: home-100m with 50 ms, wan-1g-30ms with 5 ms.
 LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"]),
            ("internet-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=50"]),
            ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"]),
            ("near-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=1"]),
-           ("wan-1g-30ms", ["network.bandwidth_bps=1e9", "network.latency_ms=30"])]
+           ("wan-1g-30ms", ["network.bandwidth_bps=1e9", "network.latency_ms=30"]),
+           ("shallow-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.queue_ms=50"]),
+           ("shallow-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=30", "network.queue_ms=5"])]
 DEFAULT_NETWORKS = ["home-100m", "internet-1g", "lossy-100m"]
 
 
@@ -233,6 +237,10 @@ def main():
             row = {"rate": rate, "entry": entry, "real": real, "real_hw": half_width(per_run),
                    "steady": {"real": None if None in steadies else sum(steadies) / len(steadies),
                               "real_hw": None if None in steadies else half_width(steadies)}}
+            # The link emulator's queue depth, which the predictions with bursts (the analytic window,
+            # ns-3 dt) are given: the network's own, or the emulator's default.
+            own_queue = linkemu and any(o.startswith("network.queue_ms=") for o in dict(LINKEMU)[rate])
+            queue = ["--set", f"network.queue_ms={LINKEMU_QUEUE_S * 1000:g}"] if linkemu and not own_queue else []
             for model, model_sets in MODELS.items():
                 if model == "analytic-host":
                     if host is None:
@@ -241,13 +249,12 @@ def main():
                 if model == "ns3-dt":
                     if not linkemu:
                         continue
-                    bandwidth = float(dict(LINKEMU)[rate][0].split("=")[1])
-                    packets = max(round(bandwidth * LINKEMU_QUEUE_S / 8 / MTU), 44)  # 64 KiB at least
-                    model_sets = [*MODELS["ns3"], "--set", "network.ns3.host_qdisc=drop_tail",
-                                  "--set", f"network.ns3.queue_packets={packets}"]
+                    model_sets = [*MODELS["ns3"], "--set", "network.ns3.host_qdisc=drop_tail"]
                 if model.startswith("ns3") and host is not None:
                     # ns-3 with the hosts' work too, as the last analytic column has it.
                     model_sets = [*model_sets, "--set", f"compute.host_bytes_per_s={host:.6g}"]
+                if model != "analytic" and model != "ns3":
+                    model_sets = [*model_sets, *queue]
                 name = f"pred-{model}-{rate}-{entry}"
                 variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] \
                     if linkemu and model.startswith("ns3") else []
