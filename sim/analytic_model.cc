@@ -130,7 +130,7 @@ void AnalyticModel::Burst(Connection& c, const Flow& f, double bits) {
   c.round_released_bits += bits;
   // Released bits that left already were released by an unlimited window, as they were written.
   c.released_bits = std::max(c.released_bits, c.stream_bits) + bits;
-  // Behind a lost tail: sent after it is resent.
+  // Behind a loss: sent after it is resent.
   if (c.hold_at < kNever) return;
   if (c.bottleneck < 0) {
     c.bottleneck = f.route.front();
@@ -148,12 +148,10 @@ void AnalyticModel::Burst(Connection& c, const Flow& f, double bits) {
     c.burst_bits += bits;
     return;
   }
-  // The tail that found the queue full: the stream stops before it until it is resent. Its ACKs
-  // came through the queue, so the smoothed round trip holds the queue's delay.
+  // What found the queue full is lost: the stream stops before it until it is resent.
   c.burst_bits += room;
   c.hold_at = c.released_bits - (bits - room);
   c.recover_at = kNever;
-  c.srtt = Rtt(f) + (queued + room) / std::max(bandwidth_[l], 1.0);
   counters_.at(l).dropped_queue += static_cast<int64_t>(std::ceil((bits - room) / SegmentBits()));
 }
 
@@ -162,10 +160,11 @@ bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
   const double resolution = std::max(1e-12, 4.0 * std::numeric_limits<double>::epsilon() * now_);
   if (c.recover_at == kNever) {
     if (c.stream_bits < c.hold_at - kEpsBits - f.rate_bps * resolution) return false;
-    // The bits before the tail are out: their last ACK a round trip later, the tail-loss probe two
-    // smoothed round trips after it, and the probe's SACK (RACK marks the tail lost) one more.
+    // The bits before the loss are out. The burst reached the queue faster than the link drains it
+    // but not infinitely faster, so packets that got in follow the lost ones: their SACKs show the
+    // loss, and the retransmission follows the queued bits a round trip later (fast recovery).
     c.stream_bits = c.hold_at;
-    c.recover_at = now_ + 2.0 * Rtt(f) + 2.0 * c.srtt;
+    c.recover_at = now_ + Rtt(f);
     return true;
   }
   if (c.recover_at > now_ + resolution) return false;
@@ -195,8 +194,10 @@ bool AnalyticModel::Spent(const Connection& c, double slack_bits) const {
 
 void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
   // Growth while the window is used: the bits in flight (this round's, or the last round's still
-  // being acknowledged early in this one) reached half of it.
-  if (std::max(c.round_sent_bits, c.last_round_sent_bits) >= 0.5 * c.window_bits * (1.0 - 1e-9)) {
+  // being acknowledged early in this one) reached half of it; not while a loss is outstanding (the
+  // burst that lost it did not fill the window, and fast recovery does not grow it).
+  if (c.hold_at == kNever &&
+      std::max(c.round_sent_bits, c.last_round_sent_bits) >= 0.5 * c.window_bits * (1.0 - 1e-9)) {
     if (c.window_bits < c.ssthresh_bits) {
       c.window_bits = std::min(c.window_bits + c.round_sent_bits, c.ssthresh_bits);
     } else {  // congestion avoidance: a segment per window acknowledged

@@ -21,11 +21,11 @@
 // ACKs for the data it receives). With `queue_s` (and `slow_start`) each link has a drop-tail queue
 // that bursts fill: bits a connection releases at once (a round opened after idleness, or a message
 // written while its round has window to spare) wait in its route's bottleneck queue until that link
-// transmits them; what does not fit is lost from the burst's tail. A lost tail is resent as Linux
-// recovers it: once the queued bits are out, a tail-loss probe two smoothed round trips after their
-// last ACK, and the retransmission a round trip after the probe (RACK); the window is then halved
-// (Reno's ssthresh) and grows by a segment per round trip (congestion avoidance). ACK-clocked rounds
-// release at the ACKs' rate and fill no queue here. Deterministic.
+// transmits them; what does not fit is lost. Linux finds such a loss by the SACKs of the packets that
+// got in after it (fast recovery; no timeout, no probe): the lost bits are resent a round trip after
+// the queued ones are out, the window does not grow meanwhile and is then halved (Reno's ssthresh),
+// growing by a segment per round trip after (congestion avoidance). ACK-clocked rounds release at
+// the ACKs' rate and fill no queue here. Deterministic.
 #pragma once
 
 #include <map>
@@ -93,9 +93,9 @@ class AnalyticModel : public NetworkModel {
     // Slow start ends at the threshold (set by a loss; an idle restart keeps 3/4 of the window).
     double ssthresh_bits = kNever;
     // queue_s: the bits released in the round (at most the window), those released at once that
-    // still wait in the bottleneck's queue, the bits transmitted so far, and a lost tail: the stream
+    // still wait in the bottleneck's queue, the bits transmitted so far, and a loss: the stream
     // position where it begins (kNever: none), and when it is resent (kNever: not yet known, until
-    // the bits before it are out) with the smoothed round trip the queue gave their ACKs.
+    // the bits before it are out).
     int bottleneck = -1;
     double round_released_bits = 0.0;
     double released_bits = 0.0;  // in all rounds
@@ -103,7 +103,6 @@ class AnalyticModel : public NetworkModel {
     double stream_bits = 0.0;
     double hold_at = kNever;
     double recover_at = kNever;
-    double srtt = 0.0;
   };
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
   // A full-size segment on the wire, in bits.
@@ -123,15 +122,15 @@ class AnalyticModel : public NetworkModel {
   bool StepRounds();
   // The next round's end or window spent among the transmitting flows.
   double NextWindowEvent() const;
-  // Whether the connection's round has sent its window, or it has sent all before a lost tail that
+  // Whether the connection's round has sent its window, or it has sent all before a loss that
   // is not yet resent (to within slack_bits).
   bool Spent(const Connection& c, double slack_bits = 0.0) const;
   // queue_s: the pair's bits not yet transmitted (its flow and those queued behind it).
   double Backlog(int pair) const;
-  // queue_s: `bits` released at once into the connection's bottleneck queue; a tail past the queue's
+  // queue_s: `bits` released at once into the connection's bottleneck queue; what is past the queue's
   // room is lost.
   void Burst(Connection& c, const Flow& f, double bits);
-  // queue_s: a lost tail's recovery once the bits before it are out; its resending when due.
+  // queue_s: a loss's recovery once the bits before it are out; its resending when due.
   bool StepRecovery(Connection& c, const Flow& f);
   double LossCap(const std::vector<int>& route, double latency_s) const;
   void Recompute();

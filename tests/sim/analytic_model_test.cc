@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 namespace narrows::sim {
@@ -161,11 +162,11 @@ TEST(AnalyticModelTest, AWindowIsSpentAtTheLinksRateAndSharedWithinItsRound) {
 // A drop-tail queue that a burst overflows: two 0.5 MB messages written at once on a connection whose
 // window no longer limits it (grown by a 10 MB message just before) leave as one 8 Mbit burst into a
 // 5 Mbit queue (50 ms at 100 Mbit/s). The first arrives as without a limit; the second's last 3 Mbit
-// are lost: resent once the queued bits are out (50 ms), their last ACK back (a round trip), a
-// tail-loss probe two smoothed round trips later (the queue's 50 ms in each) and its SACK back (a
-// round trip), then at the link's rate. The drops are counted on the uplink; with a 100 ms queue
-// the burst fits and nothing is lost.
-TEST(AnalyticModelTest, ABurstPastTheQueueLosesItsTailAndResendsItAfterTheProbe) {
+// are lost and resent a round trip after the queued bits are out (50 ms), when the SACKs of what got
+// in show the loss, then at the link's rate. The drops are counted on the uplink; with a 100 ms queue
+// the burst fits and nothing is lost. After the loss the window is half what it was: a 2 MB message
+// a round trip later needs more rounds than on a connection that lost nothing.
+TEST(AnalyticModelTest, ABurstPastTheQueueLosesWhatDoesNotFitAndResendsItAfterARoundTrip) {
   AnalyticOptions o;
   o.slow_start = true;
   o.min_rto_s = 0.2;
@@ -182,15 +183,17 @@ TEST(AnalyticModelTest, ABurstPastTheQueueLosesItsTailAndResendsItAfterTheProbe)
     const int up0 = star.FindLink("up:0");
     EXPECT_GE(up0, 0);
     const int64_t dropped = model->counters()->links()[static_cast<size_t>(up0)].dropped_queue;
-    return std::make_pair(t[1] - at, dropped);
+    const double later = t[1] + rtt;
+    const double big = SimulateMessages(*model, {{0, 1, 2'000'000, later}})[0] - later;
+    return std::make_tuple(t[1] - at, dropped, big);
   };
-  const auto [shallow, lost] = second(0.05);
-  const double queued = 5e6 / bandwidth, srtt = rtt + queued;
-  EXPECT_NEAR(shallow, queued + 2 * rtt + 2 * srtt + 3e6 / bandwidth + path, 1e-9);
+  const auto [shallow, lost, after_loss] = second(0.05);
+  EXPECT_NEAR(shallow, 5e6 / bandwidth + rtt + 3e6 / bandwidth + path, 1e-9);
   EXPECT_EQ(lost, static_cast<int64_t>(std::ceil(3e6 / (1460 * 8.0))));
-  const auto [deep, none] = second(0.1);
+  const auto [deep, none, no_loss] = second(0.1);
   EXPECT_NEAR(deep, 8e6 / bandwidth + path, 1e-9);
   EXPECT_EQ(none, 0);
+  EXPECT_GT(after_loss, no_loss + rtt / 2) << after_loss << " s against " << no_loss << " s";
 }
 
 // A window that stopped growing while a shared link held its flow below it grows again once the
