@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "core/collectives.h"
 #include "core/scenario.h"
@@ -190,6 +191,28 @@ TEST(Ns3ModelTest, CountsTheDropsOfAFullQueueWhereItOverflowed) {
     EXPECT_GT(drops(model, "up:0"), 0);  // the sender's own egress, the first bottleneck on its path
     EXPECT_GT(t[0], 0.24);
   }
+}
+
+// A switch port's queue given in time (network.queue_ms) is that many packets at the link's rate:
+// 6 ms at 100 Mbit/s is 50 packets of 1500 bytes, which two senders into one receiver overflow exactly
+// as a queue of 50 packets does; a packet count, where set, wins; a queue of 1 s drops nothing.
+TEST(Ns3ModelTest, AQueueInSecondsIsThatManyPacketsAtTheLinksRate) {
+  auto run = [](int64_t packets, double seconds) {
+    Ns3Options o;
+    o.queue_packets = packets;
+    o.queue_s = seconds;
+    Ns3Model model(Topology::Star(UniformLinks(3, 100e6, 0.010)), o);
+    const auto t = SimulateMessages(model, {{0, 2, 3'000'000, 0.0}, {1, 2, 3'000'000, 0.0}});
+    int64_t dropped = 0;
+    for (const auto& c : model.counters()->links()) dropped += c.dropped_queue;
+    return std::make_pair(dropped, std::max(t[0], t[1]));
+  };
+  const auto counted = run(50, 0.0), timed = run(0, 0.006), both = run(50, 1.0), deep = run(0, 1.0);
+  EXPECT_GT(counted.first, 0);
+  EXPECT_EQ(timed.first, counted.first);
+  EXPECT_EQ(timed.second, counted.second);
+  EXPECT_EQ(both.first, counted.first);
+  EXPECT_EQ(deep.first, 0);
 }
 
 // A link's queue delay: two senders into one receiver at twice its downlink's rate queue there
