@@ -64,7 +64,7 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
                                                   [&](const Flow& f) { return f.pair == pair; });
   if (busy) {
     // Written behind its predecessor: what the round's window has room for leaves at once.
-    if (options_.slow_start && options_.queue_s > 0.0) {
+    if (options_.slow_start) {
       Connection& c = connections_[pair];
       const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
       if (c.round_end >= 0.0) Burst(c, flow, std::min(std::max(0.0, room), bits));
@@ -106,7 +106,7 @@ void AnalyticModel::Begin(Flow& f, bool written) {
     c.round_released_bits = 0.0;
     c.round_end = now_ + rtt;
   }
-  if (written && options_.queue_s > 0.0) {
+  if (written) {
     const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
     Burst(c, f, std::min(std::max(0.0, room), f.remaining_bits));
   }
@@ -130,6 +130,8 @@ void AnalyticModel::Burst(Connection& c, const Flow& f, double bits) {
   c.round_released_bits += bits;
   // Released bits that left already were released by an unlimited window, as they were written.
   c.released_bits = std::max(c.released_bits, c.stream_bits) + bits;
+  c.last_burst_s = now_;
+  c.burst_end_at = c.released_bits;
   // Behind a loss: sent after it is resent.
   if (c.hold_at < kNever) return;
   if (c.bottleneck < 0) {
@@ -184,7 +186,10 @@ bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
 
 void AnalyticModel::End(const Flow& f) {
   if (!options_.slow_start) return;
-  connections_[f.pair].idle_since = now_;
+  // Idle since the host sent its last bits (Linux's lsndtime): when the link sent them, unless
+  // they left in a burst, which the host sent at once and the queue then held.
+  Connection& c = connections_[f.pair];
+  c.idle_since = c.stream_bits <= c.burst_end_at + kEpsBits ? c.last_burst_s : now_;
 }
 
 bool AnalyticModel::Spent(const Connection& c, double slack_bits) const {
@@ -214,7 +219,7 @@ void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
     c.round_end = next ? now_ + Rtt(f) : -1.0;
   }
   // The next round releases at the ACKs' rate: no burst.
-  c.round_released_bits = next && options_.queue_s > 0.0 ? std::min(c.window_bits, Backlog(f.pair)) : 0.0;
+  c.round_released_bits = next ? std::min(c.window_bits, Backlog(f.pair)) : 0.0;
   c.released_bits = std::max(c.released_bits, c.stream_bits + c.round_released_bits);
 }
 

@@ -103,6 +103,9 @@ class AnalyticModel : public NetworkModel {
     double stream_bits = 0.0;
     double hold_at = kNever;
     double recover_at = kNever;
+    // The last burst: when the host sent it, and the stream position where it ends.
+    double last_burst_s = -1.0;
+    double burst_end_at = -1.0;
   };
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
   // A full-size segment on the wire, in bits.

@@ -196,6 +196,27 @@ TEST(AnalyticModelTest, ABurstPastTheQueueLosesWhatDoesNotFitAndResendsItAfterAR
   EXPECT_GT(after_loss, no_loss + rtt / 2) << after_loss << " s against " << no_loss << " s";
 }
 
+// Idleness counts from the host's last send, as Linux's restart does (lsndtime): a 6 MB message that
+// leaves as one burst into a deep queue was sent at once and took the link 480 ms, so 50 ms after its
+// last bit left the link the connection has been idle 530 ms, over two RTOs (260 ms each): the
+// window restarts, halved twice, and a 4 MB message then takes longer than the 320 ms (and the
+// latency) it takes at the link's rate, as it would if idleness counted from the link's last bit.
+TEST(AnalyticModelTest, IdlenessCountsFromTheHostsLastSendNotTheLinks) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  const Topology star = Topology::Star(UniformLinks(2, 100e6, 0.030));
+  const double path = star.PathLatency(0, 1);
+  AnalyticModel model(star, o);
+  const double first = SimulateMessages(model, {{0, 1, 10'000'000, 0.0}})[0];
+  const double at = first + 0.01;  // the window no longer limits: the next message is one burst
+  const double burst = SimulateMessages(model, {{0, 1, 6'000'000, at}})[0];
+  EXPECT_NEAR(burst - at, 48e6 / 100e6 + path, 1e-9);
+  const double next = burst - path + 0.05;
+  const double took = SimulateMessages(model, {{0, 1, 4'000'000, next}})[0] - next;
+  EXPECT_GT(took, 32e6 / 100e6 + path + 0.02);
+}
+
 // A window that stopped growing while a shared link held its flow below it grows again once the
 // link frees up: a 200 MB flow sharing worker 0's downlink with a 20 MB one then finishes within
 // slow start's few round trips of the flow model's time, not at the shared rate.
