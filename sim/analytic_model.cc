@@ -36,6 +36,7 @@ AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
     loss_.emplace_back(l);
     constexpr double kMinQueueBits = 64.0 * 1024.0 * 8.0;
     queue_bits_.push_back(options_.queue_s > 0.0 ? std::max(kMinQueueBits, options_.queue_s * l.bandwidth_bps) : kNever);
+    burst_queued_.push_back(0.0);
   }
   // Changes at time 0 (or before) apply from the start.
   for (size_t l = 0; l < bandwidth_.size(); ++l) {
@@ -141,17 +142,15 @@ void AnalyticModel::Burst(Connection& c, const Flow& f, double bits) {
     }
   }
   const auto l = static_cast<size_t>(c.bottleneck);
-  double queued = 0.0;
-  for (const auto& [pair, other] : connections_) {
-    if (other.bottleneck == c.bottleneck) queued += other.burst_bits;
-  }
-  const double room = std::max(0.0, queue_bits_[l] - queued);
+  const double room = std::max(0.0, queue_bits_[l] - burst_queued_[l]);
   if (bits <= room) {
     c.burst_bits += bits;
+    burst_queued_[l] += bits;
     return;
   }
   // What found the queue full is lost: the stream stops before it until it is resent.
   c.burst_bits += room;
+  burst_queued_[l] += room;
   c.hold_at = c.released_bits - (bits - room);
   c.recover_at = kNever;
   counters_.at(l).dropped_queue += static_cast<int64_t>(std::ceil((bits - room) / SegmentBits()));
@@ -175,6 +174,7 @@ bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
   c.ssthresh_bits = c.window_bits;
   c.hold_at = kNever;
   c.recover_at = kNever;
+  burst_queued_[static_cast<size_t>(c.bottleneck)] -= c.burst_bits;
   c.burst_bits = 0.0;
   c.last_round_sent_bits = 0.0;
   c.round_sent_bits = 0.0;
@@ -355,7 +355,9 @@ void AnalyticModel::Progress(double dt) {
       Connection& c = connections_[f.pair];
       c.round_sent_bits += f.rate_bps * dt;
       c.stream_bits += f.rate_bps * dt;
-      c.burst_bits = std::max(0.0, c.burst_bits - f.rate_bps * dt);
+      const double drained = std::min(c.burst_bits, f.rate_bps * dt);
+      c.burst_bits -= drained;
+      if (drained > 0.0) burst_queued_[static_cast<size_t>(c.bottleneck)] -= drained;
     }
     for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
     for (int l : f.ack_route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, options_.ack_share * f.rate_bps * dt);

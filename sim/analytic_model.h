@@ -152,6 +152,7 @@ class AnalyticModel : public NetworkModel {
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
   std::map<int, Connection> connections_;     // slow_start: by pair
   std::vector<double> queue_bits_;            // queue_s: each link's drop-tail depth
+  std::vector<double> burst_queued_;          // the bursts' bits waiting in each link's queue
   double now_ = 0.0;
   int64_t next_id_ = 0;
   LinkCounters counters_;

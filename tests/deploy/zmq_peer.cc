@@ -31,7 +31,12 @@ int main(int argc, char** argv) {
   o.timeout_s = 0.5;
   o.connect_timeout_s = 10;
   o.log = [](const std::string&) {};
-  if (role == "big") o.bulk_streams = 1;
+  if (role == "big") {
+    o.bulk_streams = 1;
+    // Its 256 MB take a while to fill and send on a loaded machine: rank 0, busy zeroing its own
+    // buffer, must not be taken for dead meanwhile (the message would never be sent).
+    o.timeout_s = 5.0;
+  }
   auto t = ZmqTransport::Connect(o);
   if (!t.ok()) return 3;
   if (role == "big") {

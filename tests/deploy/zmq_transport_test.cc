@@ -908,7 +908,8 @@ TEST(ZmqTransportTest, ARecvFilledFromAPeerFoundDeadEndsInsteadOfWaitingForTheRe
   const bool ended = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   if (!ended) ::kill(peer.pid(), SIGKILL);  // closes the connection, so that the Recv ends and joins
   recv.join();
-  ASSERT_TRUE(began) << "the message never reached the Recv's buffer";
+  ASSERT_TRUE(began) << "the message never reached the Recv's buffer; the Recv "
+                     << (ended ? "ended with " + done.get().ToString() : std::string("had not ended"));
   if (whole) GTEST_SKIP() << "the whole message arrived before the peer was stopped";
   EXPECT_TRUE(ended) << "the Recv still waited 10 s after the peer went silent (declared dead after 1 s)";
   const core::Status status = done.get();
