@@ -114,14 +114,11 @@ void AnalyticModel::Begin(Flow& f, bool written) {
   f.paused = Spent(c);
 }
 
-double AnalyticModel::Backlog(int pair) const {
-  double bits = 0.0;
-  for (const auto& f : flows_) {
-    if (f.pair == pair) bits += f.remaining_bits;
-  }
-  auto q = queued_.find(pair);
+double AnalyticModel::Backlog(const Flow& f) const {
+  double bits = f.remaining_bits;
+  auto q = queued_.find(f.pair);
   if (q != queued_.end()) {
-    for (const auto& f : q->second) bits += f.remaining_bits;
+    for (const auto& waiting : q->second) bits += waiting.remaining_bits;
   }
   return bits;
 }
@@ -179,7 +176,7 @@ bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
   c.last_round_sent_bits = 0.0;
   c.round_sent_bits = 0.0;
   c.round_end = now_ + Rtt(f);
-  c.round_released_bits = std::min(c.window_bits, Backlog(f.pair));
+  c.round_released_bits = std::min(c.window_bits, Backlog(f));
   c.released_bits = c.stream_bits + c.round_released_bits;
   return true;
 }
@@ -219,7 +216,7 @@ void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
     c.round_end = next ? now_ + Rtt(f) : -1.0;
   }
   // The next round releases at the ACKs' rate: no burst.
-  c.round_released_bits = next ? std::min(c.window_bits, Backlog(f.pair)) : 0.0;
+  c.round_released_bits = next ? std::min(c.window_bits, Backlog(f)) : 0.0;
   c.released_bits = std::max(c.released_bits, c.stream_bits + c.round_released_bits);
 }
 

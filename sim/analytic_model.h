@@ -128,8 +128,9 @@ class AnalyticModel : public NetworkModel {
   // Whether the connection's round has sent its window, or it has sent all before a loss that
   // is not yet resent (to within slack_bits).
   bool Spent(const Connection& c, double slack_bits = 0.0) const;
-  // queue_s: the pair's bits not yet transmitted (its flow and those queued behind it).
-  double Backlog(int pair) const;
+  // The bits of f's pair not yet transmitted: f, its pair's transmitting flow, and those queued
+  // behind it (one flow per pair transmits at a time, so no scan of the others).
+  double Backlog(const Flow& f) const;
   // queue_s: `bits` released at once into the connection's bottleneck queue; what is past the queue's
   // room is lost.
   void Burst(Connection& c, const Flow& f, double bits);

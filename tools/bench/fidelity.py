@@ -1,4 +1,5 @@
 """The body of tools/bench/fidelity (see there)."""
+import functools
 import importlib.util
 import json
 import os
@@ -114,6 +115,11 @@ def calibration(names, entry, flops):
             "--set", f"workers.speed=[{speeds}]"], sum(per_step) / len(per_step), per_step
 
 
+def repeat_names(name, repeats):
+    """The runs of one cell repeated: NAME, then NAME-2, NAME-3, ..."""
+    return [name] + [f"{name}-{k}" for k in range(2, repeats + 1)]
+
+
 def real_runs(names, reuse, what, command):
     """Makes the real runs `names` with `command(name)`; with --reuse checks that they are there."""
     for name in names:
@@ -123,15 +129,19 @@ def real_runs(names, reuse, what, command):
             sys.exit(f"tools/bench/fidelity --reuse: no {what} run at {OUT / name} (run the bench without --reuse first)")
 
 
-def half_width(values):
-    """The 95% t-interval's half-width of the mean of `values` (None for one value): the scaling
-    study's mean_hw (docs/scaling/table.py), which the results' tables use too."""
-    if len(values) < 2:
-        return None
+@functools.cache
+def scaling_table():
+    """docs/scaling/table.py, loaded once."""
     spec = importlib.util.spec_from_file_location("scaling_table", HERE / "docs" / "scaling" / "table.py")
     table = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table)
-    return table.mean_hw(values)[1]
+    return table
+
+
+def half_width(values):
+    """The 95% t-interval's half-width of the mean of `values` (None for one value): the scaling
+    study's mean_hw (docs/scaling/table.py), which the results' tables use too."""
+    return None if len(values) < 2 else scaling_table().mean_hw(values)[1]
 
 
 def host_rate(entry, spec, flops, common, reuse, repeats=1):
@@ -143,7 +153,7 @@ def host_rate(entry, spec, flops, common, reuse, repeats=1):
     eighth as large, under the loopback run's noise), and used for every entry: it is the host's.
     With `repeats` the loopback run is made that many times and the rate is the mean run's: it is
     the difference of two close step times, so one run's noise moves it a lot."""
-    names = [f"loop-{entry}"] + [f"loop-{entry}-{k}" for k in range(2, repeats + 1)]
+    names = repeat_names(f"loop-{entry}", repeats)
     sets = [*common, "--set", f"compare=[{spec}]"]
     real_runs(names, reuse, "loopback", lambda name: [NARROWS, "launch", "--local", 4, SCENARIO, "-q", *sets,
                                                       "--set", f"name={name}"])
@@ -226,8 +236,7 @@ def main():
         for entry, spec in ENTRIES.items():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
-            # The repeats of a cell: real-RATE-ENTRY, then real-RATE-ENTRY-2, -3, ...
-            real_names = [real_name] + [f"{real_name}-{k}" for k in range(2, repeats + 1)]
+            real_names = repeat_names(real_name, repeats)
             real_runs(real_names, reuse, "real", lambda name: (
                 [NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
                  "--set", f"name={name}"] if linkemu else
