@@ -101,15 +101,18 @@ struct LinkEmulator::Impl {
   void Forward(std::shared_ptr<Packet> packet, double t) {
     if (packet->hop == packet->route->size()) {
       const auto& bytes = packet->bytes;
+      const double late = std::max(0.0, Now() - t);  // t: when the last link delivered it
+      {
+        // Counted before the write: whoever reads the statistics after the packet arrived sees it.
+        std::lock_guard<std::mutex> lock(mu);
+        LinkStats& st = stats[static_cast<size_t>(packet->route->back())];
+        ++st.delivered;
+        st.late_sum_s += late;
+        st.late_max_s = std::max(st.late_max_s, late);
+        if (late > 1e-3) ++st.late_over_1ms;
+      }
       // A TUN write takes the whole packet or fails (a full queue in the namespace: dropped there).
       [[maybe_unused]] ssize_t w = ::write(tuns[static_cast<size_t>(packet->dst)].fd, bytes.data(), bytes.size());
-      const double late = std::max(0.0, Now() - t);  // t: when the last link delivered it
-      std::lock_guard<std::mutex> lock(mu);
-      LinkStats& st = stats[static_cast<size_t>(packet->route->back())];
-      ++st.delivered;
-      st.late_sum_s += late;
-      st.late_max_s = std::max(st.late_max_s, late);
-      if (late > 1e-3) ++st.late_over_1ms;
       return;
     }
     const int index = (*packet->route)[packet->hop];
