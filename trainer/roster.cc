@@ -287,10 +287,22 @@ class LiveRoster final : public Roster {
     bool taken = false;
     const double timeout_s = w_.entry.sc.deploy.collective_timeout_s;
     const double start = w_.t.clock().Now();
+    double noticed_at = start;
     const size_t bytes = static_cast<size_t>(count) * sizeof(float);
     std::vector<uint8_t> msg;
     while (!waiting.empty()) {
       Answer(step);  // the others settling this step (each hears that this worker failed it), or others
+      if (w_.t.clock().Now() - noticed_at > w_.entry.sc.deploy.timeout_s) {
+        // Members not heard from within deploy.timeout_s are told again: an answer can lie unread
+        // behind its connection's last bytes until more come (seen over the bulk plane after a
+        // partition, 30 s until the member's next message), and the notice's second answer brings
+        // it in. A member answers each notice it takes; the second answers are dropped (below, or
+        // read and passed over by the next settling under the same tag).
+        for (int r : waiting) (void)w_.t.Send(r, NoticeTag(step), &notice, sizeof notice);  // gone: no matter
+        w_.records.Event({{"type", "renoticed"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},
+                          {"waiting", waiting}});
+        noticed_at = w_.t.clock().Now();
+      }
       for (auto it = waiting.begin(); it != waiting.end();) {
         const int r = *it;
         bool heard = false;
@@ -320,6 +332,8 @@ class LiveRoster final : public Roster {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+    const int answer_tag = AnswerTag(step);  // second answers to notices sent again: void
+    w_.t.DiscardQueued([answer_tag](int, int tag) { return tag == answer_tag; });
     if (taken) {  // (each worker that takes a result says so)
       w_.records.Event({{"type", "settled"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},
                         {"lost", lost}});
