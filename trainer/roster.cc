@@ -332,8 +332,10 @@ class LiveRoster final : public Roster {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    const int answer_tag = AnswerTag(step);  // second answers to notices sent again: void
-    w_.t.DiscardQueued([answer_tag](int, int tag) { return tag == answer_tag; });
+    if (noticed_at != start) {  // second answers to notices sent again: void
+      const int answer_tag = AnswerTag(step);
+      w_.t.DiscardQueued([answer_tag](int, int tag) { return tag == answer_tag; });
+    }
     if (taken) {  // (each worker that takes a result says so)
       w_.records.Event({{"type", "settled"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},
                         {"lost", lost}});
