@@ -299,10 +299,27 @@ struct ZmqTransport::Node::Bulk {
     s.sock.set_option(asio::socket_base::receive_low_watermark(v), ignored);
     s.low_water = v;
   }
+  // Reads `n` bytes into `to`, then runs `then` (posted: a stream of small frames already in the
+  // kernel does not nest one call per frame): what the kernel holds now, then the rest once it holds
+  // all of it. The low-water mark is what is left to come, never more: with a header's 52 bytes set
+  // while part of that header was read already, a frame's last bytes (an answer of 24 after a header
+  // cut by a segment's end) fell short of it, and the kernel did not wake the io thread for them
+  // until the sender's next frame came -- if one came (asio's async_read keeps one mark for its
+  // every partial read).
+  template <class Then>
+  void ReadExactly(const std::shared_ptr<InStream>& s, uint8_t* to, size_t n, Then then) {
+    boost::system::error_code ec;
+    const size_t got = n == 0 ? 0 : s->sock.read_some(asio::buffer(to, n), ec);
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) return Lost(s, ec);
+    if (got == n) return asio::post(io, std::move(then));
+    LowWater(*s, n - got);
+    s->sock.async_wait(tcp::socket::wait_read, [this, s, to, n, got, then = std::move(then)](const boost::system::error_code& wec) mutable {
+      if (wec) return Lost(s, wec);
+      ReadExactly(s, to + got, n - got, std::move(then));
+    });
+  }
   void ReadHeader(const std::shared_ptr<InStream>& s) {
-    LowWater(*s, kFrameHeaderBytes);
-    asio::async_read(s->sock, asio::buffer(s->header), [this, s](const boost::system::error_code& ec, size_t) {
-      if (ec) return Lost(s, ec);
+    ReadExactly(s, s->header.data(), s->header.size(), [this, s] {
       auto h = DecodeFrameHeader(s->header.data(), s->header.size(), node.opt.max_message_bytes);
       if (!h.ok()) return Drop(s, h.status().message());
       if (h->type != FrameType::kBulk) return Drop(s, "a frame other than data");
@@ -312,10 +329,7 @@ struct ZmqTransport::Node::Bulk {
       s->h = *h;
       if (!sealed) return Route(s);
       s->tags.resize(SealRecords(h->length) * kSealTagBytes);
-      asio::async_read(s->sock, asio::buffer(s->tags), [this, s](const boost::system::error_code& ec2, size_t) {
-        if (ec2) return Lost(s, ec2);
-        Route(s);
-      });
+      ReadExactly(s, s->tags.data(), s->tags.size(), [this, s] { Route(s); });
     });
   }
   // Whether the payload of `s`'s frame can go into the posting that waits for (source, tag).

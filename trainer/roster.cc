@@ -293,11 +293,11 @@ class LiveRoster final : public Roster {
     while (!waiting.empty()) {
       Answer(step);  // the others settling this step (each hears that this worker failed it), or others
       if (w_.t.clock().Now() - noticed_at > w_.entry.sc.deploy.timeout_s) {
-        // Members not heard from within deploy.timeout_s are told again: an answer can lie unread
-        // behind its connection's last bytes until more come (seen over the bulk plane after a
-        // partition, 30 s until the member's next message), and the notice's second answer brings
-        // it in. A member answers each notice it takes; the second answers are dropped (below, or
-        // read and passed over by the next settling under the same tag).
+        // Members not heard from within deploy.timeout_s are told again: a notice or its answer
+        // can be late or lost in a transport (one once lay unread behind its connection's last
+        // bytes until more came), and the notice's second answer brings it in, or what lay before
+        // it. A member answers each notice it takes; the second answers are dropped (below, or read
+        // and passed over by the next settling under the same tag).
         for (int r : waiting) (void)w_.t.Send(r, NoticeTag(step), &notice, sizeof notice);  // gone: no matter
         w_.records.Event({{"type", "renoticed"}, {"step", step}, {"time", w_.Now()}, {"worker", w_.rank},
                           {"waiting", waiting}});
