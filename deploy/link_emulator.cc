@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <queue>
 #include <random>
@@ -21,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 struct LinkEmulator::Impl {
   struct Packet {
     std::vector<uint8_t> bytes;
+    int src = 0;
     int dst = 0;
     const std::vector<int>* route = nullptr;
     size_t hop = 0;
@@ -60,6 +63,21 @@ struct LinkEmulator::Impl {
   mutable std::mutex mu;  // guards stats
   std::vector<LinkStats> stats;
   double cpu_s = 0.0;  // the loop thread's CPU time, once it stopped
+  std::FILE* log = nullptr;  // options' packet_log: written by the loop thread alone
+
+  // One line of the packet log (LinkEmulatorOptions::packet_log).
+  void Log(double t, int link, const Packet& p, const char* event, double wait_s) {
+    if (!log) return;
+    const uint8_t* b = p.bytes.data();
+    unsigned sport = 0, dport = 0;
+    const size_t header = static_cast<size_t>(b[0] & 0x0f) * 4;  // IPv4's, checked by OnPacket
+    if ((b[9] == 6 || b[9] == 17) && p.bytes.size() >= header + 4) {
+      sport = static_cast<unsigned>(b[header] << 8 | b[header + 1]);
+      dport = static_cast<unsigned>(b[header + 2] << 8 | b[header + 3]);
+    }
+    std::fprintf(log, "%.6f,%s,%d,%d,%u,%u,%s,%zu,%.6f\n", t, o.links[static_cast<size_t>(link)].name.c_str(), p.src, p.dst,
+                 sport, dport, event, p.bytes.size(), wait_s);
+  }
 
   double Now() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -92,6 +110,7 @@ struct LinkEmulator::Impl {
     if (dst < 0) return;  // not IPv4, or not to another worker (IPv6 neighbour discovery, ...)
     auto packet = std::make_shared<Packet>();
     packet->bytes.assign(p, p + n);
+    packet->src = src;
     packet->dst = dst;
     packet->route = &o.routes[static_cast<size_t>(src * o.workers + dst)];
     Forward(std::move(packet), Now());
@@ -111,6 +130,7 @@ struct LinkEmulator::Impl {
         st.late_max_s = std::max(st.late_max_s, late);
         if (late > 1e-3) ++st.late_over_1ms;
       }
+      Log(Now(), packet->route->back(), *packet, "delivered", late);
       // A TUN write takes the whole packet or fails (a full queue in the namespace: dropped there).
       [[maybe_unused]] ssize_t w = ::write(tuns[static_cast<size_t>(packet->dst)].fd, bytes.data(), bytes.size());
       return;
@@ -125,17 +145,17 @@ struct LinkEmulator::Impl {
     LinkStats& st = stats[static_cast<size_t>(index)];
     if (l.bandwidth <= 0.0 || cut[static_cast<size_t>(index)].load(std::memory_order_relaxed)) {
       ++st.dropped_down;
-      return;
+      return Log(t, index, *packet, "down", 0.0);
     }
     l.loss.WalkTo(t);
     if (l.loss.loss() > 0.0 && uniform(rng) < l.loss.loss()) {
       ++st.dropped_loss;
-      return;
+      return Log(t, index, *packet, "loss", 0.0);
     }
     const double backlog = std::max(0.0, l.free_at - t) * l.bandwidth / 8.0;
     if (backlog + size > static_cast<double>(l.link.queue_bytes)) {
       ++st.dropped_queue;
-      return;
+      return Log(t, index, *packet, "queue", 0.0);
     }
     const double begin = std::max(t, l.free_at);
     l.free_at = begin + size * 8.0 / l.bandwidth;
@@ -143,6 +163,7 @@ struct LinkEmulator::Impl {
     st.bytes += static_cast<int64_t>(size);
     st.queue_delay_sum_s += begin - t;
     st.queue_delay_max_s = std::max(st.queue_delay_max_s, begin - t);
+    Log(t, index, *packet, "sent", begin - t);
     ++packet->hop;
     events.push({l.free_at + l.link.latency_s, order++, std::move(packet)});
     Arm();
@@ -198,6 +219,15 @@ core::Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Create(LinkEmulatorOpt
     s.name = link.name;
     impl->stats.push_back(s);
   }
+  if (!options.packet_log.empty()) {
+    impl->log = std::fopen(options.packet_log.c_str(), "w");
+    if (!impl->log) {
+      return core::Status::IoError("link emulator: cannot write the packet log " + options.packet_log + ": " +
+                                   std::strerror(errno));
+    }
+    std::setvbuf(impl->log, nullptr, _IOFBF, 1 << 20);
+    std::fputs("time_s,link,src,dst,sport,dport,event,bytes,wait_s\n", impl->log);
+  }
   impl->cut = std::make_unique<std::atomic<bool>[]>(impl->links.size());
   for (size_t l = 0; l < impl->links.size(); ++l) impl->cut[l] = false;
   impl->o = std::move(options);
@@ -228,9 +258,14 @@ void LinkEmulator::Start() {
 }
 
 void LinkEmulator::Stop() {
-  if (!impl_->thread.joinable()) return;
-  impl_->io.stop();
-  impl_->thread.join();
+  if (impl_->thread.joinable()) {
+    impl_->io.stop();
+    impl_->thread.join();
+  }
+  if (impl_->log) {
+    std::fclose(impl_->log);
+    impl_->log = nullptr;
+  }
 }
 
 std::vector<LinkStats> LinkEmulator::Stats() const {

@@ -43,6 +43,12 @@ struct LinkEmulatorOptions {
   std::vector<std::vector<int>> routes;  // [src * workers + dst]: the links a packet crosses
   uint32_t subnet = 0;                   // worker w is subnet + w + 1
   uint64_t seed = 0;                     // of the loss draws
+  // A file to log every packet's fate on every link to ("": none), as CSV with a header:
+  // time_s,link,src,dst,sport,dport,event,bytes,wait_s. Per link a packet reaches: `sent` at the
+  // time it reached the link's queue (wait_s: how long it waited there for the link), or `queue`,
+  // `loss`, `down` where it was dropped; at its destination `delivered` at the time it was written
+  // (wait_s: how late). Times from the emulator's start; ports 0 for a packet neither TCP nor UDP.
+  std::string packet_log;
 };
 
 // What a link did, in the form of the emulator's per-link statistics.

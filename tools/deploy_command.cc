@@ -639,7 +639,7 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   if (!self.ok()) return self.status();
   std::unique_ptr<EmulatedNetwork> net;
   if (lo.emulated_network) {
-    auto started = StartEmulatedNetwork(sc, "", lo.tcp);
+    auto started = StartEmulatedNetwork(sc, "", lo.tcp, lo.packet_log ? run_dir + "/packets.csv" : "");
     if (!started.ok()) return started.status();
     net = std::move(started).value();
   }

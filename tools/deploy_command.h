@@ -62,6 +62,7 @@ struct LaunchOptions {
   bool emulated_network = false;
   std::string tcp;  // with it: the namespaces' TCP congestion control ("": the host's)
   std::string chaos;  // kills and restarts (tools/chaos.h ParseChaos); "": none
+  bool packet_log = false;  // with it: every packet's fate on every link, in <run folder>/packets.csv
 };
 // Starts the workers (this program, `worker`), waits for them and reports how each ended.
 core::Status LaunchLocal(const core::Scenario& scenario, const LaunchOptions& options);

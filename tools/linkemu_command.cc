@@ -34,7 +34,8 @@ EmulatedNetwork::~EmulatedNetwork() {
 
 core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& sc,
                                                                     const std::string& publish_prefix,
-                                                                    const std::string& tcp) {
+                                                                    const std::string& tcp,
+                                                                    const std::string& packet_log) {
   if (core::Status s = deploy::CheckNetworkPrivileges(); !s.ok()) {
     return core::Status::InvalidArgument("the link emulator needs network namespaces and TUN devices: " + s.message());
   }
@@ -66,6 +67,7 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
   o.workers = n;
   o.subnet = deploy::Ipv4(10, 77, 0, 0);
   o.seed = static_cast<uint64_t>(sc.seed);
+  o.packet_log = packet_log;
   for (const sim::Link& l : topology.links()) {
     deploy::EmulatedLink e;
     e.name = l.name;
@@ -163,7 +165,7 @@ core::Status LinkEmuCommand(const core::Scenario& sc, const LinkEmuOptions& opti
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  auto net = StartEmulatedNetwork(sc, options.prefix, options.tcp);
+  auto net = StartEmulatedNetwork(sc, options.prefix, options.tcp, options.packet_log);
   if (!net.ok()) return net.status();
   std::printf("link emulator: %d workers, network %s\n", sc.workers.count, sc.network.profile.c_str());
   for (int w = 0; w < sc.workers.count; ++w) {

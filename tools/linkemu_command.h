@@ -39,15 +39,19 @@ struct EmulatedNetwork {
 // Makes and starts it; with `publish_prefix`, each namespace is also PREFIX-W for `ip netns exec`;
 // with `tcp` (cubic, reno, bbr), the namespaces' TCP congestion control (else the host's default,
 // which new namespaces inherit). A clear error without the privileges.
+// With `packet_log`, every packet's fate on every link goes to that file
+// (deploy::LinkEmulatorOptions::packet_log).
 core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::Scenario& scenario,
                                                                     const std::string& publish_prefix = "",
-                                                                    const std::string& tcp = "");
+                                                                    const std::string& tcp = "",
+                                                                    const std::string& packet_log = "");
 
 struct LinkEmuOptions {
   double seconds = 0.0;    // 0: until SIGINT or SIGTERM
   std::string stats_file;  // where to write the links' statistics as JSON ("": nowhere)
   std::string prefix = "narrows";
   std::string tcp;  // the namespaces' congestion control ("": the host's)
+  std::string packet_log;  // where to log every packet's fate on every link as CSV ("": nowhere)
 };
 // `narrows linkemu`: the scenario's network between namespaces PREFIX-0 ... until stopped, then
 // the links' statistics.

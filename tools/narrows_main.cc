@@ -185,6 +185,8 @@ Command AddLaunch(CLI::App& app) {
                   "or 'scenario' for the scenario's network: section (needs root)");
   cmd->add_option("--tcp", o->tcp, "with --network: the workers' TCP congestion control (cubic, reno, bbr; "
                                    "default: the host's)");
+  cmd->add_flag("--packet-log", o->packet_log,
+               "with --network: log every packet's fate on every link to <run folder>/packets.csv");
   cmd->add_option("--chaos", o->chaos,
                   "SIGKILL workers at seeded random times and start them again with --rejoin: "
                   "{seed: 1, kills: 10, mean_interval_s: 5, restart_after_s: 1, from_s: 2, until_s: 1e9}");
@@ -196,6 +198,9 @@ Command AddLaunch(CLI::App& app) {
             o->sets = args->sets;
             o->quiet = args->quiet;
             o->emulated_network = !network->empty();
+            if (o->packet_log && !o->emulated_network) {
+              return Fail(Status::InvalidArgument("--packet-log logs the link emulator's packets: add --network PROFILE"));
+            }
             return Done(narrows::tools::LaunchLocal(*scenario, *o));
           }};
 }
@@ -211,6 +216,7 @@ Command AddLinkEmu(CLI::App& app) {
   cmd->add_option("--stats", o->stats_file, "also write the links' statistics as JSON to this file");
   cmd->add_option("--prefix", o->prefix, "the namespaces are PREFIX-0, PREFIX-1, ... (default: narrows)");
   cmd->add_option("--tcp", o->tcp, "the namespaces' TCP congestion control (cubic, reno, bbr; default: the host's)");
+  cmd->add_option("--packet-log", o->packet_log, "log every packet's fate on every link to this CSV file");
   return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs&) {
             return Done(narrows::tools::LinkEmuCommand(scenario, *o));
           })};

@@ -37,6 +37,8 @@ expect_failure(huge_count 2 "--set workers.count=100000000: workers.count: expec
                validate negative.yaml --set workers.count=100000000)
 expect_failure(deploy_seeds 2 "seeds: 2: a deployment runs one seed at a time"
                launch ${SRC}/scenarios/quickstart.yaml --local 4 --set seeds=2)
+expect_failure(packet_log_without_network 2 "--packet-log logs the link emulator's packets: add --network PROFILE"
+               launch ${SRC}/scenarios/quickstart.yaml --local 2 --packet-log)
 expect_failure(zero_seeds 2 "--seeds: Value 0 not in range" run ${SRC}/scenarios/quickstart.yaml --seeds 0)
 file(WRITE ${WORK}/prose.yaml "This is not a scenario.\n")
 expect_failure(not_yaml_mapping 2 "prose.yaml:1:1: expected a mapping of keys at the top level" validate prose.yaml)

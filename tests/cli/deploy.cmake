@@ -118,7 +118,7 @@ expect_as_emulated(eqbulk "the bulk plane, 2 connections")
 # 1b. Through the link emulator (each worker in a network namespace, home-100m's 30 ms between them):
 # the same losses as the emulator, a DDP run slowed by the latency its all-reduces cross, and the
 # links' statistics. Needs root and /dev/net/tun; said and skipped otherwise.
-execute_process(COMMAND ${NARROWS} launch --local 3 eq.yaml -q --network home-100m --set name=eqnet
+execute_process(COMMAND ${NARROWS} launch --local 3 eq.yaml -q --network home-100m --packet-log --set name=eqnet
                 --set "compare=[ddp, diloco-h8]" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 WORKING_DIRECTORY ${WORK} TIMEOUT 300)
 string(FIND "${err}" "the link emulator needs network namespaces" unprivileged)
@@ -144,6 +144,13 @@ else()
     message(FATAL_ERROR "link up:0 carried ${up0} bytes")
   endif()
   expect_in(linkemu_prediction "predicted (s)" "${out}")
+  # --packet-log: every packet's fate per link, as many packets sent on up:0 as links.json counts.
+  file(STRINGS ${WORK}/out/eqnet/packets.csv up0_sent REGEX "^[0-9.]+,up:0,0,[12],[0-9]+,[0-9]+,sent,")
+  list(LENGTH up0_sent up0_sent_n)
+  string(JSON up0_packets GET "${links}" links 0 packets)
+  if(NOT up0_sent_n EQUAL up0_packets)
+    message(FATAL_ERROR "packets.csv: ${up0_sent_n} packets sent on up:0, links.json: ${up0_packets}")
+  endif()
 endif()
 
 # 1d. docs/deploy.md's recipe across machines: each rank's `narrows worker` in a namespace of its own

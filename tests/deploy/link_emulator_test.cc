@@ -12,6 +12,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,7 +48,8 @@ class LinkEmulatorTest : public ::testing::Test {
   // Two workers behind access links up:w / down:w, each direction of a path crossing up:src then
   // down:dst (links 2w and 2w + 1).
   void Make(double bandwidth_bps, double link_latency_s, double loss = 0.0,
-            std::vector<EmulatedLink::Change> up0_schedule = {}, core::Burst up0_burst = {}) {
+            std::vector<EmulatedLink::Change> up0_schedule = {}, core::Burst up0_burst = {},
+            const std::string& packet_log = "") {
     std::vector<TunDevice> tuns;
     for (int w = 0; w < 2; ++w) {
       auto ns = NetNamespace::Create();
@@ -70,6 +75,7 @@ class LinkEmulatorTest : public ::testing::Test {
     o.links[0].schedule = std::move(up0_schedule);
     o.links[0].burst = up0_burst;
     o.routes = {{}, {0, 3}, {2, 1}, {}};
+    o.packet_log = packet_log;
     auto emu = LinkEmulator::Create(o, tuns);
     ASSERT_TRUE(emu.ok()) << emu.status().ToString();
     emu_ = std::move(*emu);
@@ -194,6 +200,62 @@ TEST_F(LinkEmulatorTest, RandomLossDropsItsShare) {
   const LinkStats up = emu_->Stats()[0];
   EXPECT_EQ(up.dropped_loss + received, sent);  // nothing else lost them
   EXPECT_NEAR(static_cast<double>(up.dropped_loss) / sent, 0.2, 0.03);  // 4 standard deviations
+  ::close(server);
+  ::close(client);
+}
+
+// The packet log has a line for every packet on every link it reached, with the link's own
+// counts: on up:0 each datagram sent or lost, on down:1 each one that crossed up:0, then delivered;
+// with its source, destination and ports.
+TEST_F(LinkEmulatorTest, ThePacketLogHasEveryPacketsFateOnEveryLink) {
+  const std::string log = ::testing::TempDir() + "/packets.csv";
+  Make(1e9, 0.001, 0.2, {}, {}, log);
+  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+  const sockaddr_in at = Address(kSubnet + 2, 7004);
+  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  timeval tv{0, 300000};
+  ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int received = 0;
+  std::thread sink([&] {
+    char buf[8];
+    while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
+  });
+  const int sent = 500;
+  for (int i = 0; i < sent; ++i) {
+    ASSERT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
+    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  sink.join();
+  emu_->Stop();  // the log is complete once the loop stopped
+  const std::vector<LinkStats> stats = emu_->Stats();
+  std::ifstream in(log);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, "time_s,link,src,dst,sport,dport,event,bytes,wait_s");
+  std::map<std::string, int> count;  // "link event"
+  double last_sent = 0.0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 9u) << line;
+    ++count[f[1] + " " + f[6]];
+    EXPECT_EQ(f[2], "0") << line;
+    EXPECT_EQ(f[3], "1") << line;
+    EXPECT_EQ(f[5], "7004") << line;
+    EXPECT_EQ(f[7], "29") << line;  // 20 bytes of IP header, 8 of UDP, 1 of data
+    EXPECT_GE(std::stod(f[8]), 0.0) << line;
+    if (f[1] == "up:0" && f[6] == "sent") {
+      EXPECT_GE(std::stod(f[0]), last_sent) << line;  // read in order
+      last_sent = std::stod(f[0]);
+    }
+  }
+  EXPECT_EQ(count["up:0 loss"], stats[0].dropped_loss);
+  EXPECT_EQ(count["up:0 sent"], stats[0].packets);
+  EXPECT_EQ(count["up:0 sent"] + count["up:0 loss"], sent);
+  EXPECT_EQ(count["down:1 sent"], stats[0].packets);
+  EXPECT_EQ(count["down:1 delivered"], received);
+  EXPECT_EQ(count.size(), 4u);  // nothing else: no queue drops, no outage, nothing the other way
   ::close(server);
   ::close(client);
 }
