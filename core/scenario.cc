@@ -402,6 +402,10 @@ void ReadCompute(Section c, Scenario& sc) {
       "statistic", ComputeStatistic::kMedian, {{"median", ComputeStatistic::kMedian}, {"each", ComputeStatistic::kEach}});
   sc.compute.device_flops = c.Double("device_flops", 1e12, 1e6, 1e18);
   sc.compute.host_bytes_per_s = c.Double("host_bytes_per_s", 0.0, 0.0, 1e15);
+  sc.compute.trace = c.String("trace", "");
+  if (!sc.compute.trace.empty() && sc.compute.mode != ComputeMode::kModelled) {
+    c.ErrorAt("trace", "replays a run's measured compute in modelled time: needs compute.mode: modelled");
+  }
   c.Finish();
 }
 

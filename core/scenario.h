@@ -171,6 +171,9 @@ struct ComputeSpec {
   // (framing, integrity check, copies, reduction; sim/host_work.h), on the sending and on the
   // receiving host. 0: free.
   double host_bytes_per_s = 0.0;
+  // modelled: each worker's compute per step as a run measured it, replayed (a run's entry
+  // metrics.jsonl, logged every step; trainer/compute_trace.h). "": FLOPs / device_flops.
+  std::string trace;
 };
 
 // kCorrupt, a deployment's only: from at_step on, the worker's process sends every message to

@@ -14,6 +14,7 @@
 
 #include "trainer/dataset.h"
 #include "trainer/experiment.h"
+#include "trainer/compute_trace.h"
 #include "trainer/fault_plan.h"
 
 namespace narrows::trainer {
@@ -40,6 +41,8 @@ struct EntryContext {
   int64_t schedule_offset = 0;
   FaultPlan plan;
   int num_workers;
+  // compute.trace: the compute per worker and step to charge instead of FLOPs (null: none).
+  std::shared_ptr<const ComputeTrace> compute_trace;
 
   // The object under `key`, made by `make()` (-> Result<T>) by the first worker that asks and
   // shared by the workers of this process after (DiPaCo's routing of the documents).

@@ -36,6 +36,11 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
     if (!spool.ok()) return spool.status();
     impl->spool = std::move(spool).value();
   }
+  if (!scenario.compute.trace.empty()) {
+    auto trace = LoadComputeTrace(scenario.compute.trace, scenario.workers.count, scenario.train.steps);
+    if (!trace.ok()) return trace.status();
+    impl->compute_trace = std::make_shared<const ComputeTrace>(std::move(trace).value());
+  }
   if (impl->plan.AliveSet(0).empty()) {
     return core::Status::InvalidArgument("faults: no worker is alive at step 0");
   }

@@ -288,7 +288,14 @@ void WorkerContext::ChargeCompute(double modelled_flops, double host_s) {
   } else if (x.sc.compute.statistic == core::ComputeStatistic::kMedian && modelled_flops > 0) {
     charged = robust.seconds;
   }
-  const double seconds = charged / speed;
+  double seconds = charged / speed;
+  if (x.sc.compute.mode == core::ComputeMode::kModelled && x.compute_trace) {
+    // A run's measured compute, replayed: this computation's share of a step's FLOPs times that
+    // step's seconds there (already this worker's, so not divided by its speed).
+    const auto& mine = x.compute_trace->seconds[static_cast<size_t>(rank)];
+    const size_t at = static_cast<size_t>(std::clamp<int64_t>(computing_step, 0, static_cast<int64_t>(mine.size()) - 1));
+    seconds = step_flops > 0 ? modelled_flops / step_flops * mine[at] : 0.0;
+  }
   t.clock().ChargeCompute(seconds);
   compute_s += seconds;
   std::lock_guard<std::mutex> lock(x.mu);
@@ -318,6 +325,7 @@ core::Status WorkerContext::Timed(Spent as, const std::function<core::Status()>&
 }
 
 void WorkerContext::Record(int64_t step, double loss) {
+  computing_step = step + 1;
   const auto stats = Stats();
   const double now = Now();
   bool advanced = false;

@@ -151,6 +151,7 @@ struct WorkerContext {
   BatchSampler sampler;
   double speed;
   double compute_s = 0.0, comm_s = 0.0, idle_s = 0.0;
+  int64_t computing_step = 0;  // the step this worker's computations belong to: the one after its last record
   int64_t peak_round_bytes = 0;  // the most bytes one round's synchronisation sent
   void CountSyncBytes(int64_t bytes) { peak_round_bytes = std::max(peak_round_bytes, bytes); }
   std::vector<float> buffer;  // the algorithm's all-reduce buffer

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <fstream>
 #include <set>
 
 #include "core/collectives.h"
@@ -425,6 +426,72 @@ TEST_F(AlgorithmsTest, TheProgressLineShowsTheSlowestWorkersStep) {
   for (size_t i = 1; i < shown.size(); ++i) EXPECT_GT(shown[i].first, shown[i - 1].first);
   // Each step is shown at the slow worker's clock: s quarter-speed steps (the leader's would be s steps).
   for (const auto& [steps, at] : shown) EXPECT_GE(at, 0.999 * 4.0 * step_s * static_cast<double>(steps)) << steps;
+}
+
+// compute.trace replays a run's compute per worker and step (its metrics.jsonl): each step of each
+// worker is charged what the trace says, whatever the FLOPs and speeds, and DDP's step waits for
+// the slower of the two every step. A trace that cannot serve the run is refused, naming why.
+TEST_F(AlgorithmsTest, AComputeTraceChargesEachWorkersStepWhatTheRunMeasured) {
+  auto seconds = [](int w, int s) { return w == 0 ? 0.01 * (s + 1) : 0.3 - 0.02 * s; };  // cross at step 9
+  auto write = [&](const std::string& name, int steps, int skip) {
+    std::ofstream out(dir_ / name);
+    double total[2] = {0, 0};
+    for (int s = 0; s < steps; ++s) {
+      if (s + 1 == skip) continue;
+      Json workers = Json::array();
+      for (int w = 0; w < 2; ++w) {
+        total[w] += seconds(w, s);
+        workers.push_back({{"worker", w}, {"compute_s", total[w]}, {"comm_s", 0.0}});
+      }
+      out << Json{{"step", s + 1}, {"train_loss", 3.0}, {"workers", workers}}.dump() << "\n";
+      if ((s + 1) % 4 == 0) out << Json{{"step", s + 1}, {"val_loss", 3.0}}.dump() << "\n";  // an evaluation's line
+    }
+    return (dir_ / name).string();
+  };
+  const std::string trace = write("trace.jsonl", 12, 0);
+  auto sc = Make("workers: {count: 2, speed: [1, 0.25]}\ncompare: [{algorithm: ddp}]\n", "network: {profile: dc-100g}\n",
+                 {"compute.trace=" + trace, "output.log_every=1"});
+  Run(sc);
+  const auto lines = Lines(Slurp(dir_ / "out" / "ddp" / "metrics.jsonl"));
+  double before[2] = {0, 0}, clock = 0.0;
+  int steps = 0;
+  for (const Json& line : lines) {
+    if (!line.contains("workers")) continue;
+    const int s = line["step"].get<int>() - 1;
+    double slowest = 0.0;
+    for (const Json& w : line["workers"]) {
+      const int r = w["worker"].get<int>();
+      const double c = w["compute_s"].get<double>();
+      EXPECT_NEAR(c - before[r], seconds(r, s), 1e-9) << "worker " << r << ", step " << s;
+      slowest = std::max(slowest, seconds(r, s));
+      before[r] = c;
+    }
+    const double now = line["virtual_time_s"].get<double>();
+    EXPECT_GE(now - clock, slowest * (1 - 1e-9)) << "step " << s;  // the ring waits for the slower
+    clock = now;
+    ++steps;
+  }
+  EXPECT_EQ(steps, 12);
+  auto refused = [&](const std::vector<std::string>& sets) {
+    auto bad = Make("workers: {count: 2}\ncompare: [ddp]\n", "network: {profile: dc-100g}\n", sets);
+    auto data = LoadDataset(bad, "");
+    EXPECT_TRUE(data.ok());
+    auto exp = Experiment::Create(bad, bad.compare.at(0), *data);
+    EXPECT_FALSE(exp.ok());
+    return exp.ok() ? std::string() : exp.status().message();
+  };
+  EXPECT_NE(refused({"compute.trace=" + write("short.jsonl", 11, 0)}).find("short.jsonl: has 11 steps; the run takes 12"),
+            std::string::npos);
+  EXPECT_NE(refused({"compute.trace=" + write("gap.jsonl", 12, 5)}).find("gap.jsonl:6: step 6 follows step 4"),
+            std::string::npos);
+  EXPECT_NE(refused({"compute.trace=" + (dir_ / "none.jsonl").string()}).find("none.jsonl: cannot be read"),
+            std::string::npos);
+  EXPECT_NE(refused({"compute.trace=" + trace, "workers.count=3"}).find("has 2 workers, the scenario 3"), std::string::npos);
+  auto measured = core::ParseScenario("compute: {mode: measured, trace: t.jsonl}\n", "m.yaml");
+  ASSERT_FALSE(measured.ok());
+  EXPECT_NE(measured.status().message().find("compute.trace: replays a run's measured compute in modelled time"),
+            std::string::npos)
+      << measured.status().message();
 }
 
 // collective: auto takes the collective the planner predicts fastest for the entry: over 8 workers

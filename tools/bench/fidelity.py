@@ -16,20 +16,28 @@ ENTRIES = {"ddp": "{algorithm: ddp, overlap: false, name: ddp}", "diloco-h8": "d
 # The predictions: the analytic model as a flow model (alpha + S/B), the analytic model with its
 # window (slow start from 10 segments, restarted after an idle RTO with Linux's 0.2 s minimum), the
 # same with ACKs loading the reverse path (one 52-byte ACK per two segments), and ns-3.
+ACKS = ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
+        "--set", "network.analytic.min_rto_s=0.2", "--set", "network.analytic.acks=true"]
 MODELS = {"analytic": ["--set", "network.model=analytic"],
           "analytic-ss": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
                           "--set", "network.analytic.min_rto_s=0.2"],
-          "analytic-acks": ["--set", "network.model=analytic", "--set", "network.analytic.slow_start=true",
-                            "--set", "network.analytic.min_rto_s=0.2", "--set", "network.analytic.acks=true"],
+          "analytic-acks": ACKS,
           "analytic-host": None,  # +acks with the host work measured on loopback (host_rate)
           "ns3": ["--set", "network.model=ns3"],
           # ns-3 with the link emulator's queues (linkemu only): every host's egress and switch port a
           # drop-tail queue of the emulator's depth (100 ms at the link's bandwidth, or the network's
           # queue_ms), instead of a Linux host's fq_codel and a switch port of one bandwidth-delay
           # product. With the link emulator the analytic window's columns have its queues too.
-          "ns3-dt": None}
+          "ns3-dt": None,
+          # The last analytic column and ns-3 dt again, each real run predicted with the compute it
+          # measured step by step (compute.trace: its metrics.jsonl, each step's own host time), the
+          # predictions averaged: a calibration from the mean leaves out the steps a worker was slow
+          # in, which a synchronous algorithm waits for (on 2 cores shared by 4 workers, 7-17% from
+          # step to step).
+          "analytic-trace": None,
+          "ns3-dt-trace": None}
 LABELS = {"analytic": "analytic", "analytic-ss": "+window", "analytic-acks": "+acks", "analytic-host": "+host",
-          "ns3": "ns-3", "ns3-dt": "ns-3 dt"}
+          "ns3": "ns-3", "ns3-dt": "ns-3 dt", "analytic-trace": "+trace", "ns3-dt-trace": "ns-3 dt +t"}
 LINKEMU_QUEUE_S = 0.1  # the link emulator's default queue depth in time at the link's bandwidth
 HOST_WORK_PROBE = 1e9  # bytes/s: the rate host_rate predicts the loopback run with
 RATES = [50, 200]
@@ -211,6 +219,16 @@ def main():
     repeats = int(given)
     # The real side's TCP congestion control and the ns-3 model's, the same (linkemu only).
     tcp = sys.argv[sys.argv.index("--tcp") + 1] if "--tcp" in sys.argv else "cubic"
+    # --models a,b: only these columns (each trace column needs its base: analytic-host or
+    # analytic-acks, ns3-dt); default all.
+    if "--models" in sys.argv[:-1]:
+        chosen_models = sys.argv[sys.argv.index("--models") + 1].split(",")
+        unknown = [m for m in chosen_models if m not in MODELS]
+        if unknown:
+            sys.exit(f"tools/bench/fidelity: unknown model {', '.join(unknown)} (known: {', '.join(MODELS)})")
+        for m in list(MODELS):
+            if m not in chosen_models:
+                del MODELS[m]
     OUT.mkdir(parents=True, exist_ok=True)
     common = ["--set", f"output.dir={OUT}"]
     # FLOPs of each entry's compute per worker: modelled at 1 TFLOP/s, read back.
@@ -237,10 +255,12 @@ def main():
             sets = [*common, "--set", f"compare=[{spec}]", *network]
             real_name = f"real-{rate}-{entry}"
             real_names = repeat_names(real_name, repeats)
+            # Each step's own compute recorded (compute.statistic: each), for the trace columns.
+            each = ["--set", "compute.statistic=each"]
             real_runs(real_names, reuse, "real", lambda name: (
-                [NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets,
+                [NARROWS, "launch", "--local", 4, SCENARIO, "-q", "--network", "scenario", "--tcp", tcp, *sets, *each,
                  "--set", f"name={name}"] if linkemu else
-                [HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, "--set", f"name={name}"]))
+                [HERE / "tools" / "netns", "--rate", rate, SCENARIO, "-q", *sets, *each, "--set", f"name={name}"]))
             compute, real, per_run = calibration(real_names, entry, flops[entry])
             steadies = [steady(n, entry) for n in real_names]
             row = {"rate": rate, "entry": entry, "real": real, "real_hw": half_width(per_run),
@@ -251,14 +271,16 @@ def main():
             own_queue = linkemu and any(o.startswith("network.queue_ms=") for o in dict(LINKEMU)[rate])
             queue = ["--set", f"network.queue_ms={LINKEMU_QUEUE_S * 1000:g}"] if linkemu and not own_queue else []
             for model, model_sets in MODELS.items():
+                if model.endswith("-trace"):
+                    continue  # below, once the others are made
                 if model == "analytic-host":
                     if host is None:
                         continue
-                    model_sets = [*MODELS["analytic-acks"], "--set", f"compute.host_bytes_per_s={host:.6g}"]
+                    model_sets = [*ACKS, "--set", f"compute.host_bytes_per_s={host:.6g}"]
                 if model == "ns3-dt":
                     if not linkemu:
                         continue
-                    model_sets = [*MODELS["ns3"], "--set", "network.ns3.host_qdisc=drop_tail"]
+                    model_sets = ["--set", "network.model=ns3", "--set", "network.ns3.host_qdisc=drop_tail"]
                 if model.startswith("ns3") and host is not None:
                     # ns-3 with the hosts' work too, as the last analytic column has it.
                     model_sets = [*model_sets, "--set", f"compute.host_bytes_per_s={host:.6g}"]
@@ -271,6 +293,22 @@ def main():
                 seconds, _, steps = result(name, entry)
                 row[model] = seconds / steps
                 row["steady"][model] = steady(name, entry)
+            for model, base in (("analytic-trace", "analytic-host" if host is not None else "analytic-acks"),
+                                ("ns3-dt-trace", "ns3-dt")):
+                if base not in row:
+                    continue
+                # The base column's scenario, each real run's compute replayed in it.
+                base_scenario = OUT / f"pred-{base}-{rate}-{entry}" / "scenario.yaml"
+                per_run, steadies_run = [], []
+                for n in real_names:
+                    name = f"pred-{model}-{n[len('real-'):]}"
+                    run([NARROWS, "run", base_scenario, "-q", "--set", f"name={name}", "--set", "compute.mode=modelled",
+                         "--set", f"compute.trace={OUT / n / entry / 'metrics.jsonl'}"])
+                    seconds, _, steps = result(name, entry)
+                    per_run.append(seconds / steps)
+                    steadies_run.append(steady(name, entry))
+                row[model] = sum(per_run) / len(per_run)
+                row["steady"][model] = None if None in steadies_run else sum(steadies_run) / len(steadies_run)
             row["forwarder"] = forwarder(real_name) if linkemu else None
             rows.append(row)
             print(f"measured {rate} {entry}: {', '.join(f'{t:.3f}' for t in per_run)} s/step", file=sys.stderr)
