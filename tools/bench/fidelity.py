@@ -299,15 +299,15 @@ def main():
                     continue
                 # The base column's scenario, each real run's compute replayed in it.
                 base_scenario = OUT / f"pred-{base}-{rate}-{entry}" / "scenario.yaml"
-                per_run, steadies_run = [], []
+                predicted, steadies_run = [], []
                 for n in real_names:
                     name = f"pred-{model}-{n[len('real-'):]}"
                     run([NARROWS, "run", base_scenario, "-q", "--set", f"name={name}", "--set", "compute.mode=modelled",
                          "--set", f"compute.trace={OUT / n / entry / 'metrics.jsonl'}"])
                     seconds, _, steps = result(name, entry)
-                    per_run.append(seconds / steps)
+                    predicted.append(seconds / steps)
                     steadies_run.append(steady(name, entry))
-                row[model] = sum(per_run) / len(per_run)
+                row[model] = sum(predicted) / len(predicted)
                 row["steady"][model] = None if None in steadies_run else sum(steadies_run) / len(steadies_run)
             row["forwarder"] = forwarder(real_name) if linkemu else None
             rows.append(row)
