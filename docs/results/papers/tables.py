@@ -81,7 +81,7 @@ def section_0():
 
 def section_1():
     # Up to 16 replicas the grid on five seeds where it is measured (its gap is under 0.05 nats),
-    # else on seeds 0-2; 64 replicas on seeds 0-2.
+    # else on seeds 0-2; 64 replicas on seeds 0-4 (papers.sh runs them with seeds=5).
     grid = "table3-5seeds-sweep" if os.path.isdir(os.path.join(runs, "table3-5seeds-sweep")) else "table3-sweep"
     point = lambda k, sampling: (("table3-64" if sampling == "iid" else "table3-64-non-iid") if k == 64
                                  else f"{grid}/count-{k}_sampling-{sampling}")
