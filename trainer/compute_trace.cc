@@ -21,7 +21,7 @@ core::Result<ComputeTrace> LoadComputeTrace(const std::string& path, int workers
     if (line.empty()) continue;
     const std::string at = where + ":" + std::to_string(number);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) {
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
       return core::Status::InvalidArgument(at + ": not a line of a run's metrics.jsonl");
     }
     if (!j.contains("workers")) continue;  // an evaluation's line
@@ -37,7 +37,7 @@ core::Result<ComputeTrace> LoadComputeTrace(const std::string& path, int workers
                                            std::to_string(last_step) + " (log every step: output.log_every: 1)");
     }
     for (const auto& w : ws) {
-      const int r = w.value("worker", -1);
+      const int r = w.is_object() && w.contains("worker") && w["worker"].is_number_integer() ? w["worker"].get<int>() : -1;
       if (r < 0 || r >= workers || !w.contains("compute_s") || !w["compute_s"].is_number()) {
         return core::Status::InvalidArgument(at + ": a worker without its rank or compute_s");
       }
