@@ -13,6 +13,8 @@ Three tables:
 3. the claims: the slope of log2(optimum) against log2(depth) (a least-squares line per seed, then
    the mean and t-interval of the seeds' slopes) for each parameterisation; the paired difference
    of the slopes' sizes; and the loss at the deepest depth's own best learning rate, paired by seed.
+A CompleteP point whose scenario.yaml has model.depth_alpha other than 1 (alpha.sh's, 0.5) is its own
+parameterisation, "completep α=0.5", with the same claims against CompleteP (α = 1).
 Verdicts by docs/methods.md: holds when the 95% interval excludes zero on the claimed side, fails
 when on the other, else inconclusive. "Stays put" is a claim of no effect, so it is read against a
 band: it holds when the whole interval of the slope lies within ±0.25 (less than a factor 1.68 over
@@ -42,7 +44,14 @@ for sweep in sweeps:
             continue  # not finished (the sweep resumes)
         # The point's folder names its grid values: parameterization-X_n_layers-D_lr-L.
         fields = dict(part.split("-", 1) for part in point.replace("n_layers", "depth").split("_"))
-        key = (fields["parameterization"], int(fields["depth"]))
+        param = fields["parameterization"]
+        if param == "completep":
+            # CompleteP's depth exponent is the point's model.depth_alpha (alpha.sh sets 0.5).
+            with open(os.path.join(sweep, point, "scenario.yaml")) as f:
+                alpha = next((float(line.split(":")[1]) for line in f if line.strip().startswith("depth_alpha:")), 1.0)
+            if alpha != 1.0:
+                param = f"completep α={alpha:g}"
+        key = (param, int(fields["depth"]))
         with open(summary) as f:
             r = json.load(f)["results"][0]
         per_seed = r.get("per_seed") or [r]
@@ -132,6 +141,10 @@ for param in params:
         print(f"| {param} | {depth} | {fmt(list(o.values()), 2)} | {2 ** m:.4f} | {shift} |")
 
 
+def label(param):
+    return "the standard parameterisation" if param == "standard" else param
+
+
 slopes = {}
 for param in params:
     if all((param, d) in optimum for d in depths) and len(depths) > 1:
@@ -142,25 +155,34 @@ print("|---|---|---|---|")
 if "standard" in slopes:
     m, h, text = interval(list(slopes["standard"].values()))
     print(f"| the standard parameterisation's optimum falls with depth | slope of log2(optimum) on log2(depth) | {text} | {verdict(m, h, -1)} |")
-if "completep" in slopes:
-    m, h, text = interval(list(slopes["completep"].values()))
-    print(f"| CompleteP's optimum stays put: \\|slope\\| < {BAND} | slope of log2(optimum) on log2(depth) | {text} | "
+for param in (p for p in params if p.startswith("completep") and p in slopes):
+    m, h, text = interval(list(slopes[param].values()))
+    name = "CompleteP's" if param == "completep" else f"{param}'s"
+    print(f"| {name} optimum stays put: \\|slope\\| < {BAND} | slope of log2(optimum) on log2(depth) | {text} | "
           f"{band_verdict(m, h)} |")
-if "completep" in slopes and len(depths) > 2:
-    # Past the base depth, where the branch multiplier is 1 under both parameterisations.
-    rest = {k: slope([math.log2(d) for d in depths[1:]], [optimum[("completep", d)][k] for d in depths[1:]])[0]
-            for k in seeds}
-    m, h, text = interval(list(rest.values()))
-    print(f"| ... from depth {depths[1]} on (depths {', '.join(map(str, depths[1:]))}) | the same slope | {text} | "
-          f"{band_verdict(m, h)} |")
-if len(slopes) == 2:
-    m, h, text = interval([abs(slopes["completep"][k]) - abs(slopes["standard"][k]) for k in seeds])
-    print(f"| CompleteP's optimum moves less than the standard's | \\|completep slope\\| − \\|standard slope\\|, paired | {text} | {verdict(m, h, -1)} |")
+    if len(depths) > 3:
+        # Past the base depth, where the branch multiplier is 1 under every parameterisation.
+        rest = {k: slope([math.log2(d) for d in depths[1:]], [optimum[(param, d)][k] for d in depths[1:]])[0]
+                for k in seeds}
+        m, h, text = interval(list(rest.values()))
+        print(f"| ... from depth {depths[1]} on (depths {', '.join(map(str, depths[1:]))}) | the same slope | {text} | "
+              f"{band_verdict(m, h)} |")
+for other in (p for p in params if p != "completep" and p in slopes):
+    if "completep" not in slopes:
+        break
+    m, h, text = interval([abs(slopes["completep"][k]) - abs(slopes[other][k]) for k in seeds])
+    print(f"| CompleteP's optimum moves less than {label(other)}'s | \\|completep slope\\| − \\|{other} slope\\|, paired | {text} | {verdict(m, h, -1)} |")
 deep = depths[-1]
-if all((p, deep) in complete for p in ("standard", "completep")):
-    def best_loss(param):  # each seed's loss at that seed's best grid learning rate
-        v = complete[(param, deep)]
-        return {k: min(v[lr][k] for lr in lrs) for k in seeds}
-    s, c = best_loss("standard"), best_loss("completep")
-    m, h, text = interval([c[k] - s[k] for k in seeds])
-    print(f"| CompleteP trains depth {deep} at least as well | completep − standard best loss at depth {deep}, paired | {text} | {verdict(m, h, -1)} |")
+
+
+def best_loss(param):  # each seed's loss at that seed's best grid learning rate
+    v = complete[(param, deep)]
+    return {k: min(v[lr][k] for lr in lrs) for k in seeds}
+
+
+for other in (p for p in params if p != "completep"):
+    if not all((p, deep) in complete for p in (other, "completep")):
+        continue
+    o, c = best_loss(other), best_loss("completep")
+    m, h, text = interval([c[k] - o[k] for k in seeds])
+    print(f"| CompleteP trains depth {deep} at least as well as {label(other)} | completep − {other} best loss at depth {deep}, paired | {text} | {verdict(m, h, -1)} |")
