@@ -92,6 +92,30 @@ class LinkEmulatorTest : public ::testing::Test {
     return fd;
   }
 
+  // Sends `count` one-byte datagrams from worker 0 to worker 1's `port`, ten a millisecond, and
+  // returns how many arrived: read as they come (a full socket buffer would drop them too), until
+  // none has come for 300 ms.
+  int SendDatagrams(int port, int count) {
+    const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+    const sockaddr_in at = Address(kSubnet + 2, port);
+    EXPECT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+    timeval tv{0, 300000};
+    ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int received = 0;
+    std::thread sink([&] {
+      char buf[8];
+      while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
+    });
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
+      if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    sink.join();
+    ::close(server);
+    ::close(client);
+    return received;
+  }
+
   std::vector<NetNamespace> namespaces_;
   std::unique_ptr<LinkEmulator> emu_;
 };
@@ -181,27 +205,11 @@ TEST_F(LinkEmulatorTest, ATcpTransferRunsAtTheLinksBandwidth) {
 
 TEST_F(LinkEmulatorTest, RandomLossDropsItsShare) {
   Make(1e9, 0.001, 0.2);
-  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
-  const sockaddr_in at = Address(kSubnet + 2, 7002);
-  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
-  timeval tv{0, 300000};
-  ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  int received = 0;
-  std::thread sink([&] {  // read as they come: a full socket buffer would drop them too
-    char buf[8];
-    while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
-  });
   const int sent = 3000;
-  for (int i = 0; i < sent; ++i) {
-    ASSERT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
-    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  sink.join();
+  const int received = SendDatagrams(7002, sent);
   const LinkStats up = emu_->Stats()[0];
   EXPECT_EQ(up.dropped_loss + received, sent);  // nothing else lost them
   EXPECT_NEAR(static_cast<double>(up.dropped_loss) / sent, 0.2, 0.03);  // 4 standard deviations
-  ::close(server);
-  ::close(client);
 }
 
 // The packet log has a line for every packet on every link it reached, with the link's own
@@ -210,22 +218,8 @@ TEST_F(LinkEmulatorTest, RandomLossDropsItsShare) {
 TEST_F(LinkEmulatorTest, ThePacketLogHasEveryPacketsFateOnEveryLink) {
   const std::string log = ::testing::TempDir() + "/packets.csv";
   Make(1e9, 0.001, 0.2, {}, {}, log);
-  const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
-  const sockaddr_in at = Address(kSubnet + 2, 7004);
-  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
-  timeval tv{0, 300000};
-  ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  int received = 0;
-  std::thread sink([&] {
-    char buf[8];
-    while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
-  });
   const int sent = 500;
-  for (int i = 0; i < sent; ++i) {
-    ASSERT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
-    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  sink.join();
+  const int received = SendDatagrams(7004, sent);
   emu_->Stop();  // the log is complete once the loop stopped
   const std::vector<LinkStats> stats = emu_->Stats();
   std::ifstream in(log);
@@ -256,8 +250,6 @@ TEST_F(LinkEmulatorTest, ThePacketLogHasEveryPacketsFateOnEveryLink) {
   EXPECT_EQ(count["down:1 sent"], stats[0].packets);
   EXPECT_EQ(count["down:1 delivered"], received);
   EXPECT_EQ(count.size(), 4u);  // nothing else: no queue drops, no outage, nothing the other way
-  ::close(server);
-  ::close(client);
 }
 
 // Bursts: no loss while good, all lost while bad, stays of 80 ms on average. Which datagrams are lost
