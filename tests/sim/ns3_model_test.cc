@@ -385,6 +385,27 @@ TEST(Ns3ModelTest, AWindowGrowsOnlyWhileUsedAndALossHalvesTheWindow) {
   EXPECT_GT(after(d.ns3_window), 1.3 * after(d.linux_window));
 }
 
+TEST(Ns3ModelTest, ATimeoutDuringFastRecoveryKeepsTheRecoverysThreshold) {
+  // 1.26 MB every 0.4 s on a 100 Mbit/s path with 30 ms one way, into a 50 ms drop-tail queue: the
+  // third message overflows it, and a retransmission lost in the fast recovery that follows times
+  // out. Linux (tcp_enter_loss) keeps the threshold the recovery set, half the window, and slow
+  // start climbs back to it; ns-3 recomputed it from the window that recovery had shrunk, and the
+  // window regrew by a segment a round trip: each message took longer than the 0.4 s between them,
+  // and the backlog grew with every message (the fidelity runs' home-100m DDP: a step of 5.8 s,
+  // then fifteen steps to come back, where the real run had none).
+  std::vector<Message> messages;
+  for (int i = 0; i < 16; ++i) messages.push_back({0, 1, 1'260'000, 0.4 * i});
+  Ns3Options o;
+  o.tcp = "newreno";
+  o.host_qdisc = "drop_tail";
+  o.queue_s = 0.05;
+  Ns3Model model(Topology::Star(UniformLinks(2, 100e6, 0.030)), o);
+  const std::vector<double> done = SimulateMessages(model, messages);
+  for (size_t i = 6; i < done.size(); ++i) {
+    EXPECT_LT(done[i] - messages[i].send_time, 0.3) << "message " << i << ": 0.1 s on the wire + 30 ms + the queue";
+  }
+}
+
 TEST(Ns3ModelTest, ReadsItsOwnScenarioBlock) {
   auto sc = core::ParseScenario("network: {model: ns3, mtu: 9000, ns3: {tcp: newreno, queue_packets: 50, fast_forward: false, window: ns3, rto: rfc6298}}\n", "n.yaml");
   ASSERT_TRUE(sc.ok()) << sc.status().ToString();
