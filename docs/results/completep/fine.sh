@@ -8,11 +8,15 @@
 # seed is not run again. About four hours on 2 cores (a depth-16 run: about 5 minutes of one core).
 # Usage: docs/results/completep/fine.sh [PATH_TO_NARROWS [JOBS [KEY=VALUE ...]]]   (from the repository root)
 #   KEY=VALUE: further --set overrides for every run (device=cuda to train on a GPU, output.dir=...).
+#   PARAMS (default standard,completep) and NAME (default completep-fine) in the environment pick
+#   the parameterisations and the sweep's name (alpha.sh: completep at depth_alpha 0.5, its own sweep).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 narrows=${1:-build/narrows}
 jobs=${2:-2}
-sets=(--set seeds=5 --set name=completep-fine)
+params=${PARAMS:-standard,completep}
+name=${NAME:-completep-fine}
+sets=(--set seeds=5 --set name="$name")
 dir=runs/completep
 for s in "${@:3}"; do
   sets+=(--set "$s")
@@ -20,7 +24,7 @@ for s in "${@:3}"; do
 done
 lrs=0.002828,0.004,0.005657,0.008,0.011314
 for depth in 16 8 4 2; do
-  for param in standard completep; do
+  for param in ${params//,/ }; do
     for lr in ${lrs//,/ }; do
       while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
       "$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization=$param \
@@ -30,6 +34,8 @@ for depth in 16 8 4 2; do
 done
 wait
 # Every point is finished: this writes the whole grid's results.csv and report.
-"$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization=standard,completep \
+"$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization="$params" \
   --grid model.n_layers=2,4,8,16 --grid train.lr=$lrs --report
-python3 docs/results/completep/table.py "$dir/completep-fine-sweep"
+sweeps=("$dir/completep-fine-sweep")
+[ "$name" = completep-fine ] || sweeps+=("$dir/$name-sweep")
+python3 docs/results/completep/table.py "${sweeps[@]}"
