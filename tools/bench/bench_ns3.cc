@@ -31,9 +31,11 @@ Factory Analytic(int mtu) {
     return std::make_unique<sim::AnalyticModel>(t, sim::AnalyticOptions::ForMtu(mtu));
   };
 }
-// FAST_FORWARD=0 in the environment runs every ns-3 row at full packet level.
+// FAST_FORWARD=0 in the environment runs every ns-3 row at full packet level; RTO=rfc6298 with
+// RFC 6298's retransmission timeout (at least 1 s) instead of Linux's.
 Factory Ns3(sim::Ns3Options o) {
   if (const char* ff = std::getenv("FAST_FORWARD"); ff != nullptr && std::strcmp(ff, "0") == 0) o.fast_forward = false;
+  if (const char* rto = std::getenv("RTO"); rto != nullptr && std::strcmp(rto, "rfc6298") == 0) o.linux_rto = false;
   return [o](const sim::Topology& t) { return std::make_unique<sim::Ns3Model>(t, o); };
 }
 
