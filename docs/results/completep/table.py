@@ -167,9 +167,7 @@ for param in (p for p in params if p.startswith("completep") and p in slopes):
         m, h, text = interval(list(rest.values()))
         print(f"| ... from depth {depths[1]} on (depths {', '.join(map(str, depths[1:]))}) | the same slope | {text} | "
               f"{band_verdict(m, h)} |")
-for other in (p for p in params if p != "completep" and p in slopes):
-    if "completep" not in slopes:
-        break
+for other in (p for p in params if p != "completep" and p in slopes and "completep" in slopes):
     m, h, text = interval([abs(slopes["completep"][k]) - abs(slopes[other][k]) for k in seeds])
     print(f"| CompleteP's optimum moves less than {label(other)}'s | \\|completep slope\\| − \\|{other} slope\\|, paired | {text} | {verdict(m, h, -1)} |")
 deep = depths[-1]
