@@ -6,6 +6,9 @@
 # deepest first; then the whole grid's report and tables (table.py: every loss a mean over the five
 # seeds with its 95% t-interval, each claim a paired interval and verdict). Resumable: a finished
 # seed is not run again. About four hours on 2 cores (a depth-16 run: about 5 minutes of one core).
+# The points are kept in docs/results/completep/data (its .gitignore keeps each seed's summary.json
+# and scenario.yaml, a few kB, and leaves out the rest), so that what is measured is committed as it
+# is measured and a fresh clone resumes where the last one stopped.
 # Usage: docs/results/completep/fine.sh [PATH_TO_NARROWS [JOBS [KEY=VALUE ...]]]   (from the repository root)
 #   KEY=VALUE: further --set overrides for every run (device=cuda to train on a GPU, output.dir=...).
 #   PARAMS (default standard,completep) and NAME (default completep-fine) in the environment pick
@@ -17,7 +20,8 @@ jobs=${2:-2}
 params=${PARAMS:-standard,completep}
 name=${NAME:-completep-fine}
 sets=(--set seeds=5 --set name="$name")
-dir=runs/completep
+dir=docs/results/completep/data
+sets+=(--set output.dir="$dir")
 for s in "${@:3}"; do
   sets+=(--set "$s")
   case $s in output.dir=*) dir=${s#output.dir=} ;; esac
