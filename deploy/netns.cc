@@ -15,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace narrows::deploy {
@@ -144,6 +146,35 @@ core::Status SetSysctl(const NetNamespace& ns, const std::string& key, const std
     if (n != static_cast<ssize_t>(value.size())) return Errno(path + " = " + value);
     return core::Status::Ok();
   });
+}
+
+namespace {
+
+// Reads the "PREFIX: name name ..." / "PREFIX: value value ..." line pairs of a /proc/net file.
+core::Status ReadCounterLines(const std::string& path, const std::string& prefix, std::map<std::string, int64_t>& out) {
+  std::ifstream in(path);
+  if (!in) return Errno(path);
+  std::string names, values;
+  while (std::getline(in, names) && std::getline(in, values)) {
+    if (names.rfind(prefix + ":", 0) != 0 || values.rfind(prefix + ":", 0) != 0) continue;
+    std::istringstream n(names.substr(prefix.size() + 1)), v(values.substr(prefix.size() + 1));
+    std::string name;
+    int64_t value = 0;
+    while (n >> name && v >> value) out[name] = value;
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Result<std::map<std::string, int64_t>> TcpCounters(const NetNamespace& ns) {
+  std::map<std::string, int64_t> out;
+  // /proc/net is the process's namespace (its first thread's); /proc/thread-self/net is this thread's.
+  NARROWS_RETURN_IF_ERROR(ns.Run([&]() -> core::Status {
+    NARROWS_RETURN_IF_ERROR(ReadCounterLines("/proc/thread-self/net/snmp", "Tcp", out));
+    return ReadCounterLines("/proc/thread-self/net/netstat", "TcpExt", out);
+  }));
+  return out;
 }
 
 uint32_t Ipv4(int a, int b, int c, int d) {

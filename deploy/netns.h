@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "core/status.h"
@@ -47,6 +48,11 @@ class NetNamespace {
 // Writes `value` to /proc/sys/`key` (key with slashes, e.g. net/ipv4/tcp_congestion_control) inside
 // `ns`: the namespace's own setting.
 core::Status SetSysctl(const NetNamespace& ns, const std::string& key, const std::string& value);
+
+// The kernel's TCP counters inside `ns`, by name: /proc/net/snmp's Tcp line (OutSegs, RetransSegs,
+// ...) and /proc/net/netstat's TcpExt line (TCPTimeouts, TCPLossProbes, TCPSackRecovery, ...), as
+// `nstat -a` shows them: what every connection of the namespace did since it was made.
+core::Result<std::map<std::string, int64_t>> TcpCounters(const NetNamespace& ns);
 
 // An IPv4 address in host order, and its dotted form.
 uint32_t Ipv4(int a, int b, int c, int d);

@@ -94,7 +94,17 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
 
 EmulatedNetwork::Report EmulatedNetwork::Stop() {
   emulator->Stop();
-  return {emulator->Stats(), SteadySeconds() - started_s, emulator->cpu_s()};
+  Report report{emulator->Stats(), SteadySeconds() - started_s, emulator->cpu_s(), {}};
+  for (const auto& ns : namespaces) {
+    std::map<std::string, int64_t> counters;
+    if (auto all = deploy::TcpCounters(ns); all.ok()) {
+      for (const auto& [name, value] : *all) {
+        if (value != 0) counters[name] = value;
+      }
+    }
+    report.tcp.push_back(std::move(counters));
+  }
+  return report;
 }
 
 nlohmann::json EmulatedNetwork::Report::Json() const {
@@ -121,6 +131,7 @@ nlohmann::json EmulatedNetwork::Report::Json() const {
           {"late_mean_s", all.MeanLateS()},
           {"late_max_s", all.late_max_s},
           {"late_over_1ms", all.late_over_1ms},
+          {"tcp", tcp},
           {"links", out}};
 }
 

@@ -3,6 +3,7 @@
 // `narrows launch --network`.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct EmulatedNetwork {
   struct Report {
     std::vector<deploy::LinkStats> links;
     double seconds = 0.0, cpu_s = 0.0;
+    // Each worker's namespace's kernel TCP counters (deploy::TcpCounters), those not zero; empty
+    // where they could not be read.
+    std::vector<std::map<std::string, int64_t>> tcp;
     std::string Table() const;   // printable, the busiest link first, then the CPU line
     nlohmann::json Json() const;  // links.json
     deploy::LinkStats Delivered() const;  // every link's deliveries and lateness together

@@ -116,6 +116,42 @@ class LinkEmulatorTest : public ::testing::Test {
     return received;
   }
 
+  // Sends `total` bytes over TCP from worker 0 to worker 1's `port`; the bytes received, and the
+  // seconds from the receiver's accept to its first and its last byte.
+  struct Received {
+    int64_t bytes = 0;
+    double first = -1, last = 0;
+  };
+  Received TcpTransfer(int port, int64_t total) {
+    const int listener = Socket(1, SOCK_STREAM), client = Socket(0, SOCK_STREAM);
+    const sockaddr_in at = Address(kSubnet + 2, port);
+    Received r;
+    EXPECT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+    EXPECT_EQ(::listen(listener, 1), 0);
+    std::thread sink([&] {
+      const int c = ::accept(listener, nullptr, nullptr);
+      std::vector<char> buf(1 << 16);
+      const auto t0 = Clock::now();
+      for (ssize_t n; (n = ::recv(c, buf.data(), buf.size(), 0)) > 0;) {
+        if (r.first < 0) r.first = Seconds(t0);
+        r.bytes += n;
+        r.last = Seconds(t0);
+      }
+      ::close(c);
+    });
+    EXPECT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+    std::vector<char> data(1 << 16, 'x');
+    for (int64_t sent = 0; sent < total;) {
+      const ssize_t n = ::send(client, data.data(), static_cast<size_t>(std::min<int64_t>(total - sent, 1 << 16)), 0);
+      if (n <= 0) break;
+      sent += n;
+    }
+    ::close(client);
+    sink.join();
+    ::close(listener);
+    return r;
+  }
+
   std::vector<NetNamespace> namespaces_;
   std::unique_ptr<LinkEmulator> emu_;
 };
@@ -165,33 +201,10 @@ TEST_F(LinkEmulatorTest, ARoundTripTakesTwiceThePathLatency) {
 TEST_F(LinkEmulatorTest, ATcpTransferRunsAtTheLinksBandwidth) {
   const double bandwidth = 20e6;
   Make(bandwidth, 0.005);
-  const int listener = Socket(1, SOCK_STREAM), client = Socket(0, SOCK_STREAM);
-  const sockaddr_in at = Address(kSubnet + 2, 7001);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
-  ASSERT_EQ(::listen(listener, 1), 0);
   const int64_t total = 4 << 20;
-  int64_t received = 0;
-  double first = -1, last = 0;
-  std::thread sink([&] {
-    const int c = ::accept(listener, nullptr, nullptr);
-    std::vector<char> buf(1 << 16);
-    const auto t0 = Clock::now();
-    for (ssize_t n; (n = ::recv(c, buf.data(), buf.size(), 0)) > 0;) {
-      if (first < 0) first = Seconds(t0);
-      received += n;
-      last = Seconds(t0);
-    }
-    ::close(c);
-  });
-  ASSERT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
-  std::vector<char> data(1 << 16, 'x');
-  for (int64_t sent = 0; sent < total;) {
-    const ssize_t n = ::send(client, data.data(), static_cast<size_t>(std::min<int64_t>(total - sent, 1 << 16)), 0);
-    ASSERT_GT(n, 0);
-    sent += n;
-  }
-  ::close(client);
-  sink.join();
+  const Received r = TcpTransfer(7001, total);
+  const int64_t received = r.bytes;
+  const double first = r.first, last = r.last;
   ASSERT_EQ(received, total);
   // The payload's share of what crossed up:0 (IP and TCP headers, the handshake): the goodput the
   // link's bandwidth allows.
@@ -200,7 +213,20 @@ TEST_F(LinkEmulatorTest, ATcpTransferRunsAtTheLinksBandwidth) {
   const double goodput = static_cast<double>(received) / (last - first);
   EXPECT_NEAR(goodput / expected, 1.0, 0.03) << goodput * 8 / 1e6 << " Mbit/s of payload";
   EXPECT_EQ(up.dropped_queue, 0);
-  ::close(listener);
+}
+
+// The kernel's TCP counters are each namespace's own: a transfer from worker 0 with 5% loss on its
+// uplink makes worker 0's kernel send and retransmit segments, and worker 1's (which only ACKs)
+// retransmit none.
+TEST_F(LinkEmulatorTest, TheKernelsTcpCountersAreEachNamespacesOwn) {
+  Make(20e6, 0.002, 0.05);
+  ASSERT_EQ(TcpTransfer(7003, 1 << 20).bytes, 1 << 20);
+  auto sender = TcpCounters(namespaces_[0]), receiver = TcpCounters(namespaces_[1]);
+  ASSERT_TRUE(sender.ok() && receiver.ok()) << sender.status().ToString() << receiver.status().ToString();
+  EXPECT_GT((*sender)["OutSegs"], (1 << 20) / 1448);
+  EXPECT_GT((*sender)["RetransSegs"], 0);
+  EXPECT_EQ((*receiver)["RetransSegs"], 0);
+  EXPECT_GT((*receiver)["InSegs"], (1 << 20) / 1448);
 }
 
 TEST_F(LinkEmulatorTest, RandomLossDropsItsShare) {
