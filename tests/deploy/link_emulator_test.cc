@@ -143,6 +143,7 @@ class LinkEmulatorTest : public ::testing::Test {
     std::vector<char> data(1 << 16, 'x');
     for (int64_t sent = 0; sent < total;) {
       const ssize_t n = ::send(client, data.data(), static_cast<size_t>(std::min<int64_t>(total - sent, 1 << 16)), 0);
+      EXPECT_GT(n, 0);
       if (n <= 0) break;
       sent += n;
     }
