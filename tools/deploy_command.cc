@@ -499,7 +499,13 @@ Status Reap(std::vector<pid_t> pids, Chaos* chaos = nullptr) {
       continue;
     }
     const auto it = std::find(pids.begin(), pids.end(), pid);
-    if (it == pids.end()) continue;
+    if (it == pids.end()) {
+      // A process chaos killed whose restart came before its exit was reaped (a loaded machine can
+      // take longer than restart_after_s to tear one down): the restart took its place in `pids`
+      // and was counted as running beside it.
+      if (chaos && chaos->KilledByChaos(pid)) --remaining;
+      continue;
+    }
     const int r = static_cast<int>(it - pids.begin());
     *it = -1;
     --remaining;

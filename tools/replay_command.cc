@@ -58,6 +58,20 @@ std::string Base(const std::string& path) {
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
+// step -> the digest of the global parameters after the outer step there, from an entry's
+// outer_sync events (those that carry one).
+std::map<int64_t, std::string> OuterDigests(const std::vector<json>& events) {
+  std::map<int64_t, std::string> out;
+  for (const auto& e : events) {
+    const auto d = e.find("digest");
+    const auto s = e.find("step");
+    if (e.value("type", "") == "outer_sync" && d != e.end() && d->is_string() && s != e.end() && s->is_number_integer()) {
+      out[s->get<int64_t>()] = d->get<std::string>();
+    }
+  }
+  return out;
+}
+
 // step -> validation loss, from an entry's metrics lines.
 std::map<int64_t, double> ValidationLosses(const std::vector<json>& metrics) {
   std::map<int64_t, double> out;
@@ -242,6 +256,17 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
       }
       a.max_abs_difference = std::max(a.max_abs_difference, diff);
     }
+    const auto run_digests = OuterDigests(by_name[a.entry]->events), replay_digests = OuterDigests(mine->events);
+    for (const auto& [step, digest] : run_digests) {
+      const auto it = replay_digests.find(step);
+      if (it == replay_digests.end()) continue;  // an outer step the replay took elsewhere is an evaluation's to tell
+      ++a.digests;
+      if (it->second == digest) {
+        ++a.digests_equal;
+      } else if (a.first_differing_outer_step < 0) {
+        a.first_differing_outer_step = step;
+      }
+    }
     a.final_live = by_name[a.entry]->summary.value("final_val_loss", NAN);
     a.final_replay = mine->summary.value("final_val_loss", NAN);
     report["entries"].push_back({{"entry", a.entry},
@@ -249,6 +274,9 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
                                  {"evaluations", a.evaluations},
                                  {"equal", a.equal},
                                  {"first_differing_step", a.first_differing_step},
+                                 {"outer_steps_compared", a.digests},
+                                 {"outer_steps_equal", a.digests_equal},
+                                 {"first_differing_outer_step", a.first_differing_outer_step},
                                  {"max_abs_difference", std::isfinite(a.max_abs_difference) ? json(a.max_abs_difference) : json(nullptr)},
                                  {"final_val_loss", a.final_live},
                                  {"final_val_loss_replayed", a.final_replay},
@@ -267,17 +295,23 @@ Status ReplayCommand(const std::string& run_dir, const ReplayOptions& options) {
   bool all = true;
   for (const auto& a : *agreements) {
     all = all && a.Equal();
-    const std::string verdict =
-        a.Equal() ? "bit for bit"
-                  : "differs from step " + std::to_string(a.first_differing_step) + " (largest gap " +
-                        Printf("%.3g", a.max_abs_difference) + ")";
+    std::string verdict = "bit for bit";
+    if (!a.Equal()) {
+      verdict = a.first_differing_step >= 0 ? "differs from step " + std::to_string(a.first_differing_step) + " (largest gap " +
+                                                  Printf("%.3g", a.max_abs_difference) + ")"
+                                            : "differs";
+      if (a.first_differing_outer_step >= 0) {
+        verdict += "; parameters first differ after the outer step at " + std::to_string(a.first_differing_outer_step) + " (" +
+                   std::to_string(a.digests_equal) + " of " + std::to_string(a.digests) + " outer steps equal)";
+      }
+    }
     std::printf("%-16s %7d %21s %14.9f %14.9f  %s\n", a.entry.c_str(), a.syncs,
                 (std::to_string(a.equal) + " of " + std::to_string(a.evaluations)).c_str(), a.final_live, a.final_replay,
                 verdict.c_str());
   }
   const std::string out = options.output.empty() ? run_dir + "-replay" : options.output;
   std::printf("replay: %s (replay.json)\n", out.c_str());
-  if (!all) return Status::Aborted("the replay's losses differ from the run's");
+  if (!all) return Status::Aborted("the replay differs from the run (its losses or its outer steps' parameters)");
   return Status::Ok();
 }
 

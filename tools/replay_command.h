@@ -49,7 +49,13 @@ struct ReplayAgreement {
   // The synchronisations the trace gave: outer steps (DiLoCo, Streaming DiLoCo), steps (DDP) or the
   // server's pushes (async DiLoCo).
   int syncs = 0;
-  bool Equal() const { return evaluations > 0 && equal == evaluations && final_live == final_replay; }
+  // The outer steps whose global parameters both runs recorded (outer_sync's digest: DiLoCo,
+  // Streaming DiLoCo), how many of them are equal, and the first that is not (-1: none).
+  int digests = 0, digests_equal = 0;
+  int64_t first_differing_outer_step = -1;
+  bool Equal() const {
+    return evaluations > 0 && equal == evaluations && digests_equal == digests && final_live == final_replay;
+  }
 };
 
 // Replays the run in `run_dir` and compares; writes <replay folder>/replay.json. An error if the run

@@ -1,5 +1,6 @@
 #include "trainer/worker.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "trainer/checkpoint.h"
@@ -14,6 +15,20 @@ void ToHost(const torch::Tensor& t, float* out) {
 void FromHost(const float* in, torch::Tensor& t) {
   torch::NoGradGuard no_grad;
   t.copy_(torch::from_blob(const_cast<float*>(in), {t.numel()}, torch::kFloat32));
+}
+
+std::string Digest(const torch::Tensor& t) {
+  const torch::Tensor host = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  const float* v = host.data_ptr<float>();
+  uint64_t h = 14695981039346656037ull;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
 }
 
 // --- Experiment::Impl: the records of all workers of one entry ---

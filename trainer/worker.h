@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/collectives.h"
@@ -94,6 +95,10 @@ struct Experiment::Impl final : EntryContext, Recorder {
 
 void ToHost(const torch::Tensor& t, float* out);
 void FromHost(const float* in, torch::Tensor& t);
+// A 64-bit digest of a float tensor's values (FNV-1a over their bits, in order), 16 hex digits: an
+// outer step's global parameters in its outer_sync event, which `narrows replay` compares step by
+// step with the replay's (equal values, equal digests; one bit apart, almost surely not).
+std::string Digest(const torch::Tensor& t);
 
 // How a reduced buffer travels: with a lossy `codec`, all but the last `exact_tail` floats
 // encoded (core::AllReduceSumEncoded), with `residuals` (the algorithm keeps one per buffer it

@@ -49,16 +49,35 @@ if(gathered EQUAL -1 OR left)
   message(FATAL_ERROR "chaos: killed processes' spools not gathered (left: ${left}):\n${events}")
 endif()
 # The storm replayed in the emulator from its membership (who was in each outer step, who was
-# welcomed back when): every evaluation and the final loss equal bit for bit.
+# welcomed back when): every evaluation, every outer step's parameters and the final loss equal bit
+# for bit. A failure prints the run's events other than its outer steps (and the launcher's), and
+# the outer steps around the first that differs.
 macro(replayed name)
   execute_process(COMMAND ${NARROWS} replay out/${name} -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                   WORKING_DIRECTORY ${WORK} TIMEOUT 240)
   string(REGEX MATCH "dl +[0-9]+ +([0-9]+) of ([0-9]+) [^\n]*bit for bit" agreed "${out}")
   if(NOT rc EQUAL 0 OR NOT agreed OR NOT CMAKE_MATCH_1 EQUAL CMAKE_MATCH_2 OR CMAKE_MATCH_2 LESS 10)
-    message(FATAL_ERROR "replay of ${name}: exit ${rc}\n${out}${err}")
+    file(STRINGS ${WORK}/out/${name}/dl/events.jsonl others REGEX "\"type\":\"(crash|evicted|join|repeated|renoticed|stale_dropped|leave|nonfinite_outer_gradient)\"")
+    list(JOIN others "\n" others)
+    set(near "")
+    string(REGEX MATCH "outer step at ([0-9]+)" first "${out}")
+    if(first)
+      file(STRINGS ${WORK}/out/${name}/dl/events.jsonl near REGEX "\"step\":${CMAKE_MATCH_1}[,}]")
+      list(JOIN near "\n" near)
+    endif()
+    message(FATAL_ERROR "replay of ${name}: exit ${rc}\n${out}${err}\nevents:\n${others}\nat the first differing outer step:\n${near}")
   endif()
 endmacro()
 replayed(chaos)
+# A restart due at once (restart_after_s: 0) comes before the killed process's exit is reaped: the
+# launcher counts each process once still, and ends when the run does (it waited forever before).
+storm(instant --set train.steps=600 --chaos "{seed: 3, kills: 3, mean_interval_s: 1, restart_after_s: 0, from_s: 1.5, until_s: 6}")
+file(STRINGS ${WORK}/out/instant/chaos.jsonl restarts REGEX "chaos_restart\"")
+list(LENGTH restarts nrestarts)
+if(NOT nrestarts EQUAL 3)
+  message(FATAL_ERROR "instant restarts: ${nrestarts} restarts, expected 3:\n${events}")
+endif()
+replayed(instant)
 # A run whose losses were not the replay's (one evaluation changed) is told apart: exit 1, and the
 # step named.
 file(REMOVE_RECURSE ${WORK}/out/altered ${WORK}/out/altered-replay)
@@ -78,6 +97,23 @@ execute_process(COMMAND ${NARROWS} replay out/altered -q RESULT_VARIABLE rc OUTP
 string(FIND "${out}" "differs from step 4000" at)
 if(NOT rc EQUAL 1 OR at EQUAL -1)
   message(FATAL_ERROR "replay of an altered run: exit ${rc}, expected 1 and 'differs from step 4000'\n${out}${err}")
+endif()
+# So is one whose parameters after an outer step were not the replay's (its digest changed), with
+# that outer step named.
+file(REMOVE_RECURSE ${WORK}/out/altered-replay)
+file(WRITE ${WORK}/out/altered/dl/metrics.jsonl "${metrics}")
+file(READ ${WORK}/out/altered/dl/events.jsonl events_text)
+string(REGEX REPLACE "\"digest\":\"[0-9a-f]+\"(,\"participants\":\\[[0-9,]+\\],\"step\":2000,)" "\"digest\":\"0000000000000000\"\\1"
+       altered "${events_text}")
+if(altered STREQUAL events_text)
+  message(FATAL_ERROR "replay: could not alter the digest of the outer step at 2000 in\n${events_text}")
+endif()
+file(WRITE ${WORK}/out/altered/dl/events.jsonl "${altered}")
+execute_process(COMMAND ${NARROWS} replay out/altered -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+string(FIND "${out}" "parameters first differ after the outer step at 2000" at)
+if(NOT rc EQUAL 1 OR at EQUAL -1)
+  message(FATAL_ERROR "replay of a run with an altered digest: exit ${rc}, expected 1 and the outer step at 2000\n${out}${err}")
 endif()
 # Partitions through the link emulator (each worker in a network namespace; root): three workers
 # are cut off from the others for 2.5 s, longer than deploy.timeout_s, so each stops (it cannot hear

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
 
 #include "core/collectives.h"
 #include "core/tags.h"
@@ -165,16 +167,38 @@ TEST_F(DistributedTest, StreamingWithoutOverlapIsReplayedFromItsOuterSteps) {
   auto trace = tools::ReadMembershipTrace(events, "events.jsonl");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   EXPECT_EQ(trace->members.size(), 6u);  // a round of 2 steps each
+  // Each outer step's event carries a digest of the fragment's global parameters after it.
+  const auto digests = [&] {
+    std::map<int64_t, std::string> out;
+    for (const auto& e : Events("sd")) {
+      if (e.value("type", "") == "outer_sync") out[e.at("step").get<int64_t>()] = e.at("digest").get<std::string>();
+    }
+    return out;
+  };
+  const std::map<int64_t, std::string> run = digests();
+  ASSERT_EQ(run.size(), 6u);
+  EXPECT_NE(run.at(2), run.at(4));
   ExperimentOptions replay;
   replay.membership = Membership::kReplay;
   replay.trace = std::make_shared<const MembershipTrace>(*trace);
   EXPECT_EQ(Run(sc, 0, replay).final_val_loss, plain.final_val_loss);
+  EXPECT_EQ(digests(), run);
   MembershipTrace crashed = *trace;
   crashed.members[6] = {0, 1};
   crashed.joiners[6] = {2};
   replay.trace = std::make_shared<const MembershipTrace>(crashed);
   const EntryResult r = Run(sc, 0, replay);
   EXPECT_NE(r.final_val_loss, plain.final_val_loss);
+  // The digests agree up to the outer step the altered trace changes, and not from it on.
+  const std::map<int64_t, std::string> altered = digests();
+  ASSERT_EQ(altered.size(), 6u);
+  for (const auto& [step, digest] : run) {
+    if (step < 6) {
+      EXPECT_EQ(altered.at(step), digest) << step;
+    } else if (step == 6) {
+      EXPECT_NE(altered.at(step), digest) << step;
+    }
+  }
   EXPECT_NE(Slurp(dir_ / "out" / "sd" / "events.jsonl").find("\"type\":\"join\",\"workers\":[2]"), std::string::npos);
 }
 

@@ -126,7 +126,8 @@ class Diloco final : public RoundAlgorithm {
     w_.Record(o_.dylu ? last_step_ : re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
       Json detail = {{"participants", round->members},
-                     {"contributors", std::isfinite(contributors) ? static_cast<int>(contributors) : 0}};
+                     {"contributors", std::isfinite(contributors) ? static_cast<int>(contributors) : 0},
+                     {"digest", Digest(global_)}};
       if (o_.dylu && std::any_of(planned_.begin(), planned_.end(), [](int64_t n) { return n > 0; })) {
         detail["inner_steps"] = planned_;  // each member's for the next round (0: not a member)
       }

@@ -290,7 +290,7 @@ class StreamingDiloco final : public RoundAlgorithm {
     if (w_.rank == r.members.front()) {
       records_.OuterSync(r.end, w_.Now(),
                    {{"participants", r.members}, {"contributors", finite ? static_cast<int>(contributors) : 0},
-                    {"fragment", pending_fragment_}, {"sent_at", comm_from_}});
+                    {"fragment", pending_fragment_}, {"sent_at", comm_from_}, {"digest", Digest(st.global)}});
       if (records_.EvalDue(r.start, r.end)) records_.MaybeEvaluate(r.start, r.end, w_.Now(), GlobalParams());  // assembled only when due
     }
     return core::Status::Ok();
