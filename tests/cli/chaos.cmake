@@ -78,10 +78,21 @@ if(NOT nrestarts EQUAL 3)
   message(FATAL_ERROR "instant restarts: ${nrestarts} restarts, expected 3:\n${events}")
 endif()
 replayed(instant)
-# A run whose losses were not the replay's (one evaluation changed) is told apart: exit 1, and the
-# step named.
-file(REMOVE_RECURSE ${WORK}/out/altered ${WORK}/out/altered-replay)
+# A copy of the run altered (FILE: what the alteration left in dl/FILE) is told apart by its
+# replay: exit 1, and EXPECTED (the place named) in what it prints.
+macro(told_apart file expected)
+  file(WRITE ${WORK}/out/altered/dl/${file} "${altered}")
+  file(REMOVE_RECURSE ${WORK}/out/altered-replay)
+  execute_process(COMMAND ${NARROWS} replay out/altered -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+  string(FIND "${out}" "${expected}" at)
+  if(NOT rc EQUAL 1 OR at EQUAL -1)
+    message(FATAL_ERROR "replay of an altered run (${file}): exit ${rc}, expected 1 and '${expected}'\n${out}${err}")
+  endif()
+endmacro()
+file(REMOVE_RECURSE ${WORK}/out/altered)
 file(COPY ${WORK}/out/chaos/ DESTINATION ${WORK}/out/altered)
+# One evaluation changed: the step named.
 file(READ ${WORK}/out/altered/dl/metrics.jsonl metrics)
 string(FIND "${metrics}" "\"val_loss\":" at REVERSE)
 string(SUBSTRING "${metrics}" 0 ${at} head)
@@ -91,30 +102,17 @@ set(altered "${head}${tail}")
 if(at EQUAL -1 OR altered STREQUAL metrics)
   message(FATAL_ERROR "replay: could not alter the last evaluation of\n${metrics}")
 endif()
-file(WRITE ${WORK}/out/altered/dl/metrics.jsonl "${altered}")
-execute_process(COMMAND ${NARROWS} replay out/altered -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                WORKING_DIRECTORY ${WORK} TIMEOUT 240)
-string(FIND "${out}" "differs from step 4000" at)
-if(NOT rc EQUAL 1 OR at EQUAL -1)
-  message(FATAL_ERROR "replay of an altered run: exit ${rc}, expected 1 and 'differs from step 4000'\n${out}${err}")
-endif()
-# So is one whose parameters after an outer step were not the replay's (its digest changed), with
-# that outer step named.
-file(REMOVE_RECURSE ${WORK}/out/altered-replay)
+told_apart(metrics.jsonl "differs from step 4000")
 file(WRITE ${WORK}/out/altered/dl/metrics.jsonl "${metrics}")
+# The parameters after one outer step changed (its digest), the losses as they were: that outer
+# step named.
 file(READ ${WORK}/out/altered/dl/events.jsonl events_text)
 string(REGEX REPLACE "\"digest\":\"[0-9a-f]+\"(,\"participants\":\\[[0-9,]+\\],\"step\":2000,)" "\"digest\":\"0000000000000000\"\\1"
        altered "${events_text}")
 if(altered STREQUAL events_text)
   message(FATAL_ERROR "replay: could not alter the digest of the outer step at 2000 in\n${events_text}")
 endif()
-file(WRITE ${WORK}/out/altered/dl/events.jsonl "${altered}")
-execute_process(COMMAND ${NARROWS} replay out/altered -q RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                WORKING_DIRECTORY ${WORK} TIMEOUT 240)
-string(FIND "${out}" "parameters first differ after the outer step at 2000" at)
-if(NOT rc EQUAL 1 OR at EQUAL -1)
-  message(FATAL_ERROR "replay of a run with an altered digest: exit ${rc}, expected 1 and the outer step at 2000\n${out}${err}")
-endif()
+told_apart(events.jsonl "parameters first differ after the outer step at 2000")
 # Partitions through the link emulator (each worker in a network namespace; root): three workers
 # are cut off from the others for 2.5 s, longer than deploy.timeout_s, so each stops (it cannot hear
 # rank 0) and starts again; once healed it rejoins, and all four are in the last outer step.
