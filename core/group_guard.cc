@@ -37,6 +37,13 @@ Result<int> GroupGuard::Guarded(int src, double timeout_s, const std::function<R
   }
 }
 
+Status GroupGuard::Current(int dst) {
+  const size_t i = static_cast<size_t>(dst);
+  const int64_t expected = dst >= 0 && i < generations_.size() ? generations_[i] : 0;
+  if (inner_.Generation(dst) == expected) return Status::Ok();
+  return Status::PeerUnavailable("rank " + std::to_string(dst) + " was replaced by a new process");
+}
+
 Status GroupGuard::Refuse(int src, const Status& s) {
   // Only the size check answers InvalidArgument for a source of the group (the transport has
   // checked the rank); the message never reached the caller's buffer.

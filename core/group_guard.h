@@ -28,8 +28,14 @@ class GroupGuard : public Transport {
 
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
-  Status Send(int dst, int tag, const void* data, size_t bytes) override { return inner_.Send(dst, tag, data, bytes); }
+  // A member whose process was replaced since the group formed (a restart) is sent nothing: the
+  // new process never makes this attempt, and what came for it would wait under the attempt's tag.
+  Status Send(int dst, int tag, const void* data, size_t bytes) override {
+    NARROWS_RETURN_IF_ERROR(Current(dst));
+    return inner_.Send(dst, tag, data, bytes);
+  }
   Status SendBorrowed(int dst, int tag, const void* data, size_t bytes, SendLease& lease) override {
+    NARROWS_RETURN_IF_ERROR(Current(dst));
     return inner_.SendBorrowed(dst, tag, data, bytes, lease);
   }
   void AwaitLent(SendLease& lease) override { inner_.AwaitLent(lease); }
@@ -53,6 +59,8 @@ class GroupGuard : public Transport {
   // Calls `receive(wait_s)` in slices of poll_s until it answers other than Timeout, a member is
   // lost, or min(timeout_s, the guard's timeout) passed.
   Result<int> Guarded(int src, double timeout_s, const std::function<Result<int>(double wait_s)>& receive);
+  // PeerUnavailable if `dst`'s process is not the one it had when the group formed.
+  Status Current(int dst);
   // A sized receive from `src` that ended in `s`: a message of the wrong size evicts its sender.
   Status Refuse(int src, const Status& s);
 

@@ -445,6 +445,8 @@ class LiveRoster final : public Roster {
         // previous process (a member that restarted meanwhile would look replaced here alone, in
         // every collective).
         for (int q : wel.group) TakeProcessOf(q);
+        joined_step_ = wel.step;
+        Purge(wel.step);
         return wel;
       }
     }
@@ -597,14 +599,26 @@ class LiveRoster final : public Roster {
     }
     Purge(step);
   }
+  //
+  // A restarted process drops, for its first kLiveSteps / 4 steps, whatever came under the tags of
+  // the kLiveSteps / 2 steps before it joined: attempts it never made, whose pieces a member still
+  // making one sent to it once it had replaced the member's old process (core::GroupGuard refuses
+  // such sends; this catches one that raced the replacement). Nothing of its own is among them: it
+  // takes part from the step it joined at, and its tags kLiveSteps / 4 steps on are not theirs yet.
   void Purge(int64_t step) {
-    const auto old = [step](const auto& a) { return step - a.first >= core::tags::kLiveSteps / 2; };
+    constexpr int64_t kSteps = core::tags::kLiveSteps;
+    const auto old = [step](const auto& a) { return step - a.first >= kSteps / 2; };
     abandoned_.erase(std::remove_if(abandoned_.begin(), abandoned_.end(), old), abandoned_.end());
     refused_.erase(std::remove_if(refused_.begin(), refused_.end(), old), refused_.end());
-    if (abandoned_.empty()) return;
-    const int64_t dropped = w_.t.DiscardQueued([this](int, int tag) {
+    const bool fresh = joined_step_ >= 0 && step - joined_step_ < kSteps / 4;
+    if (abandoned_.empty() && !fresh) return;
+    const int64_t dropped = w_.t.DiscardQueued([this, fresh](int, int tag) {
       if (tag < core::tags::kLiveBase || tag >= core::tags::kLiveEnd) return false;
       const int64_t key = (tag - core::tags::kLiveBase) / core::tags::kAlgorithmEnd;
+      if (fresh) {
+        const int64_t before = ((joined_step_ - key / core::tags::kLiveGroupCodes) % kSteps + kSteps) % kSteps;
+        if (before >= 1 && before <= kSteps / 2) return true;
+      }
       return std::any_of(abandoned_.begin(), abandoned_.end(), [key](const auto& a) { return LiveKey(a.first, a.second) == key; });
     });
     if (dropped > 0) {
@@ -669,6 +683,7 @@ class LiveRoster final : public Roster {
   int64_t epoch_step_ = -1, epoch_ = 0;
   std::vector<std::pair<int64_t, uint64_t>> abandoned_;  // (step, code) of attempts given up, recent ones
   std::vector<std::pair<int64_t, uint64_t>> refused_;    // (step, code) of attempts a notice said failed
+  int64_t joined_step_ = -1;  // a restarted process: the step it was welcomed at
 };
 
 }  // namespace

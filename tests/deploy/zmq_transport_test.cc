@@ -888,6 +888,7 @@ TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
   int32_t v = 0;
   ASSERT_TRUE(t0->Recv(1, 1, &v, 4, 5.0).ok());
   EXPECT_EQ(v, 1);
+  const int64_t first_generation = t0->Generation(1);
   int status = first.Wait();
   ASSERT_TRUE(WIFSIGNALED(status));
   const auto killed = std::chrono::steady_clock::now();
@@ -907,7 +908,14 @@ TEST(ZmqTransportTest, KilledPeerIsDetectedAndARestartRejoins) {
   ASSERT_TRUE(t0->Recv(1, 4, &v, 4, 10.0).ok());
   EXPECT_EQ(v, 43);
   EXPECT_EQ(t0->Recv(1, 2, &v, 4, 0.2).code(), core::StatusCode::kTimeout);  // the dead incarnation's is gone
-  ASSERT_TRUE(t0->Send(1, 5, &v, 4).ok());
+  // A collective's group formed with the first process sends nothing to its replacement (which
+  // never makes that group's attempts: the message would wait in it under their tag); the group
+  // of the process now does.
+  ASSERT_NE(t0->Generation(1), first_generation);
+  core::GroupGuard before(*t0, {0, 1}, 10.0, {0, first_generation});
+  EXPECT_EQ(before.Send(1, 5, &v, 4).code(), core::StatusCode::kPeerUnavailable);
+  core::GroupGuard now(*t0, {0, 1}, 10.0, {0, t0->Generation(1)});
+  ASSERT_TRUE(now.Send(1, 5, &v, 4).ok());
   status = second.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
