@@ -147,11 +147,13 @@ def label(param):
 
 slopes = {}
 for param in params:
-    if all((param, d) in optimum for d in depths) and len(depths) > 1:
+    if all((param, d) in optimum for d in depths) and len(depths) >= 3:  # a line through 3 points at least
         slopes[param] = {k: slope([math.log2(d) for d in depths], [optimum[(param, d)][k] for d in depths])[0]
                          for k in seeds}
 print("\n| claim | quantity | value [95% interval] | verdict |")
 print("|---|---|---|---|")
+if len(depths) < 3:
+    print(f"| how the optimum moves with depth | needs three depths or more; complete: {', '.join(map(str, depths))} | | not measured |")
 if "standard" in slopes:
     m, h, text = interval(list(slopes["standard"].values()))
     print(f"| the standard parameterisation's optimum falls with depth | slope of log2(optimum) on log2(depth) | {text} | {verdict(m, h, -1)} |")
