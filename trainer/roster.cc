@@ -599,7 +599,6 @@ class LiveRoster final : public Roster {
     }
     Purge(step);
   }
-  //
   // A restarted process drops, for its first kLiveSteps / 4 steps, whatever came under the tags of
   // the kLiveSteps / 2 steps before it joined: attempts it never made, whose pieces a member still
   // making one sent to it once it had replaced the member's old process (core::GroupGuard refuses
