@@ -71,7 +71,7 @@ endmacro()
 replayed(chaos)
 # A restart due at once (restart_after_s: 0) comes before the killed process's exit is reaped: the
 # launcher counts each process once still, and ends when the run does (it waited forever before).
-storm(instant --set train.steps=600 --chaos "{seed: 3, kills: 3, mean_interval_s: 1, restart_after_s: 0, from_s: 1.5, until_s: 6}")
+storm(instant --set train.steps=1000 --chaos "{seed: 3, kills: 3, mean_interval_s: 1, restart_after_s: 0, from_s: 1.5, until_s: 6}")
 file(STRINGS ${WORK}/out/instant/chaos.jsonl restarts REGEX "chaos_restart\"")
 list(LENGTH restarts nrestarts)
 if(NOT nrestarts EQUAL 3)
