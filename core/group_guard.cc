@@ -11,13 +11,22 @@ GroupGuard::GroupGuard(Transport& inner, std::vector<int> group, double timeout_
     : inner_(inner), group_(std::move(group)), timeout_s_(timeout_s), generations_(std::move(generations)),
       poll_s_(poll_s), idle_(std::move(idle)) {}
 
+namespace {
+
+// Whether rank r's process in `t` is the one `generations` names (a rank it does not list: 0).
+bool SameProcess(Transport& t, const std::vector<int64_t>& generations, int r) {
+  const size_t i = static_cast<size_t>(r);
+  return t.Generation(r) == (r >= 0 && i < generations.size() ? generations[i] : 0);
+}
+
+}  // namespace
+
 std::vector<int> GroupGuard::Lost(Transport& t, const std::vector<int>& group, const std::vector<int64_t>& generations) {
   const std::vector<int> members = t.Members();
   std::vector<int> out;
   for (int r : group) {
     const bool gone = !std::binary_search(members.begin(), members.end(), r);
-    const int64_t expected = static_cast<size_t>(r) < generations.size() ? generations[static_cast<size_t>(r)] : 0;
-    if (gone || t.Generation(r) != expected) out.push_back(r);
+    if (gone || !SameProcess(t, generations, r)) out.push_back(r);
   }
   return out;
 }
@@ -38,9 +47,7 @@ Result<int> GroupGuard::Guarded(int src, double timeout_s, const std::function<R
 }
 
 Status GroupGuard::Current(int dst) {
-  const size_t i = static_cast<size_t>(dst);
-  const int64_t expected = dst >= 0 && i < generations_.size() ? generations_[i] : 0;
-  if (inner_.Generation(dst) == expected) return Status::Ok();
+  if (SameProcess(inner_, generations_, dst)) return Status::Ok();
   return Status::PeerUnavailable("rank " + std::to_string(dst) + " was replaced by a new process");
 }
 
