@@ -101,7 +101,7 @@ std::string TcpTypeName(const std::string& tcp) {
   return "";
 }
 
-// Linux's window around ns-3's NewReno and CUBIC: six of Linux's rules that ns-3 3.37 lacks, each
+// Linux's window around ns-3's NewReno and CUBIC: seven of Linux's rules that ns-3 3.37 lacks, each
 // met by a training run's traffic (messages separated by compute).
 // - The slow-start threshold from the window: Linux's Reno halves the window (tcp_reno_ssthresh),
 //   ns-3's NewReno the bytes in flight (RFC 5681), which, after a loss found as a message starts,
@@ -133,6 +133,15 @@ std::string TcpTypeName(const std::string& tcp) {
 //   it from the window, which the recovery had shrunk to a fraction of the one before the loss, and
 //   the window then regrew by a segment a round trip: on home-100m DDP a step of 5.8 s and fifteen
 //   steps to come back, where the real run took 1.12-1.29 s a step.
+// - Growth by the segments each ACK delivered (tcp_cong_control's acked_sacked: acknowledged or
+//   selectively acknowledged for the first time), not by how far the cumulative ACK moved. The ACK
+//   that ends a fast recovery moves it past every segment selectively acknowledged during the
+//   recovery, about a window's worth, and ns-3 passes them all to the window at once: with the
+//   congestion-avoidance rule above, two segments of growth at the end of every recovery, where
+//   Linux's window gets credit for the one or two segments that ACK delivered. Under random loss,
+//   where the window lives between recoveries, ns-3 was 13% faster than the link emulator's Linux
+//   on one bulk transfer (20 MB at 100 Mbit/s, 60 ms round trip, 1% loss: 60.5 s against
+//   68.7-71.0 s; 71.1 s with the rule) and 14-19% faster on the fidelity runs at 1% loss.
 // BBR controls its window itself (and Linux skips the restart for it), so it is not wrapped.
 class LinuxWindow : public ns3::TcpCongestionOps {
  public:
@@ -161,6 +170,9 @@ class LinuxWindow : public ns3::TcpCongestionOps {
   }
   void IncreaseWindow(ns3::Ptr<ns3::TcpSocketState> tcb, uint32_t acked) override {
     if (!CwndLimited(*tcb)) return;
+    // The segments this ACK delivered, acknowledged or selectively acknowledged for the first
+    // time (the seventh rule above).
+    acked = (tcb->m_lastAckedSackedBytes + tcb->m_segmentSize - 1) / tcb->m_segmentSize;
     if (reno_ && tcb->m_cWnd < tcb->m_ssThresh && acked > 0) {  // Linux's tcp_slow_start
       const uint32_t grow = std::min(acked * tcb->m_segmentSize, tcb->m_ssThresh.Get() - tcb->m_cWnd.Get());
       tcb->m_cWnd = tcb->m_cWnd.Get() + grow;

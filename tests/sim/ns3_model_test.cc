@@ -419,6 +419,17 @@ TEST(Ns3ModelTest, UnderRandomLossRenosWindowGrowsASegmentARoundTripAsLinuxs) {
   EXPECT_NEAR(d.linux_window[0] / mathis_s, 1.0, 0.2) << d.linux_window[0] << " s against the formula's " << mathis_s;
 }
 
+TEST(Ns3ModelTest, UnderRandomLossAWindowGrowsByWhatEachAckDelivered) {
+  // 20 MB at 100 Mbit/s, 30 ms one way, 0.5% loss on each of the path's two links: Linux's Reno
+  // through the link emulator took 66.9-71.5 s, 69.2 s on average (six transfers between two
+  // namespaces: `narrows linkemu --tcp reno` on this network, a Python socket pair). ns-3 passed every
+  // segment selectively acknowledged during a fast recovery to the window again when the recovery
+  // ended, two segments of growth a loss episode more than Linux's, and took 60.5 s.
+  const double real_s = 69.2;
+  const Windows d = Durations(Topology::Star(UniformLinks(2, 100e6, 0.030, 0.005)), {{0, 1, 20'000'000, 0.0}}, "newreno");
+  EXPECT_NEAR(d.linux_window[0] / real_s, 1.0, 0.06) << d.linux_window[0] << " s against the link emulator's " << real_s;
+}
+
 TEST(Ns3ModelTest, ReadsItsOwnScenarioBlock) {
   auto sc = core::ParseScenario("network: {model: ns3, mtu: 9000, ns3: {tcp: newreno, queue_packets: 50, fast_forward: false, window: ns3, rto: rfc6298}}\n", "n.yaml");
   ASSERT_TRUE(sc.ok()) << sc.status().ToString();
