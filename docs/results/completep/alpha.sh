@@ -9,4 +9,7 @@
 #   KEY=VALUE: further --set overrides for every run (device=cuda, output.dir=...).
 set -euo pipefail
 here=$(dirname "$0")
-PARAMS=completep NAME=completep-alpha exec "$here/fine.sh" "${1:-build/narrows}" "${2:-2}" model.depth_alpha=0.5 "${@:3}"
+# The parameterisation is set before α: the sweep checks its --set overrides on the scenario
+# before its --grid axes, and completep.yaml's own parameterisation is the standard one.
+PARAMS=completep NAME=completep-alpha exec "$here/fine.sh" "${1:-build/narrows}" "${2:-2}" model.parameterization=completep \
+  model.depth_alpha=0.5 "${@:3}"
