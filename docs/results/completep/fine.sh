@@ -3,7 +3,7 @@
 # factor of sqrt(2) apart around the coarse grid's optima (0.0028-0.0113), two parameterisations x
 # four depths x five seeds, 200 runs of completep.yaml's setting (400 steps). Each (parameterisation,
 # depth, learning rate) is its own sweep over the seeds, JOBS of them at once (one thread each), the
-# deepest first; then the whole grid's report and tables (table.py: every loss a mean over the five
+# deepest first; then the whole grid's report, its figure (docs/results/completep/NAME.png) and tables (table.py: every loss a mean over the five
 # seeds with its 95% t-interval, each claim a paired interval and verdict). Resumable: a finished
 # seed is not run again. About four hours on 2 cores (a depth-16 run: about 5 minutes of one core).
 # The points are kept in docs/results/completep/data (its .gitignore keeps each seed's summary.json
@@ -40,6 +40,11 @@ wait
 # Every point is finished: this writes the whole grid's results.csv and report.
 "$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization="$params" \
   --grid model.n_layers=2,4,8,16 --grid train.lr=$lrs --report
+# The figure of docs/results.md (the top of the report, drawn by headless Chromium).
+if command -v chromium >/dev/null; then
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,700 \
+    --screenshot="docs/results/completep/$name.png" "$dir/$name-sweep/report.html" 2>/dev/null || true
+fi
 sweeps=("$dir/completep-fine-sweep")
 [ "$name" = completep-fine ] || sweeps+=("$dir/$name-sweep")
 python3 docs/results/completep/table.py "${sweeps[@]}"
