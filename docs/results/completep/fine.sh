@@ -3,8 +3,9 @@
 # factor of sqrt(2) apart around the coarse grid's optima (0.0028-0.0113), two parameterisations x
 # four depths x five seeds, 200 runs of completep.yaml's setting (400 steps). Each (parameterisation,
 # depth, learning rate) is its own sweep over the seeds, JOBS of them at once (one thread each), the
-# deepest first; then the whole grid's report, its figure (docs/results/completep/NAME.png) and tables (table.py: every loss a mean over the five
-# seeds with its 95% t-interval, each claim a paired interval and verdict). Resumable: a finished
+# deepest first; then the whole grid's report, its figure (docs/results/completep/NAME.png) and
+# tables (table.py: every loss a mean over the five seeds with its 95% t-interval, each claim a
+# paired interval and verdict). Resumable: a finished
 # seed is not run again. About four hours on 2 cores (a depth-16 run: about 5 minutes of one core).
 # The points are kept in docs/results/completep/data (its .gitignore keeps each seed's summary.json
 # and scenario.yaml, a few kB, and leaves out the rest), so that what is measured is committed as it
