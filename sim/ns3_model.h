@@ -28,7 +28,7 @@ struct Ns3Options {
   std::string tcp = "cubic";     // cubic, newreno or bbr (ns-3 3.37 has TcpBbr)
   int mtu = 1500;                // bytes per IP packet; 9000 = jumbo frames
   int64_t queue_packets = 0;     // switch ports (drop-tail); 0 = queue_s, else one bandwidth-delay product, at least 100
-  double queue_s = 0.0;          // switch ports: seconds at the link's bandwidth (at least 64 KiB), if queue_packets is 0
+  double queue_s = 0.0;          // switch ports: bytes for this many seconds at the link's bandwidth (at least 64 KiB), if queue_packets is 0
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
   uint32_t seed = 1;             // ns-3 random streams (loss)
   int frame_header_bytes = 52;   // per message, as the real transport's frame header (deploy/frame.h)
