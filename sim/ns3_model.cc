@@ -141,7 +141,7 @@ std::string TcpTypeName(const std::string& tcp) {
 //   Linux's window gets credit for the one or two segments that ACK delivered. Under random loss,
 //   where the window lives between recoveries, ns-3 was 13% faster than the link emulator's Linux
 //   on one bulk transfer (20 MB at 100 Mbit/s, 60 ms round trip, 1% loss: 60.5 s against
-//   68.7-71.0 s; 71.1 s with the rule) and 14-19% faster on the fidelity runs at 1% loss.
+//   66.9-71.5 s; 71.1 s with the rule) and 14-19% faster on the fidelity runs at 1% loss.
 // BBR controls its window itself (and Linux skips the restart for it), so it is not wrapped.
 class LinuxWindow : public ns3::TcpCongestionOps {
  public:
@@ -682,9 +682,9 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
           // ACK takes its 52 bytes of the queue, not a full packet's place. Counted in packets of
           // the MTU, a port carrying one flow's data and another's ACKs (every worker's uplink in
           // a ring) was full at about two thirds of its bytes and dropped data the link emulator
-          // holds: a 3.4 MB ring all-reduce among 4 workers over 100 Mbit/s and 1 ms took 0.59 s a
-          // round in ns-3 (0.53 after 20 rounds, as the windows regrew) where the link emulator's
-          // Linux took 0.45 s and dropped nothing; 0.44 s with the queue in bytes.
+          // holds: rounds of a 3.4 MB ring all-reduce among 4 workers over 100 Mbit/s and 1 ms took
+          // 1.08 and 0.92 s in ns-3, then 0.61 s falling to 0.53 by the 20th as the windows regrew,
+          // where the link emulator's Linux took 0.45 s and dropped nothing; 0.44 s in bytes.
           const int64_t bytes = std::max<int64_t>(64 << 10, std::llround(PeakBandwidth(link) / 8 * options.queue_s));
           tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::BYTES, static_cast<uint32_t>(bytes)));
         } else {
