@@ -676,7 +676,6 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
         fq.Install(NetDeviceContainer(tx));
         tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
       } else {
-        const int64_t bdp_packets = std::llround(std::ceil(PeakBandwidth(link) / 8 * link_rtt[dir] / options.mtu));
         if (options.queue_packets <= 0 && options.queue_s > 0.0) {
           // queue_s at the link's bandwidth in bytes, as the link emulator's queues hold them: an
           // ACK takes its 52 bytes of the queue, not a full packet's place. Counted in packets of
@@ -688,6 +687,7 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
           const int64_t bytes = std::max<int64_t>(64 << 10, std::llround(PeakBandwidth(link) / 8 * options.queue_s));
           tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::BYTES, static_cast<uint32_t>(bytes)));
         } else {
+          const int64_t bdp_packets = std::llround(std::ceil(PeakBandwidth(link) / 8 * link_rtt[dir] / options.mtu));
           const int64_t queue = options.queue_packets > 0 ? options.queue_packets : std::max(kMinQueuePackets, bdp_packets);
           tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, static_cast<uint32_t>(queue)));
         }
