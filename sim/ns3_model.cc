@@ -26,6 +26,7 @@ constexpr uint16_t kPort = 9000;
 constexpr int kTcpIpHeaderBytes = 52;  // IPv4 20 + TCP 20 + timestamp option 12
 constexpr int64_t kMinQueuePackets = 100;
 constexpr uint32_t kHostRingPackets = 16;  // device queue under a host's queue discipline
+constexpr uint32_t kNicQueuePackets = 10000;  // a NIC's transmit queue without one
 constexpr uint32_t kChunkBytes = 64 * 1024;  // bytes handed to a socket per Send call
 constexpr uint32_t kBufferBytes = 1u << 30;
 // Fast-forward: bytes a connection keeps written but not yet sent (refilled at each ACK), how
@@ -641,13 +642,47 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
   const auto& links = topology.links();
   const std::vector<double> link_rtt = LinkRtts(topology);
   Ipv4AddressGenerator::Reset();  // addresses are global too; a previous model's would collide
+  // With a NIC rate, each worker reaches its links through a node of its own (its interface),
+  // joined to it at that rate: a worker's packets reach its access link's queue at the NIC's pace,
+  // not all at once. Nodes: workers, switches, then the NICs.
+  const bool nic = options.nic_bps > 0.0;
+  const int nic_base = g.num_nodes;
+  auto end_node = [&](int node) { return nic && node >= 0 && node < n ? nic_base + node : node; };
   NodeContainer nodes;
-  nodes.Create(static_cast<uint32_t>(g.num_nodes));
+  nodes.Create(static_cast<uint32_t>(g.num_nodes + (nic ? n : 0)));
   InternetStackHelper internet;
   internet.Install(nodes);
   Ipv4AddressHelper addresses;
   addresses.SetBase("10.0.0.0", "255.255.255.252");
   TrafficControlHelper tc;
+  // A worker's own egress: Linux's default fq_codel over a short device ring, so the ACKs of its
+  // incoming flows do not wait behind (or drop behind) its outgoing data.
+  auto host_fq_codel = [&](Ptr<PointToPointNetDevice> tx) {
+    TrafficControlHelper fq;
+    fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
+    fq.Install(NetDeviceContainer(tx));
+    tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
+  };
+  for (int w = 0; nic && w < n; ++w) {
+    PointToPointHelper p2p;
+    p2p.SetChannelAttribute("Delay", TimeValue(Seconds(0)));
+    p2p.SetDeviceAttribute("Mtu", UintegerValue(static_cast<uint16_t>(options.mtu)));
+    p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(options.nic_bps))));
+    NetDeviceContainer devices = p2p.Install(nodes.Get(static_cast<uint32_t>(w)), nodes.Get(static_cast<uint32_t>(nic_base + w)));
+    Ipv4InterfaceContainer ifaces = addresses.Assign(devices);
+    addresses.NewNetwork();
+    tc.Uninstall(devices);
+    for (uint32_t k = 0; k < 2; ++k) {
+      auto tx = DynamicCast<PointToPointNetDevice>(devices.Get(k));
+      if (k == 0 && options.host_qdisc == "fq_codel") {
+        host_fq_codel(tx);
+      } else {
+        // As a Linux interface's transmit queue (the link emulator's TUN devices: 10,000 packets).
+        tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kNicQueuePackets));
+      }
+    }
+    m.worker_of_address[ifaces.GetAddress(0).Get()] = w;
+  }
   m.directions.resize(links.size());
   for (size_t l = 0; l + 1 < links.size(); l += 2) {
     const size_t r = l + 1;  // the reverse direction
@@ -657,8 +692,8 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
     PointToPointHelper p2p;
     p2p.SetChannelAttribute("Delay", TimeValue(NanoSeconds(ToNs(links[l].latency_s))));
     p2p.SetDeviceAttribute("Mtu", UintegerValue(static_cast<uint16_t>(options.mtu)));
-    NetDeviceContainer devices = p2p.Install(nodes.Get(static_cast<uint32_t>(g.from[l])),
-                                             nodes.Get(static_cast<uint32_t>(g.to[l])));
+    NetDeviceContainer devices = p2p.Install(nodes.Get(static_cast<uint32_t>(end_node(g.from[l]))),
+                                             nodes.Get(static_cast<uint32_t>(end_node(g.to[l]))));
     Ipv4InterfaceContainer ifaces = addresses.Assign(devices);
     addresses.NewNetwork();
     tc.Uninstall(devices);  // no default queue discipline; hosts get theirs below
@@ -667,14 +702,9 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
       auto tx = DynamicCast<PointToPointNetDevice>(devices.Get(k));
       auto rx = DynamicCast<PointToPointNetDevice>(devices.Get(1 - k));
       tx->SetDataRate(DataRate(static_cast<uint64_t>(std::max(1.0, PeakBandwidth(link)))));
-      const bool host = (k == 0 ? g.from[l] : g.to[l]) < n;
+      const bool host = !nic && (k == 0 ? g.from[l] : g.to[l]) < n;
       if (host && options.host_qdisc == "fq_codel") {
-        // A worker's own egress: Linux's default fq_codel over a short device ring, so the ACKs of
-        // its incoming flows do not wait behind (or drop behind) its outgoing data.
-        TrafficControlHelper fq;
-        fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
-        fq.Install(NetDeviceContainer(tx));
-        tx->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kHostRingPackets));
+        host_fq_codel(tx);
       } else {
         if (options.queue_packets <= 0 && options.queue_s > 0.0) {
           // queue_s at the link's bandwidth in bytes, as the link emulator's queues hold them: an
@@ -699,7 +729,7 @@ ns3::NodeContainer Ns3Model::BuildNetwork(Impl& m, const Topology& topology) {
       rx->SetReceiveErrorModel(errors);
       m.directions[dir] = {tx, errors, rx};
     }
-    for (uint32_t k = 0; k < 2; ++k) {
+    for (uint32_t k = 0; k < 2 && !nic; ++k) {
       const int node = k == 0 ? g.from[l] : g.to[l];
       if (node < n) m.worker_of_address[ifaces.GetAddress(k).Get()] = node;
     }
@@ -1010,6 +1040,7 @@ NetworkModelPlugin Ns3Plugin() {
     o->host_qdisc = r.Enum<std::string>("host_qdisc", "fq_codel", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}});
     o->linux_window = r.Enum<bool>("window", true, {{"linux", true}, {"ns3", false}});
     o->linux_rto = r.Enum<bool>("rto", true, {{"linux", true}, {"rfc6298", false}});
+    o->nic_bps = r.Double("nic_bps", 0.0, 0.0, 1e13);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -1023,6 +1054,7 @@ NetworkModelPlugin Ns3Plugin() {
     o.host_qdisc = own.host_qdisc;
     o.linux_window = own.linux_window;
     o.linux_rto = own.linux_rto;
+    o.nic_bps = own.nic_bps;
     o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
     return std::make_unique<Ns3Model>(std::move(topology), o);
   };

@@ -217,6 +217,32 @@ TEST(Ns3ModelTest, AQueueInSecondsIsThatManyBytesAtTheLinksRate) {
   EXPECT_EQ(deep.first, 0);
 }
 
+// A worker's interface rate (nic_bps) paces its packets into its access link's queue. Without it
+// a window leaves the host at once: over 1 Gbit/s, 30 ms and a 5 ms queue (625 kB), a 4 MB
+// transfer's slow start overflows the queue. An interface at the link's own rate keeps the queue
+// empty (the burst waits in the host's transmit queue) and the transfer loses nothing; the
+// interface adds no latency a small message would see beyond its own serialisation.
+TEST(Ns3ModelTest, AnInterfaceRatePacesAWindowIntoTheAccessLinksQueue) {
+  auto run = [](double nic_bps, int64_t bytes) {
+    Ns3Options o;
+    o.tcp = "newreno";
+    o.host_qdisc = "drop_tail";
+    o.queue_s = 0.005;
+    o.nic_bps = nic_bps;
+    Ns3Model model(Topology::Star(UniformLinks(2, 1e9, 0.030)), o);
+    const auto t = SimulateMessages(model, {{0, 1, bytes, 0.0}});
+    int64_t dropped = 0;
+    for (const auto& c : model.counters()->links()) dropped += c.dropped_queue;
+    return std::make_pair(dropped, t[0]);
+  };
+  const auto at_once = run(0.0, 4'000'000), paced = run(1e9, 4'000'000);
+  EXPECT_GT(at_once.first, 0);
+  EXPECT_EQ(paced.first, 0);
+  EXPECT_LT(paced.second, at_once.second);
+  const auto small = run(0.0, 1000), small_paced = run(1e9, 1000);
+  EXPECT_NEAR(small_paced.second, small.second, 1e-4);
+}
+
 // ... and an ACK takes its bytes of such a queue, not a packet's place. In a ring all-reduce every
 // worker's uplink carries its data to the next worker and its ACKs to the one before. Rounds of a
 // 3.4 MB ring among 4 workers over 100 Mbit/s, 1 ms and 100 ms queues, each after a barrier (as

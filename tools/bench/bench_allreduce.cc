@@ -5,7 +5,9 @@
 // (AllreduceRing and AllreduceRingChunked over its TCP transport), measured in the same run.
 // `one p2p-IMPL ...` sends the buffer from rank 0 to rank 1 instead (tools/bench/wan). For one
 // process: BENCH_BIND (the interface to bind, as between namespaces), BENCH_SEND_AHEAD (the ring's
-// bytes ahead of its receives), BULK_COUNTS=1 (print where the bulk plane put what it received).
+// bytes ahead of its receives), BULK_COUNTS=1 (print where the bulk plane put what it received),
+// BENCH_GAP_S (seconds each rank sleeps before each round's barrier, as a step's compute leaves the
+// connections idle: TCP's restart after idle then shapes the round).
 //
 // Prints per case the time per all-reduce and the bus bandwidth (NCCL-tests' convention:
 // S/t · 2(n-1)/n, the bytes each rank's link carries per second), and narrows' ratio to the best
@@ -35,6 +37,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/collectives.h"
@@ -70,8 +73,19 @@ bool Correct(const std::vector<float>& v, int n) {
 template <typename Barrier, typename Fn>
 double Time(int iters, std::vector<float>& data, const std::vector<float>& pattern, Barrier&& barrier,
             Fn&& allreduce) {
+  // BENCH_GAP_S: seconds to sleep before each barrier (the header comment).
+  double gap_s = 0.0;
+  if (const char* gap = std::getenv("BENCH_GAP_S")) {
+    char* end = nullptr;
+    gap_s = std::strtod(gap, &end);
+    if (end == gap || *end != '\0' || !(gap_s >= 0.0 && gap_s <= 3600.0)) {
+      std::fprintf(stderr, "bench_allreduce: BENCH_GAP_S '%s': expected seconds from 0 to 3600\n", gap);
+      std::exit(2);
+    }
+  }
   auto setup = [&] {
     std::copy(pattern.begin(), pattern.end(), data.begin());
+    if (gap_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(gap_s));
     return barrier();
   };
   for (int i = 0; i < 2; ++i) {
