@@ -84,6 +84,7 @@ void ReadNetwork(Section n, Scenario& sc) {
   net.mtu = static_cast<int>(n.Int("mtu", 1500, 576, 9216));
   net.stall_timeout_s = n.Double("stall_timeout_s", 600.0, 0.0, 1e12);
   net.queue_ms = n.Double("queue_ms", 0.0, 0.0, 60'000.0);
+  net.nic_bps = n.Double("nic_bps", 0.0, 0.0, 1e13);
   net.model_options = ReadBlockPlugin(n, BlockSlot::kNetworkModel, "model", net.model, sc);
   net.topology = n.Enum<TopologyKind>("topology", TopologyKind::kStar,
                                       {{"star", TopologyKind::kStar}, {"islands", TopologyKind::kIslands}});

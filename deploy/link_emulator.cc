@@ -55,6 +55,7 @@ struct LinkEmulator::Impl {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   uint64_t order = 0;
   std::vector<LinkState> links;
+  std::vector<double> nic_free_at;  // per worker: when its interface has sent what it has (nic_bps)
   std::unique_ptr<std::atomic<bool>[]> cut;  // per link: cut by Partition (set from any thread)
   std::mt19937_64 rng;
   std::uniform_real_distribution<double> uniform{0.0, 1.0};
@@ -113,7 +114,13 @@ struct LinkEmulator::Impl {
     packet->src = src;
     packet->dst = dst;
     packet->route = &o.routes[static_cast<size_t>(src * o.workers + dst)];
-    Forward(std::move(packet), Now());
+    const double now = Now();
+    if (o.nic_bps <= 0.0) return Forward(std::move(packet), now);
+    // Through the worker's interface: its packets leave in order, each size / rate after the last.
+    double& free_at = nic_free_at[static_cast<size_t>(src)];
+    free_at = std::max(free_at, now) + static_cast<double>(n) * 8.0 / o.nic_bps;
+    events.push({free_at, order++, std::move(packet)});
+    Arm();
   }
 
   // The packet reaches the queue of its route's next link at `t` (or its destination).
@@ -230,6 +237,8 @@ core::Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Create(LinkEmulatorOpt
   }
   impl->cut = std::make_unique<std::atomic<bool>[]>(impl->links.size());
   for (size_t l = 0; l < impl->links.size(); ++l) impl->cut[l] = false;
+  if (options.nic_bps < 0.0) return core::Status::InvalidArgument("link emulator: a negative interface rate");
+  impl->nic_free_at.assign(static_cast<size_t>(n), 0.0);
   impl->o = std::move(options);
   impl->tuns = std::move(tuns);
   for (const auto& tun : impl->tuns) {

@@ -43,6 +43,11 @@ struct LinkEmulatorOptions {
   std::vector<std::vector<int>> routes;  // [src * workers + dst]: the links a packet crosses
   uint32_t subnet = 0;                   // worker w is subnet + w + 1
   uint64_t seed = 0;                     // of the loss draws
+  // Each worker's interface rate (bits/s): a packet read from its device reaches the first link of
+  // its route when the interface has sent it, one after another at this rate (a NIC's, behind an
+  // unbounded host queue), not at the moment the loop read it; 0: at once. It fixes the pace at
+  // which a burst reaches a queue, which otherwise is the pace of the loop's reads.
+  double nic_bps = 0.0;
   // A file to log every packet's fate on every link to ("": none), as CSV with a header:
   // time_s,link,src,dst,sport,dport,event,bytes,wait_s. Per link a packet reaches: `sent` at the
   // time it reached the link's queue (wait_s: how long it waited there for the link), or `queue`,

@@ -1040,7 +1040,6 @@ NetworkModelPlugin Ns3Plugin() {
     o->host_qdisc = r.Enum<std::string>("host_qdisc", "fq_codel", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}});
     o->linux_window = r.Enum<bool>("window", true, {{"linux", true}, {"ns3", false}});
     o->linux_rto = r.Enum<bool>("rto", true, {{"linux", true}, {"rfc6298", false}});
-    o->nic_bps = r.Double("nic_bps", 0.0, 0.0, 1e13);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
@@ -1054,7 +1053,7 @@ NetworkModelPlugin Ns3Plugin() {
     o.host_qdisc = own.host_qdisc;
     o.linux_window = own.linux_window;
     o.linux_rto = own.linux_rto;
-    o.nic_bps = own.nic_bps;
+    o.nic_bps = sc.network.nic_bps;
     o.seed = static_cast<uint32_t>(sc.seed % 0xffffffffu) + 1;
     return std::make_unique<Ns3Model>(std::move(topology), o);
   };

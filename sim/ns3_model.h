@@ -30,8 +30,8 @@ struct Ns3Options {
   int64_t queue_packets = 0;     // switch ports (drop-tail); 0 = queue_s, else one bandwidth-delay product, at least 100
   double queue_s = 0.0;          // switch ports: bytes for this many seconds at the link's bandwidth (at least 64 KiB), if queue_packets is 0
   std::string host_qdisc = "fq_codel";  // workers' egress: fq_codel (Linux's default) or drop_tail
-  // Workers' interface rate (bits/s): a worker's packets reach its access link's queue at this
-  // pace (a NIC faster than the link, or the link emulator's forwarder reading them); 0: at once.
+  // Workers' interface rate (bits/s, the scenario's network.nic_bps): a worker's packets reach its
+  // access link's queue at this pace; 0: at once.
   double nic_bps = 0.0;
   uint32_t seed = 1;             // ns-3 random streams (loss)
   int frame_header_bytes = 52;   // per message, as the real transport's frame header (deploy/frame.h)
@@ -52,7 +52,6 @@ struct Ns3ScenarioOptions : core::PluginOptions {
   int64_t queue_packets = 0;  // 0 = one bandwidth-delay product, at least 100
   bool fast_forward = true;   // false: every packet of every transfer
   std::string host_qdisc = "fq_codel";  // or drop_tail (a switch port's queue: as the link emulator's links)
-  double nic_bps = 0.0;       // workers' interface rate; 0: their packets reach the access link at once
   bool linux_window = true;   // window: linux (growth while used, restart after idle) or ns3
   bool linux_rto = true;      // rto: linux (srtt + max(4 rttvar, 200 ms)) or rfc6298 (at least 1 s)
 };

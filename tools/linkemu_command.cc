@@ -68,6 +68,7 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
   o.subnet = deploy::Ipv4(10, 77, 0, 0);
   o.seed = static_cast<uint64_t>(sc.seed);
   o.packet_log = packet_log;
+  o.nic_bps = sc.network.nic_bps;
   for (const sim::Link& l : topology.links()) {
     deploy::EmulatedLink e;
     e.name = l.name;

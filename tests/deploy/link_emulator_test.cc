@@ -68,6 +68,7 @@ class LinkEmulatorTest : public ::testing::Test {
         l.name = dir + std::to_string(w);
         l.bandwidth_bps = bandwidth_bps;
         l.latency_s = link_latency_s;
+        l.queue_bytes = queue_bytes_;
         o.links.push_back(l);
       }
     }
@@ -76,6 +77,7 @@ class LinkEmulatorTest : public ::testing::Test {
     o.links[0].burst = up0_burst;
     o.routes = {{}, {0, 3}, {2, 1}, {}};
     o.packet_log = packet_log;
+    o.nic_bps = nic_bps_;
     auto emu = LinkEmulator::Create(o, tuns);
     ASSERT_TRUE(emu.ok()) << emu.status().ToString();
     emu_ = std::move(*emu);
@@ -153,6 +155,38 @@ class LinkEmulatorTest : public ::testing::Test {
     return r;
   }
 
+  // Sends `count` datagrams of `bytes` from worker 0 to worker 1's `port` as fast as the socket
+  // takes them, and returns how many arrived (read as they come, until none has for 300 ms).
+  int SendBurst(int port, int count, size_t bytes) {
+    const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
+    const sockaddr_in at = Address(kSubnet + 2, port);
+    EXPECT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+    timeval tv{0, 300000};
+    ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int received = 0;
+    std::thread sink([&] {
+      std::vector<char> buf(bytes);
+      while (::recv(server, buf.data(), buf.size(), 0) > 0) ++received;
+    });
+    const std::vector<char> data(bytes, 'x');
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(::sendto(client, data.data(), bytes, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at),
+                static_cast<ssize_t>(bytes));
+    }
+    sink.join();
+    ::close(server);
+    ::close(client);
+    return received;
+  }
+
+  // A fresh pair of namespaces and emulator (for a test that compares two settings).
+  void Remake() {
+    emu_.reset();
+    namespaces_.clear();
+  }
+
+  double nic_bps_ = 0.0;       // LinkEmulatorOptions::nic_bps of the next Make
+  int64_t queue_bytes_ = 0;    // every link's queue_bytes of the next Make
   std::vector<NetNamespace> namespaces_;
   std::unique_ptr<LinkEmulator> emu_;
 };
@@ -360,6 +394,32 @@ TEST_F(LinkEmulatorTest, AnOutageDropsWhatIsSentWhileItLasts) {
   EXPECT_EQ(up.dropped_down + received, 90);
   ::close(server);
   ::close(client);
+}
+
+// A worker's interface rate paces a burst into its uplink's queue. 100 datagrams of 1,000 bytes
+// (1,028 on the wire) sent at once to a 10 Mbit/s link with a 10-packet queue: read by the loop
+// as fast as it can, all but the queue's worth are dropped; through an interface at the link's
+// rate none is, and every one arrives; at twice the link's rate the queue fills half as fast as
+// they come (one packet in two is left waiting), so it overflows after about 20 and about 40 are
+// dropped.
+TEST_F(LinkEmulatorTest, AnInterfaceRatePacesABurstIntoTheLinksQueue) {
+  constexpr int kCount = 100;
+  constexpr double kLink = 10e6;
+  queue_bytes_ = 10 * 1028;
+  auto burst = [&](double nic_bps) {
+    Remake();
+    nic_bps_ = nic_bps;
+    Make(kLink, 0.001);
+    const int received = SendBurst(7006, kCount, 1000);
+    const LinkStats up = emu_->Stats()[0];
+    EXPECT_EQ(up.dropped_queue + received, kCount) << "nic_bps " << nic_bps;  // nothing else lost them
+    return up.dropped_queue;
+  };
+  EXPECT_GE(burst(0.0), 80);
+  EXPECT_EQ(burst(kLink), 0);
+  const int64_t half = burst(2 * kLink);
+  EXPECT_GE(half, 30);
+  EXPECT_LE(half, 50);
 }
 
 // A worker cut off by Partition loses what it sends and what is sent to it; healed, both pass again.

@@ -13,6 +13,7 @@
 #include "core/collectives.h"
 #include "core/scenario.h"
 #include "emu/engine.h"
+#include "emu/network_from_scenario.h"
 #include "sim/analytic_model.h"
 
 namespace narrows::sim {
@@ -241,6 +242,22 @@ TEST(Ns3ModelTest, AnInterfaceRatePacesAWindowIntoTheAccessLinksQueue) {
   EXPECT_LT(paced.second, at_once.second);
   const auto small = run(0.0, 1000), small_paced = run(1e9, 1000);
   EXPECT_NEAR(small_paced.second, small.second, 1e-4);
+  // The scenario's network.nic_bps is the rate the model is given (the link emulator reads the
+  // same key), and a negative rate is an error naming it.
+  auto dropped = [](const std::string& nic) {
+    auto sc = core::ParseScenario("workers: {count: 2}\nnetwork: {model: ns3, bandwidth_bps: 1e9, latency_ms: 30, "
+                                  "queue_ms: 5" + nic + ", ns3: {tcp: newreno, host_qdisc: drop_tail}}\n", "n.yaml");
+    EXPECT_TRUE(sc.ok()) << sc.status().ToString();
+    auto model = emu::NetworkFromScenario(*sc);
+    SimulateMessages(*model, {{0, 1, 4'000'000, 0.0}});
+    int64_t n = 0;
+    for (const auto& c : model->counters()->links()) n += c.dropped_queue;
+    return n;
+  };
+  EXPECT_GT(dropped(""), 0);
+  EXPECT_EQ(dropped(", nic_bps: 1e9"), 0);
+  EXPECT_NE(core::ParseScenario("network: {nic_bps: -1}\n", "c.yaml").status().message().find("network.nic_bps"),
+            std::string::npos);
 }
 
 // ... and an ACK takes its bytes of such a queue, not a packet's place. In a ring all-reduce every

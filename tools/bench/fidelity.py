@@ -84,14 +84,18 @@ def steady(name, entry):
 # near-100m and wan-1g-30ms (not run by default) separate bandwidth from latency: home-100m's
 # bandwidth without its latency, and internet-1g's bandwidth at home-100m's latency; shallow-100m
 # and shallow-1g (not run by default) have queues shorter than their round trip, which a ring
-# phase's burst overflows: home-100m with 50 ms, wan-1g-30ms with 5 ms.
+# phase's burst overflows: home-100m with 50 ms, wan-1g-30ms with 5 ms; shallow-1g-nic2g is
+# shallow-1g with each worker's interface at 2 Gbit/s (network.nic_bps, in the link emulator and in
+# ns-3 alike), so that a burst reaches a queue at one pace, not at the pace of the forwarder's reads.
 LINKEMU = [("home-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30"]),
            ("internet-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=50"]),
            ("lossy-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.loss=0.01"]),
            ("near-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=1"]),
            ("wan-1g-30ms", ["network.bandwidth_bps=1e9", "network.latency_ms=30"]),
            ("shallow-100m", ["network.bandwidth_bps=100e6", "network.latency_ms=30", "network.queue_ms=50"]),
-           ("shallow-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=30", "network.queue_ms=5"])]
+           ("shallow-1g", ["network.bandwidth_bps=1e9", "network.latency_ms=30", "network.queue_ms=5"]),
+           ("shallow-1g-nic2g", ["network.bandwidth_bps=1e9", "network.latency_ms=30", "network.queue_ms=5",
+                                 "network.nic_bps=2e9"])]
 DEFAULT_NETWORKS = ["home-100m", "internet-1g", "lossy-100m"]
 
 

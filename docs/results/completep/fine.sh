@@ -12,8 +12,9 @@
 # is measured and a fresh clone resumes where the last one stopped.
 # Usage: docs/results/completep/fine.sh [PATH_TO_NARROWS [JOBS [KEY=VALUE ...]]]   (from the repository root)
 #   KEY=VALUE: further --set overrides for every run (device=cuda to train on a GPU, output.dir=...).
-#   PARAMS (default standard,completep) and NAME (default completep-fine) in the environment pick
-#   the parameterisations and the sweep's name (alpha.sh: completep at depth_alpha 0.5, its own sweep).
+#   PARAMS (default standard,completep), NAME (default completep-fine) and LRS (default the five
+#   rates below) in the environment pick the parameterisations, the sweep's name and its learning
+#   rates (alpha.sh: completep at depth_alpha 0.5, its own sweep, two rates more).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 narrows=${1:-build/narrows}
@@ -27,7 +28,7 @@ for s in "${@:3}"; do
   sets+=(--set "$s")
   case $s in output.dir=*) dir=${s#output.dir=} ;; esac
 done
-lrs=0.002828,0.004,0.005657,0.008,0.011314
+lrs=${LRS:-0.002828,0.004,0.005657,0.008,0.011314}
 for depth in 16 8 4 2; do
   for param in ${params//,/ }; do
     for lr in ${lrs//,/ }; do

@@ -100,7 +100,11 @@ def band_verdict(m, h):
 
 lrs = sorted({lr for v in loss.values() for lr in v})
 seeds = sorted({k for v in loss.values() for per in v.values() for k in per})
-complete = {key: v for key, v in loss.items() if set(v) == set(lrs) and all(set(per) == set(seeds) for per in v.values())}
+# The learning rates every point has; a point may have more (a grid extended above its top rate
+# where the optimum sat at the edge). A point is complete when it has these and every seed at each
+# of its own rates; its optima are read from all of its rates.
+common = set.intersection(*(set(v) for v in loss.values())) if loss else set()
+complete = {key: v for key, v in loss.items() if common <= set(v) and all(set(per) == set(seeds) for per in v.values())}
 
 print(f"Seeds {len(seeds)}; learning rates {', '.join(f'{lr:g}' for lr in lrs)}.\n")
 print("| parameterisation | depth | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best | parabola optimum |")
@@ -177,7 +181,7 @@ deep = depths[-1]
 
 def best_loss(param):  # each seed's loss at that seed's best grid learning rate
     v = complete[(param, deep)]
-    return {k: min(v[lr][k] for lr in lrs) for k in seeds}
+    return {k: min(per[k] for per in v.values()) for k in seeds}
 
 
 for other in (p for p in params if p != "completep"):
