@@ -140,17 +140,24 @@ void AnalyticModel::Burst(Connection& c, const Flow& f, double bits) {
   }
   const auto l = static_cast<size_t>(c.bottleneck);
   const double room = std::max(0.0, queue_bits_[l] - burst_queued_[l]);
-  if (bits <= room) {
-    c.burst_bits += bits;
-    burst_queued_[l] += bits;
+  // Through an interface of nic_bps the burst arrives while the link drains it: the share of it
+  // that waits at its peak (all of it, arriving at once, without one).
+  const double share =
+      options_.nic_bps > 0.0 ? std::max(0.0, 1.0 - bandwidth_[l] / options_.nic_bps) : 1.0;
+  if (bits * share <= room) {
+    c.burst_bits += bits * share;
+    burst_queued_[l] += bits * share;
     return;
   }
-  // What found the queue full is lost: the stream stops before it until it is resent.
+  // What found the queue full is lost: the stream stops before it until it is resent. The queue
+  // filled when room / share of the burst had arrived; of the rest, the queue drops the share
+  // that it cannot drain as it arrives (what a drop-tail queue counts).
+  const double fitted = room / share;
   c.burst_bits += room;
   burst_queued_[l] += room;
-  c.hold_at = c.released_bits - (bits - room);
+  c.hold_at = c.released_bits - (bits - fitted);
   c.recover_at = kNever;
-  counters_.at(l).dropped_queue += static_cast<int64_t>(std::ceil((bits - room) / SegmentBits()));
+  counters_.at(l).dropped_queue += static_cast<int64_t>(std::ceil((bits - fitted) * share / SegmentBits()));
 }
 
 bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
@@ -451,6 +458,7 @@ NetworkModelPlugin AnalyticPlugin() {
       o.slow_start = own->slow_start;
       o.initial_window_segments = own->initial_window_segments;
       if (own->slow_start) o.queue_s = sc.network.queue_ms / 1000.0;
+      o.nic_bps = sc.network.nic_bps;
       if (own->acks) o.ack_share = AnalyticOptions::DelayedAckShare(sc.network.mtu);
     }
     return std::make_unique<AnalyticModel>(std::move(topology), o);

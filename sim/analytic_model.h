@@ -49,6 +49,10 @@ struct AnalyticOptions {
   // slow_start: each link's drop-tail queue in seconds at its bandwidth (at least 64 KiB, as the
   // link emulator's); 0: no queue limit, so nothing is lost to overflow.
   double queue_s = 0.0;
+  // queue_s: each worker's interface rate (bits/s, the scenario's network.nic_bps). A burst then
+  // reaches the queue at this pace while the link drains it, so at its peak only the share
+  // 1 - bandwidth / nic_bps of it waits there (none at or below the link's rate); 0: all of it.
+  double nic_bps = 0.0;
   // What ack_share is for Linux's delayed ACK: one 52-byte ACK per two full-size segments.
   static double DelayedAckShare(int mtu);
   // TCP over IPv4 with the timestamp option: 52 header bytes in every MTU-sized packet.

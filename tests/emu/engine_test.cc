@@ -260,6 +260,9 @@ TEST(EngineTest, AnalyticMinRtoAndStallTimeoutComeFromTheScenario) {
 // network.queue_ms reaches the analytic model's window: the same burst (two 0.5 MB messages written
 // at once on a connection a 10 MB message has opened) loses what does not fit in a 20 ms queue and
 // arrives a round trip later than with no queue limit; a negative depth is an error naming the key.
+// Through an interface at the link's rate (network.nic_bps) the burst arrives as fast as the link
+// drains it and nothing waits; at twice the link's rate half of its 8 Mbit waits at the peak, still
+// more than the queue's 2 Mbit.
 TEST(EngineTest, TheQueueDepthComesFromTheScenario) {
   auto burst = [](const std::string& queue) {
     auto sc = core::ParseScenario("workers: {count: 2}\nnetwork: {bandwidth_bps: 100e6, latency_ms: 30" + queue +
@@ -273,6 +276,8 @@ TEST(EngineTest, TheQueueDepthComesFromTheScenario) {
   };
   const double shallow = burst(", queue_ms: 20"), unlimited = burst("");
   EXPECT_GT(shallow, unlimited + 0.05) << shallow << " s against " << unlimited << " s";  // a 60 ms round trip
+  EXPECT_NEAR(burst(", queue_ms: 20, nic_bps: 100e6"), unlimited, 1e-6);
+  EXPECT_GT(burst(", queue_ms: 20, nic_bps: 200e6"), unlimited + 0.05);
   EXPECT_NE(core::ParseScenario("network: {queue_ms: -1}\n", "c.yaml").status().message().find("network.queue_ms"),
             std::string::npos);
 }
