@@ -94,10 +94,10 @@ class LinkEmulatorTest : public ::testing::Test {
     return fd;
   }
 
-  // Sends `count` one-byte datagrams from worker 0 to worker 1's `port`, ten a millisecond, and
-  // returns how many arrived: read as they come (a full socket buffer would drop them too), until
-  // none has come for 300 ms.
-  int SendDatagrams(int port, int count) {
+  // Sends `count` datagrams of `bytes` from worker 0 to worker 1's `port`, ten a millisecond
+  // (`paced`) or as fast as the socket takes them, and returns how many arrived: read as they come
+  // (a full socket buffer would drop them too), until none has come for 300 ms.
+  int SendDatagrams(int port, int count, size_t bytes = 1, bool paced = true) {
     const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
     const sockaddr_in at = Address(kSubnet + 2, port);
     EXPECT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
@@ -105,12 +105,14 @@ class LinkEmulatorTest : public ::testing::Test {
     ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int received = 0;
     std::thread sink([&] {
-      char buf[8];
-      while (::recv(server, buf, sizeof buf, 0) > 0) ++received;
+      std::vector<char> buf(std::max<size_t>(bytes, 8));
+      while (::recv(server, buf.data(), buf.size(), 0) > 0) ++received;
     });
+    const std::vector<char> data(bytes, 'x');
     for (int i = 0; i < count; ++i) {
-      EXPECT_EQ(::sendto(client, "x", 1, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at), 1);
-      if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      EXPECT_EQ(::sendto(client, data.data(), bytes, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at),
+                static_cast<ssize_t>(bytes));
+      if (paced && i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     sink.join();
     ::close(server);
@@ -153,30 +155,6 @@ class LinkEmulatorTest : public ::testing::Test {
     sink.join();
     ::close(listener);
     return r;
-  }
-
-  // Sends `count` datagrams of `bytes` from worker 0 to worker 1's `port` as fast as the socket
-  // takes them, and returns how many arrived (read as they come, until none has for 300 ms).
-  int SendBurst(int port, int count, size_t bytes) {
-    const int server = Socket(1, SOCK_DGRAM), client = Socket(0, SOCK_DGRAM);
-    const sockaddr_in at = Address(kSubnet + 2, port);
-    EXPECT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
-    timeval tv{0, 300000};
-    ::setsockopt(server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    int received = 0;
-    std::thread sink([&] {
-      std::vector<char> buf(bytes);
-      while (::recv(server, buf.data(), buf.size(), 0) > 0) ++received;
-    });
-    const std::vector<char> data(bytes, 'x');
-    for (int i = 0; i < count; ++i) {
-      EXPECT_EQ(::sendto(client, data.data(), bytes, 0, reinterpret_cast<const sockaddr*>(&at), sizeof at),
-                static_cast<ssize_t>(bytes));
-    }
-    sink.join();
-    ::close(server);
-    ::close(client);
-    return received;
   }
 
   // A fresh pair of namespaces and emulator (for a test that compares two settings).
@@ -410,7 +388,7 @@ TEST_F(LinkEmulatorTest, AnInterfaceRatePacesABurstIntoTheLinksQueue) {
     Remake();
     nic_bps_ = nic_bps;
     Make(kLink, 0.001);
-    const int received = SendBurst(7006, kCount, 1000);
+    const int received = SendDatagrams(7006, kCount, 1000, false);
     const LinkStats up = emu_->Stats()[0];
     EXPECT_EQ(up.dropped_queue + received, kCount) << "nic_bps " << nic_bps;  // nothing else lost them
     return up.dropped_queue;
