@@ -126,8 +126,8 @@ struct NetworkSpec {
   // own (the link emulator 100 ms, ns-3 `ns3.queue_packets`, the analytic model none).
   double queue_ms = 0.0;
   // Each worker's interface rate (bits/s): its packets reach its access link's queue at this pace,
-  // as a NIC faster than its link feeds a router (the link emulator and ns-3; the analytic model has
-  // no queue for a pace to fill). 0: a window reaches the queue at once.
+  // as a NIC faster than its link feeds a router (the link emulator, ns-3, and the analytic model's
+  // window with its queues). 0: a window reaches the queue at once.
   double nic_bps = 0.0;
   // The run fails when a message in transit moves no byte this long (virtual seconds; 0: never).
   double stall_timeout_s = 600.0;
