@@ -236,9 +236,10 @@ TEST_F(LinkEmulatorTest, ARoundTripTakesTwiceThePathLatency) {
 
 // A bulk transfer keeps the link busy at its bandwidth. Four streams, timed over the middle half of
 // the bytes: one stream over this 10 ms round trip leaves the queue empty for a few ms at a time
-// (the sending kernel's window validation cuts its window with no loss: 0.90-0.99 of the link over
-// 30 runs of one stream, timed first byte to last), and the handshakes, slow start and the last
-// stream's tail are TCP's, not the link's. The queue holds the four windows: nothing is dropped.
+// (the sending kernel sets its ssthresh and keeps less in flight than its window with no loss:
+// 0.90-0.99 of the link over 30 runs of one stream, timed first byte to last), and the handshakes,
+// slow start and the last stream's tail are TCP's, not the link's. The queue holds the four
+// windows: nothing is dropped.
 TEST_F(LinkEmulatorTest, ATcpTransferRunsAtTheLinksBandwidth) {
   const double bandwidth = 20e6;
   queue_bytes_ = 4 << 20;
