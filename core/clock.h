@@ -15,6 +15,10 @@ class Clock {
   // Accounts for `seconds` of computation that just finished. A virtual clock advances by it; a
   // wall clock ignores it (the time has already passed).
   virtual void ChargeCompute(double seconds) = 0;
+  // A computation that this worker, slower than its host (a speed factor below 1), takes
+  // `extra_seconds` longer over than the host did: a wall clock waits that long, so that a real
+  // process runs at its worker's speed; a virtual clock ignores it (ChargeCompute's seconds have it).
+  virtual void Pace(double extra_seconds) { (void)extra_seconds; }
   // True if time only moves when charged or when waiting (emulation).
   virtual bool is_virtual() const = 0;
 };

@@ -25,7 +25,7 @@ const CodecPlugin& Plugin(const std::string& name) {
 
 // The codec with its defaults (a bare name): its plug-in reads an empty block.
 std::shared_ptr<const CodecKernel> WithDefaults(const CodecPlugin& p) {
-  const internal::Origin origin{p.name, {}};
+  const internal::Origin origin{p.name, {}, {}};
   std::vector<std::string> errors;
   internal::Section empty(YAML::Node(YAML::NodeType::Map), p.name, &origin, &errors, YAML::Node(YAML::NodeType::Map));
   OptionReader r(&empty);
@@ -90,7 +90,7 @@ Result<CodecSpec> ParseCodec(const std::string& yaml_text) {
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("codec " + yaml_text + ": not valid YAML: " + e.msg);
   }
-  const internal::Origin origin{"codec", {}};
+  const internal::Origin origin{"codec", {}, {}};
   std::vector<std::string> errors;
   internal::Section top(root, "", &origin, &errors, YAML::Node(YAML::NodeType::Map));
   OptionReader r(&top);

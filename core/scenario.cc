@@ -187,7 +187,10 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
       }
     }
     if (!keys) {
-      s.Error(node, s.path(), "unknown algorithm '" + text + "' (expected " + KnownShorthands() + ", or a mapping)");
+      std::vector<std::string> names;
+      for (const AlgorithmParser* p : AlgorithmParsers()) names.push_back(p->name);
+      s.Error(node, s.path(), "unknown algorithm '" + text + "'" + DidYouMean(text, names) + " (expected " +
+                                  KnownShorthands() + ", or a mapping)");
       return a;
     }
     // The word stands for a mapping: its keys, read as if the file had spelt them out.
@@ -450,7 +453,48 @@ void ReadWarmStart(Section& top, const YAML::Node& root, Scenario& sc) {
   }
 }
 
+// The errors without those that follow from another: where a key that others are checked against
+// is wrong, the checks against it report nothing new (a speed list "of the wrong length", a worker
+// "out of range"), so only its own error is kept.
+std::vector<std::string> FirstCauses(const std::vector<std::string>& errors, const std::vector<std::string>& paths) {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> kDependents = {
+      {"workers.count", {"workers.speed", "network.islands", "network.workers", "network.schedule", "faults"}},
+      {"train.steps", {"faults", "train.warmup_steps", "eval.every", "warm_start"}},
+      {"model.d_model", {"model.n_heads", "model.positions"}},
+      {"model.n_heads", {"model.positions"}},
+  };
+  auto under = [](const std::string& path, const std::string& key) {
+    return path == key || path.rfind(key + ".", 0) == 0 || path.rfind(key + "[", 0) == 0;
+  };
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    const std::string& path = i < paths.size() ? paths[i] : std::string();
+    bool follows = false;
+    for (const auto& [cause, dependents] : kDependents) {
+      if (std::find(paths.begin(), paths.end(), cause) == paths.end()) continue;
+      for (const auto& d : dependents) follows = follows || under(path, d);
+    }
+    if (!follows) kept.push_back(errors[i]);
+  }
+  return kept.empty() ? errors : kept;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, ModelSpec>> ModelPresets() {
+  std::vector<std::pair<std::string, ModelSpec>> out;
+  for (const auto& p : kPresets) {
+    ModelSpec m;
+    m.preset = p.name;
+    m.d_model = p.d_model;
+    m.n_layers = p.n_layers;
+    m.n_heads = p.n_heads;
+    m.seq_len = p.seq_len;
+    m.vocab_size = p.vocab_size;
+    out.emplace_back(p.name, m);
+  }
+  return out;
+}
 
 std::vector<std::string> ModelPresetNames() {
   std::vector<std::string> out;
@@ -492,7 +536,7 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
                                    std::to_string(std::max(mark.column, 0) + 1) +
                                    ": expected a mapping of keys at the top level, got " + Describe(root));
   }
-  Origin origin{origin_name, {}};
+  Origin origin{origin_name, {}, {}};
   for (const auto& o : overrides) {
     NARROWS_RETURN_IF_ERROR(ApplyOverride(root, o));
     origin.overrides[o.key_path] = o.text;
@@ -520,7 +564,7 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
 
   if (!errors.empty()) {
     std::string message;
-    for (const auto& e : errors) message += (message.empty() ? "" : "\n") + e;
+    for (const auto& e : FirstCauses(errors, origin.error_paths)) message += (message.empty() ? "" : "\n") + e;
     return Status::InvalidArgument(message);
   }
   YAML::Emitter emitter;
@@ -561,7 +605,7 @@ Result<AlgorithmSpec> ParseEntry(const std::string& yaml_text, const Scenario& s
   } catch (const YAML::ParserException& e) {
     return Status::InvalidArgument(origin_name + ": not valid YAML: " + e.msg);
   }
-  const Origin origin{origin_name, {}};
+  const Origin origin{origin_name, {}, {}};
   std::vector<std::string> errors;
   YAML::Node resolved(YAML::NodeType::Map);
   Section item(node.IsMap() ? node : YAML::Node(), "entry", &origin, &errors, resolved);

@@ -321,6 +321,17 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
 // against `sc` as the scenario file's entries are; `origin` names it in errors.
 Result<AlgorithmSpec> ParseEntry(const std::string& yaml_text, const Scenario& sc, const std::string& origin);
 
+// The built-in link profiles (network.profile, and a link's profile:), fastest first.
+struct NetworkProfile {
+  std::string name;
+  double bandwidth_bps;
+  double latency_ms;  // one way
+};
+std::vector<NetworkProfile> NetworkProfiles();
+
+// The built-in model presets, smallest first, with the vocabulary each is meant for (the data's
+// sets it in a scenario: 256 for text, data.vocab_size for shards).
+std::vector<std::pair<std::string, ModelSpec>> ModelPresets();
 // Names of the built-in model presets, smallest first.
 std::vector<std::string> ModelPresetNames();
 

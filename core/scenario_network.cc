@@ -139,3 +139,13 @@ void ReadNetwork(Section n, Scenario& sc) {
 }
 
 }  // namespace narrows::core::internal
+
+namespace narrows::core {
+
+std::vector<NetworkProfile> NetworkProfiles() {
+  std::vector<NetworkProfile> out;
+  for (const auto& p : internal::kProfiles) out.push_back({p.name, p.bandwidth_bps, p.latency_ms});
+  return out;
+}
+
+}  // namespace narrows::core

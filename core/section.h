@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/did_you_mean.h"
 #include "core/option_reader.h"
 #include "core/scenario.h"
 
@@ -25,10 +26,18 @@ namespace narrows::core::internal {
 struct Origin {
   std::string file;
   std::map<std::string, std::string> overrides;  // key path -> override text
+  // The key path of each error, in the order of the errors: a wrong value that others are checked
+  // against (workers.count, train.steps) reports alone, not with the errors that follow from it.
+  mutable std::vector<std::string> error_paths;
 
   std::string Where(const YAML::Node& node, const std::string& path) const {
+    // The override that set this value, one inside it (key.sub, key[i]), or one that made the
+    // mapping it names (an unknown key `trian` from --set trian.steps=10).
     for (const auto& [key, text] : overrides) {
-      if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;
+      if (path == key || path.rfind(key + ".", 0) == 0 || path.rfind(key + "[", 0) == 0 ||
+          key.rfind(path + ".", 0) == 0) {
+        return "--set " + text;
+      }
     }
     std::ostringstream out;
     out << file;
@@ -147,14 +156,17 @@ class Section {
       return fallback;
     }
     std::string choices;
+    std::vector<std::string> all;
     for (const auto& [name, e] : names) {
       if (n.IsScalar() && n.Scalar() == name) {
         resolved_[key] = name;
         return e;
       }
       choices += (choices.empty() ? "" : ", ") + name;
+      all.push_back(name);
     }
-    Error(n, Path(key), "expected one of " + choices + "; got " + Describe(n));
+    Error(n, Path(key), "expected one of " + choices + "; got " + Describe(n) +
+                            (n.IsScalar() ? core::DidYouMean(n.Scalar(), all) : ""));
     resolved_[key] = fallback_name;
     return fallback;
   }
@@ -270,7 +282,8 @@ class Section {
       if (!seen_.count(key)) {
         std::string known;
         for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-        Error(kv.first, Path(key), "unknown key (known here: " + known + ")");
+        Error(kv.first, Path(key),
+              "unknown key" + core::DidYouMean(key, {seen_.begin(), seen_.end()}) + " (known here: " + known + ")");
       }
     }
   }
@@ -283,6 +296,7 @@ class Section {
 
   void Error(const YAML::Node& node, const std::string& path, const std::string& what) {
     errors_->push_back(origin_->Where(node, path) + ": " + path + ": " + what);
+    origin_->error_paths.push_back(path);
   }
   const std::string& path() const { return path_; }
   const YAML::Node& node() const { return node_; }

@@ -1,6 +1,7 @@
 #include "core/wall_clock.h"
 
 #include <chrono>
+#include <thread>
 
 namespace narrows::core {
 namespace {
@@ -12,5 +13,8 @@ double SteadySeconds() {
 WallClock::WallClock() : start_(SteadySeconds()) {}
 void WallClock::Reset() { start_ = SteadySeconds(); }
 double WallClock::Now() const { return SteadySeconds() - start_; }
+void WallClock::Pace(double extra_seconds) {
+  if (extra_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(extra_seconds));
+}
 
 }  // namespace narrows::core

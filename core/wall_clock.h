@@ -13,6 +13,7 @@ class WallClock : public Clock {
   void Reset();
   double Now() const override;
   void ChargeCompute(double) override {}
+  void Pace(double extra_seconds) override;  // sleeps
   bool is_virtual() const override { return false; }
 
  private:

@@ -25,6 +25,7 @@
 #include "deploy/zmq_transport.h"
 #include "tools/chaos.h"
 #include "tools/format.h"
+#include "tools/invariants.h"
 #include "tools/linkemu_command.h"
 #include "tools/plan_command.h"
 #include "tools/run_command.h"
@@ -328,8 +329,40 @@ Status OneSeed(const core::Scenario& sc) {
                                  ": a deployment runs one seed at a time (pass --set seeds=1 --set seed=K per run)");
 }
 
+// summary.json's `network_carried`: what the measured times crossed, against the scenario's network.
+nlohmann::json NetworkCarried(const core::Scenario& sc, const std::string& network) {
+  const std::string scenario_net = sc.network.profile.empty() ? "custom" : sc.network.profile;
+  if (network == "scenario") return {{"network", "scenario"}, {"profile", scenario_net}};
+  return {{"network", network.empty() ? "hosts" : network}, {"profile", scenario_net}};
+}
+
+Status HonouredByRealProcesses(const core::Scenario& sc) {
+  for (size_t i = 0; i < sc.faults.size(); ++i) {
+    const auto& f = sc.faults[i];
+    const char* kind = f.kind == core::FaultKind::kLeave  ? "leave"
+                       : f.kind == core::FaultKind::kJoin  ? "join"
+                       : f.kind == core::FaultKind::kLinkDown ? "link_down"
+                                                              : nullptr;
+    if (kind != nullptr) {
+      return Status::InvalidArgument(
+          "faults[" + std::to_string(i) + "]: a " + kind +
+          " fault is the emulator's (narrows run); real processes honour crash, corrupt and repeat faults, and "
+          "launch --chaos kills and restarts workers: remove it (--set faults=[]) to launch");
+    }
+  }
+  for (size_t r = 0; r < sc.workers.speed.size(); ++r) {
+    if (sc.workers.speed[r] > 1.0) {
+      return Status::InvalidArgument("workers.speed[" + std::to_string(r) + "]: " + Printf("%g", sc.workers.speed[r]) +
+                                     " is faster than the host, which real processes cannot be (they honour factors "
+                                     "up to 1 by pacing their computations); scale the factors so the fastest is 1");
+    }
+  }
+  return Status::Ok();
+}
+
 Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, bool* removed) {
   NARROWS_RETURN_IF_ERROR(OneSeed(scenario));
+  NARROWS_RETURN_IF_ERROR(HonouredByRealProcesses(scenario));
   core::Scenario sc = scenario;
   auto place = ResolvePlacement(o, ProcessEnvironment());
   if (!place.ok()) return place.status();
@@ -384,8 +417,11 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
     auto written = WriteSummary(sc, run_dir, results, "wall", !selection->only.empty());
     if (!written.ok()) return written.status();
     summary = *written;
+    summary["network_carried"] = NetworkCarried(sc, o.network);
+    NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
   }
   if (rank == 0) {
+    NARROWS_RETURN_IF_ERROR(CheckFigures(summary, run_dir));
     PrintComparison(summary);
     std::printf("results: %s/summary.json\n", run_dir.c_str());
   }
@@ -420,6 +456,7 @@ core::Result<pid_t> SpawnWorker(const LaunchOptions& lo, const std::string& self
   if (!key.empty()) args.insert(args.end(), {"--key", key});
   if (!lo.entry.empty()) args.insert(args.end(), {"--entry", lo.entry});
   if (!lo.resume.empty()) args.insert(args.end(), {"--resume", lo.resume});
+  args.insert(args.end(), {"--network-carried", net ? "scenario" : "loopback"});
   args.insert(args.end(), extra.begin(), extra.end());
   if (r != 0 || lo.quiet) args.push_back("--quiet");
   std::vector<char*> argv;
@@ -607,6 +644,7 @@ Status WriteChaosEvents(const Chaos& chaos, const std::string& run_dir, const st
 
 Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   NARROWS_RETURN_IF_ERROR(OneSeed(sc));
+  NARROWS_RETURN_IF_ERROR(HonouredByRealProcesses(sc));
   const int n = lo.local;
   if (n != sc.workers.count) {
     return Status::InvalidArgument("launch --local " + std::to_string(n) + " but the scenario's workers.count is " +
@@ -614,7 +652,15 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
                                    std::to_string(n) + ")");
   }
   const std::string run_dir = sc.output.dir + "/" + sc.name;
+  if (lo.existing == OnOtherScenario::kReplace && !lo.resume.empty()) {
+    return Status::InvalidArgument("--force empties the run folder, and --resume continues from a checkpoint in it: "
+                                   "give one of them");
+  }
+  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, lo.existing, "run folder", {"compare", "deploy"});
+  if (!use.ok()) return use.status();
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  // The record first, so a launch that fails early leaves a folder that says what it was for.
+  if (*use == FolderUse::kNew) NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   std::string key = sc.deploy.key_file;
   if (sc.deploy.security == "curve" && key.empty()) {
     // Local workers share a key made for this run: encrypted even on loopback, nothing to set up.

@@ -18,6 +18,7 @@
 
 #include "core/scenario.h"
 #include "core/status.h"
+#include "tools/run_folders.h"
 
 namespace narrows::tools {
 
@@ -34,7 +35,17 @@ struct WorkerOptions {
   double connect_timeout_s = 120.0;
   std::FILE* progress = stderr;
   std::string data_root;
+  // The network the processes' bytes cross, for the table: "scenario" (`launch --network`: the
+  // link emulator carries the scenario's network:), "loopback" (`launch` without it), or "" (the
+  // hosts' own network: `worker` started by hand, srun, torchrun, mpirun).
+  std::string network;
 };
+
+// InvalidArgument naming the first scenario key that real processes do not honour (faults that are
+// the emulator's: leave, join, link_down; a speed factor above 1, which no process can run at);
+// Ok otherwise. Crash, corrupt and repeat faults are the fault layer's; speed factors below 1 are
+// honoured by pacing each computation (core::Clock::Pace).
+core::Status HonouredByRealProcesses(const core::Scenario& sc);
 
 // Rank, world size and rendezvous address from `options`, else from `env` (the process
 // environment's variables). InvalidArgument naming the flag or variable that is missing or wrong.
@@ -63,6 +74,9 @@ struct LaunchOptions {
   std::string tcp;  // with it: the namespaces' TCP congestion control ("": the host's)
   std::string chaos;  // kills and restarts (tools/chaos.h ParseChaos); "": none
   bool packet_log = false;  // with it: every packet's fate on every link, in <run folder>/packets.csv
+  // The run folder holding another scenario's results (everything but compare: and deploy:, which
+  // entries launched one at a time may vary) is refused; kReplace (--force) empties it first.
+  OnOtherScenario existing = OnOtherScenario::kRefuse;
 };
 // Starts the workers (this program, `worker`), waits for them and reports how each ended.
 core::Status LaunchLocal(const core::Scenario& scenario, const LaunchOptions& options);

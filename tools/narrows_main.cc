@@ -6,12 +6,14 @@
 // Errors are one message on stderr, never a stack trace.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 #include <memory>
 
 #include "core/codec.h"
+#include "core/did_you_mean.h"
 #include "core/scenario.h"
 #include "tools/fit_command.h"
 #include "tools/format.h"
@@ -52,6 +54,8 @@ struct ScenarioArgs {
   std::vector<std::string> sets;
   bool quiet = false;
   int seeds = 0;  // --seeds (0: the scenario's)
+  std::string output;  // -o/--output: the result folder (run, train, launch: <output.dir>/<name> by default)
+  bool force = false;  // --force: replace a result folder of another scenario (or rerun this one's)
 
   void AddTo(CLI::App* cmd) {
     cmd->add_option("scenario", file, "scenario YAML file")->required();
@@ -63,15 +67,37 @@ struct ScenarioArgs {
     cmd->add_flag("-q,--quiet", quiet, quiet_help);
   }
   FILE* progress() const { return quiet ? nullptr : stderr; }
+  // The commands that write a result folder also take -o/--output and --force.
+  void AddOutput(CLI::App* cmd, const char* default_folder) {
+    cmd->add_option("-o,--output", output, std::string("the result folder (default: ") + default_folder + ")")
+        ->type_name("DIR");
+    cmd->add_flag("--force", force,
+                  "run again even where the folder holds results: this scenario's (reused otherwise) or another's "
+                  "(refused otherwise); what is there is replaced");
+  }
+  narrows::tools::OnOtherScenario existing() const {
+    return force ? narrows::tools::OnOtherScenario::kReplace : narrows::tools::OnOtherScenario::kRefuse;
+  }
   // The commands that compare entries also take --seeds.
   void AddSeeds(CLI::App* cmd) {
     cmd->add_option("--seeds", seeds, "run every entry once per seed (seed, seed + 1, ...); the same as --set seeds=N")
         ->check(CLI::Range(1, 1000));
   }
 
+  // -o DIR for a run folder: the scenario's output.dir and name that make <output.dir>/<name> = DIR.
+  std::vector<std::string> RunFolderSets() const {
+    if (output.empty()) return {};
+    std::string dir = output;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const auto slash = dir.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+    return {"output.dir=" + parent, "name=" + (slash == std::string::npos ? dir : dir.substr(slash + 1))};
+  }
+
   narrows::core::Result<narrows::core::Scenario> Load() const {
     std::vector<std::string> all = sets;
     if (seeds > 0) all.push_back("seeds=" + std::to_string(seeds));
+    for (auto& s : RunFolderSets()) all.push_back(std::move(s));
     auto overrides = narrows::core::ParseOverrides(all);
     if (!overrides.ok()) return overrides.status();
     return narrows::core::LoadScenario(file, *overrides);
@@ -100,7 +126,11 @@ Command AddTrain(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train one replica and write a run folder");
   args->AddWithQuiet(cmd);
+  args->AddOutput(cmd, "<output.dir>/<name>");
   return {cmd, WithScenario(args, [](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+            auto use = narrows::tools::ClaimResultFolder(scenario.output.dir + "/" + scenario.name,
+                                                         scenario.resolved_yaml, a.existing());
+            if (!use.ok()) return Fail(use.status());
             narrows::trainer::TrainOptions options;
             options.progress = a.progress();
             auto summary = narrows::trainer::TrainSingle(scenario, options);
@@ -125,6 +155,7 @@ Command AddRun(CLI::App& app) {
       "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
   args->AddWithQuiet(cmd, "no progress lines");
   args->AddSeeds(cmd);
+  args->AddOutput(cmd, "<output.dir>/<name>");
   cmd->add_flag("--report", *report, "also write <run folder>/report.html");
   cmd->add_flag("--sizes-only", *sizes_only,
                 "communication alone at the model's size: modelled compute, size-only messages, no training "
@@ -133,6 +164,7 @@ Command AddRun(CLI::App& app) {
             narrows::tools::RunOptions options;
             options.progress = a.progress();
             options.report = *report;
+            options.existing = a.existing();
             if (*sizes_only) {
               if (*report) return Done(narrows::core::Status::InvalidArgument("--report: a sizes-only run has no losses to chart"));
               return Done(narrows::tools::RunSizesOnly(scenario, options).status());
@@ -159,6 +191,10 @@ Command AddWorker(CLI::App& app) {
   cmd->add_flag("--rejoin", o->rejoin, "restart this rank in a run in progress (with --entry)");
   cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
   cmd->add_option("--connect-timeout", o->connect_timeout_s, "seconds to wait for every worker");
+  cmd->add_option("--network-carried", o->network,
+                  "what the workers' bytes cross, for the table: scenario (narrows launch --network), loopback "
+                  "(narrows launch), or the hosts' own network (default)")
+      ->check(CLI::IsMember({"scenario", "loopback"}));
   return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             o->progress = a.progress();
             bool removed = false;
@@ -176,7 +212,11 @@ Command AddLaunch(CLI::App& app) {
   auto o = std::make_shared<narrows::tools::LaunchOptions>();
   CLI::App* cmd = app.add_subcommand("launch", "start the scenario's workers as processes and collect the results");
   args->AddWithQuiet(cmd);
-  cmd->add_option("--local", o->local, "workers to start on this machine")->required()->check(CLI::PositiveNumber);
+  args->AddOutput(cmd, "<output.dir>/<name>");
+  cmd->add_option("--local", o->local, "workers to start on this machine (default: the scenario's workers.count)")
+      ->check(CLI::PositiveNumber);
+  auto report = std::make_shared<bool>(false);
+  cmd->add_flag("--report", *report, "also write <run folder>/report.html");
   cmd->add_option("--entry", o->entry, "run only this entry of compare:");
   cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
   auto network = std::make_shared<std::string>();
@@ -190,18 +230,26 @@ Command AddLaunch(CLI::App& app) {
   cmd->add_option("--chaos", o->chaos,
                   "SIGKILL workers at seeded random times and start them again with --rejoin: "
                   "{seed: 1, kills: 10, mean_interval_s: 5, restart_after_s: 1, from_s: 2, until_s: 1e9}");
-  return {cmd, [args, o, network] {
+  return {cmd, [args, o, network, report] {
             if (!network->empty() && *network != "scenario") args->sets.push_back("network.profile=" + *network);
             auto scenario = args->Load();
             if (!scenario.ok()) return Fail(scenario.status());
+            if (o->local == 0) o->local = scenario->workers.count;
             o->scenario_file = args->file;
             o->sets = args->sets;
+            for (auto& set : args->RunFolderSets()) o->sets.push_back(std::move(set));  // the workers write there too
             o->quiet = args->quiet;
+            o->existing = args->existing();
             o->emulated_network = !network->empty();
             if (o->packet_log && !o->emulated_network) {
               return Fail(Status::InvalidArgument("--packet-log logs the link emulator's packets: add --network PROFILE"));
             }
-            return Done(narrows::tools::LaunchLocal(*scenario, *o));
+            const Status launched = narrows::tools::LaunchLocal(*scenario, *o);
+            if (!launched.ok() || !*report) return Done(launched);
+            auto path = narrows::tools::WriteReport({scenario->output.dir + "/" + scenario->name}, "");
+            if (!path.ok()) return Fail(path.status());
+            std::printf("report: %s\n", path->c_str());
+            return 0;
           }};
 }
 
@@ -264,14 +312,23 @@ Command AddSweep(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "sweep", "run the scenario over the cross product of --grid axes; resumable; results.csv and speed-ups");
   args->AddWithQuiet(cmd, "no progress lines");
+  args->AddOutput(cmd, "<output.dir>/<name>-sweep");
+  args->AddSeeds(cmd);
+  auto jobs = std::make_shared<int>(1);
+  cmd->add_option("--jobs,-j", *jobs, "points run at once, each in a process of its own (its table in <point>.log)")
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--grid", *grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
   cmd->add_flag("--report", *report, "also write <sweep folder>/report.html (heat map, fits, every point)");
-  return {cmd, [args, grids, report] {
+  return {cmd, [args, grids, report, jobs] {
             narrows::tools::SweepOptions options;
             options.report = *report;
             options.scenario_file = args->file;
             options.sets = args->sets;
+            if (args->seeds > 0) options.sets.push_back("seeds=" + std::to_string(args->seeds));
+            options.jobs = *jobs;
             options.quiet = args->quiet;
+            options.output = args->output;
+            options.existing = args->existing();
             for (const auto& g : *grids) {
               auto axis = narrows::tools::ParseAxis(g);
               if (!axis.ok()) return Fail(axis.status());
@@ -290,6 +347,7 @@ Command AddTune(CLI::App& app) {
       "tune", "choose each entry's values over --grid axes on tuning seeds, then compare the entries at them on fresh seeds");
   args->AddWithQuiet(cmd, "no progress lines");
   args->AddSeeds(cmd);
+  args->AddOutput(cmd, "<output.dir>/<name>-tune");
   cmd->add_option("--grid", *grids, "an axis: key=value1,value2,...; compare.N.key varies entry N alone (repeatable)")
       ->type_name("KEY=V1,V2")
       ->required();
@@ -304,6 +362,8 @@ Command AddTune(CLI::App& app) {
             o.sets = args->sets;
             if (args->seeds > 0) o.sets.push_back("seeds=" + std::to_string(args->seeds));
             o.quiet = args->quiet;
+            o.output = args->output;
+            o.existing = args->existing();
             o.by = *by == "time" ? narrows::tools::TuneBy::kTime : narrows::tools::TuneBy::kLoss;
             for (const auto& g : *grids) {
               auto axis = narrows::tools::ParseAxis(g);
@@ -367,24 +427,57 @@ Command AddFit(CLI::App& app) {
           }};
 }
 
+// The registered algorithms (with their one-word entries), inner optimisers and codecs.
+int ListAlgorithms() {
+  for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
+    std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(), p->summary.c_str(), "",
+                p->parser.shorthands.c_str(), p->plan ? "predicted" : "no prediction");
+  }
+  std::printf("\ninner optimisers (train.optimizer:)\n");
+  for (const auto* o : narrows::trainer::RegisteredInnerOptimizers()) {
+    std::printf("%-18s %s\n", o->parser.name.c_str(), o->summary.c_str());
+  }
+  std::printf("\nouter-gradient codecs (outer_gradient:)\n");
+  for (const auto* c : narrows::core::RegisteredCodecs()) std::printf("%-18s %s\n", c->name.c_str(), c->summary.c_str());
+  return 0;
+}
+
 Command AddAlgorithms(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "algorithms", "list the registered algorithms (with their one-word entries), inner optimisers and outer-gradient codecs");
-  return {cmd, [] {
-            for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
-              std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(),
-                          p->summary.c_str(), "", p->parser.shorthands.c_str(),
-                          p->plan ? "predicted" : "no prediction");
+  return {cmd, [] { return ListAlgorithms(); }};
+}
+
+Command AddList(CLI::App& app) {
+  auto what = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("list", "list the built-in names a scenario can use: profiles, presets, algorithms");
+  cmd->add_option("what", *what, "profiles (network.profile), presets (model.preset) or algorithms (compare:)")
+      ->required()
+      ->check(CLI::IsMember({"profiles", "presets", "algorithms"}));
+  return {cmd, [what] {
+            if (*what == "profiles") {
+              std::printf("%-14s %14s %12s\n", "profile", "bandwidth", "latency");
+              for (const auto& p : narrows::core::NetworkProfiles()) {
+                std::printf("%-14s %14s %9.1f ms\n", p.name.c_str(), narrows::tools::Si(p.bandwidth_bps, "bit/s").c_str(),
+                            p.latency_ms);
+              }
+              std::printf("custom: give network.bandwidth_bps and network.latency_ms yourself\n");
+              return 0;
             }
-            std::printf("\ninner optimisers (train.optimizer:)\n");
-            for (const auto* o : narrows::trainer::RegisteredInnerOptimizers()) {
-              std::printf("%-18s %s\n", o->parser.name.c_str(), o->summary.c_str());
+            if (*what == "presets") {
+              std::printf("%-12s %8s %8s %8s %8s %8s %12s\n", "preset", "d_model", "layers", "heads", "seq_len", "vocab",
+                          "parameters");
+              for (const auto& [name, m] : narrows::core::ModelPresets()) {
+                std::printf("%-12s %8lld %8lld %8lld %8lld %8lld %12s\n", name.c_str(), static_cast<long long>(m.d_model),
+                            static_cast<long long>(m.n_layers), static_cast<long long>(m.n_heads),
+                            static_cast<long long>(m.seq_len), static_cast<long long>(m.vocab_size),
+                            narrows::tools::Si(static_cast<double>(narrows::trainer::CostOf(m).params), "").c_str());
+              }
+              std::printf("vocab: the preset's own; a scenario's comes from its data (256 for text, data.vocab_size for "
+                          "token shards)\n");
+              return 0;
             }
-            std::printf("\nouter-gradient codecs (outer_gradient:)\n");
-            for (const auto* c : narrows::core::RegisteredCodecs()) {
-              std::printf("%-18s %s\n", c->name.c_str(), c->summary.c_str());
-            }
-            return 0;
+            return ListAlgorithms();
           }};
 }
 
@@ -428,10 +521,23 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "narrows 0.1.0");
   std::vector<Command> commands = {AddTrain(app), AddRun(app),    AddPlan(app),       AddSweep(app),
                                    AddTune(app),  AddReport(app), AddFit(app),        AddAlgorithms(app),
-                                   AddValidate(app), AddReplay(app)};
+                                   AddValidate(app), AddReplay(app), AddList(app)};
 #ifdef NARROWS_WITH_DEPLOY
   for (auto add : {AddWorker, AddLaunch, AddKeygen, AddLinkEmu}) commands.push_back(add(app));
 #endif
+  // A first word that names no command: say which, and the nearest (CLI11 would only say that an
+  // argument was not expected).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+      std::fprintf(stderr, "narrows: unknown command '%s'%s; the commands: %s (narrows --help)\n", argv[1],
+                   narrows::core::DidYouMean(argv[1], names).c_str(), all.c_str());
+      return kExitBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

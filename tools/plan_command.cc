@@ -28,11 +28,15 @@ using trainer::PlanInputs;
 using trainer::Workload;
 
 // When the last of `messages`, all sent at time 0, arrives on the scenario's network model.
-double SlowestDelivery(const core::Scenario& sc, const std::vector<trainer::PlanMessage>& messages) {
+std::vector<double> Deliveries(const core::Scenario& sc, const std::vector<trainer::PlanMessage>& messages) {
   auto model = emu::NetworkFromScenario(sc);
   std::vector<sim::Message> sent;
   for (const auto& m : messages) sent.push_back({m.src, m.dst, m.bytes, 0.0});
-  const auto delivered = sim::SimulateMessages(*model, sent);
+  return sim::SimulateMessages(*model, sent);
+}
+
+double SlowestDelivery(const core::Scenario& sc, const std::vector<trainer::PlanMessage>& messages) {
+  const auto delivered = Deliveries(sc, messages);
   return *std::max_element(delivered.begin(), delivered.end());
 }
 
@@ -65,6 +69,7 @@ PlanInputs MakeInputs(const core::Scenario& sc, const Workload& w, double flops,
   in.compute_s = in.steps * in.nominal_step_s * mean_speed_inverse;
   in.streaming = streaming;
   in.slowest_delivery = [&sc](const std::vector<trainer::PlanMessage>& messages) { return SlowestDelivery(sc, messages); };
+  in.deliveries = [&sc](const std::vector<trainer::PlanMessage>& messages) { return Deliveries(sc, messages); };
   return in;
 }
 
@@ -230,6 +235,25 @@ core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
   return plan;
 }
 
+std::vector<std::string> PlannerLeavesOut(const core::Scenario& sc) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < sc.faults.size(); ++i) {
+    const auto kind = sc.faults[i].kind;
+    if (kind == core::FaultKind::kLeave || kind == core::FaultKind::kJoin || kind == core::FaultKind::kCrash) {
+      out.push_back("faults[" + std::to_string(i) + "]: the planner keeps every worker for the whole run (no leave, "
+                    "join or crash)");
+    } else if (kind == core::FaultKind::kLinkDown) {
+      out.push_back("faults[" + std::to_string(i) + "]: the planner keeps every link up (no link_down)");
+    }
+  }
+  for (const auto& e : sc.compare) {
+    if (e.collective == core::CollectiveKind::kHierarchical) {
+      out.push_back(e.name + ": its hierarchical collective is predicted as a flat ring");
+    }
+  }
+  return out;
+}
+
 Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
   auto plan = MakePlan(sc, o);
   if (!plan.ok()) return plan.status();
@@ -257,13 +281,14 @@ Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   const nlohmann::json json = {{"scenario", sc.name}, {"params", plan->params}, {"tokens", plan->tokens},
                                {"batch_tokens", plan->batch_tokens}, {"flops_per_worker", plan->flops_per_worker},
-                               {"entries", out}};
+                               {"entries", out}, {"left_out", PlannerLeavesOut(sc)}};
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(dir + "/plan.json", json.dump(2) + "\n"));
   std::printf("plan: %s/plan.json (\"never\": latency or compute bounds it below that utilisation)\n", dir.c_str());
   for (const auto& r : plan->rows) {
     if (!r.note.empty()) std::printf("plan: %s: %s\n", r.name.c_str(), r.note.c_str());
   }
   for (const auto& name : plan->unpredicted) std::printf("plan: %s: no prediction (its algorithm has no cost model)\n", name.c_str());
+  for (const auto& what : PlannerLeavesOut(sc)) std::printf("plan: left out: %s\n", what.c_str());
   return Status::Ok();
 }
 

@@ -236,9 +236,19 @@ json RoutingTable(const Entry& e) {
 json LinkBlocks(const Entry& e, const std::string& id) {
   json blocks = json::array();
   if (!e.links.is_object() || !e.links.contains("links")) return blocks;
+  // The busiest by utilisation (a fast link carrying many bytes can be idle), bytes breaking ties;
+  // the ten busiest, and every WAN link beside them (the links a low-bandwidth study is about).
   std::vector<json> links(e.links["links"].begin(), e.links["links"].end());
-  std::stable_sort(links.begin(), links.end(), [](const json& a, const json& b) { return Num(a, "bytes", 0) > Num(b, "bytes", 0); });
-  if (links.size() > 8) links.resize(8);
+  std::stable_sort(links.begin(), links.end(), [](const json& a, const json& b) {
+    const double ua = Num(a, "utilization", 0), ub = Num(b, "utilization", 0);
+    return ua != ub ? ua > ub : Num(a, "bytes", 0) > Num(b, "bytes", 0);
+  });
+  constexpr size_t kBusiest = 10;
+  std::vector<json> shown;
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (i < kBusiest || links[i].value("link", std::string()).rfind("wan", 0) == 0) shown.push_back(links[i]);
+  }
+  links = std::move(shown);
   const std::string name = e.summary.value("name", std::string());
   json rows = json::array();
   for (const auto& l : links) {
@@ -246,7 +256,7 @@ json LinkBlocks(const Entry& e, const std::string& id) {
                     Printf("%.1f%%", 100 * Num(l, "utilization", 0)), Printf("%.0f", Num(l, "dropped_loss", 0)),
                     Printf("%.0f", Num(l, "dropped_queue", 0))});
   }
-  blocks.push_back(Table("Busiest links of " + name + " (virtual time; links.json)",
+  blocks.push_back(Table("Busiest links of " + name + " by utilisation (virtual time; links.json)",
                          {"link", "bytes", "mean rate", "utilisation", "lost", "queue drops"}, rows));
   const double bin = Num(e.links, "bin_s", 0), seconds = Num(e.links, "seconds", 0);
   if (!(bin > 0) || !(seconds > 0)) return blocks;

@@ -8,10 +8,12 @@
 #include <fstream>
 
 #include "core/progress.h"
+#include "core/result_record.h"
 #include "core/run_writer.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
 #include "tools/format.h"
+#include "tools/invariants.h"
 #include "tools/plan_command.h"
 #include "tools/report_command.h"
 #include "trainer/experiment.h"
@@ -326,19 +328,86 @@ void AddHost(const core::Scenario& sc, nlohmann::json* summary) {
     const auto& results = summary->at("results");
     const std::string first = results[0].value("name", std::string());
     nlohmann::json planned = nlohmann::json::object();
+    // The planner's error against this run at the modelled rate: a figure scaled by the planner is
+    // given only where it predicted both entries' times within kPlannerTrusted.
+    constexpr double kPlannerTrusted = 0.05;
+    auto planner_error = [&](size_t i) {
+      const std::string name = results[i].value("name", std::string());
+      const double emulated = results[i].value("time_s", 0.0);
+      return modelled.count(name) && emulated > 0 ? modelled.at(name) / emulated - 1 : NAN;
+    };
+    nlohmann::json errors = nlohmann::json::object();
+    for (size_t i = 0; i < results.size(); ++i) {
+      const double e = planner_error(i);
+      errors[results[i].value("name", std::string())] = std::isfinite(e) ? nlohmann::json(e) : nlohmann::json();
+    }
+    host["planner_error"] = errors;
+    host["planner_trusted_within"] = kPlannerTrusted;
     for (size_t i = 1; i < results.size(); ++i) {
       const std::string name = results[i].value("name", std::string());
       if (!here.count(first) || !here.count(name) || !modelled.count(first) || !modelled.count(name)) continue;
       const double at_host = here.at(first) / here.at(name), at_modelled = modelled.at(first) / modelled.at(name);
       // The emulated speed-up, scaled by how the planner's changes from the modelled rate to this host's.
       const double emulated = results[0].value("time_s", 0.0) / results[i].value("time_s", 1.0);
-      planned[name] = {{"host", at_host}, {"modelled", at_modelled}, {"emulated", emulated},
-                       {"implied_here", emulated * at_host / at_modelled}};
+      nlohmann::json p = {{"host", at_host}, {"modelled", at_modelled}, {"emulated", emulated}};
+      const double e0 = planner_error(0), ei = planner_error(i);
+      if (std::fabs(e0) <= kPlannerTrusted && std::fabs(ei) <= kPlannerTrusted) {
+        p["implied_here"] = emulated * at_host / at_modelled;
+      }
+      planned[name] = p;
     }
     host["planned_speedup"] = planned;
   }
   (*summary)["host"] = host;
 }
+
+namespace {
+
+// Beyond these an entry's curve is flagged beside its row: a rise of the validation loss between two
+// evaluations by more than kRiseFraction, or a stall (kStallEvaluations intervals in a row that each
+// gain less than kStallFraction) that a later fall of more than kStallRecovery shows was no
+// convergence. Either says the entry's settings (learning rate, warm-up) are not right for it.
+constexpr double kRiseFraction = 0.02;
+constexpr double kStallFraction = 0.005;
+constexpr int kStallEvaluations = 2;
+constexpr double kStallRecovery = 0.02;
+
+// The first instability of an entry's evaluations: {"kind": "rise"|"stall", "from_s", "to_s",
+// "change"} (change: relative, over the span), or null.
+nlohmann::json Instability(const std::vector<Evaluation>& evals) {
+  for (size_t i = 1; i < evals.size(); ++i) {
+    const double before = evals[i - 1].val_loss, after = evals[i].val_loss;
+    if (before > 0 && after > before * (1 + kRiseFraction)) {
+      return {{"kind", "rise"}, {"from_s", evals[i - 1].time_s}, {"to_s", evals[i].time_s}, {"change", after / before - 1}};
+    }
+  }
+  for (size_t i = 0; i + kStallEvaluations < evals.size(); ++i) {
+    bool stalled = true;
+    for (int k = 0; k < kStallEvaluations; ++k) {
+      const double a = evals[i + k].val_loss, b = evals[i + k + 1].val_loss;
+      stalled = stalled && a > 0 && b > a * (1 - kStallFraction);
+    }
+    const double at = evals[i + kStallEvaluations].val_loss;
+    if (stalled && evals.back().val_loss < at * (1 - kStallRecovery)) {
+      return {{"kind", "stall"}, {"from_s", evals[i].time_s}, {"to_s", evals[i + kStallEvaluations].time_s},
+              {"change", at / evals[i].val_loss - 1}};
+    }
+  }
+  return nullptr;
+}
+
+// Each entry's `instability` (Instability), and the summary's `settings`: the shared learning rate
+// and warm-up, untuned unless `narrows tune` chose them (it marks its summaries itself).
+void AddStability(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary) {
+  for (auto& r : (*summary)["results"]) {
+    const auto evals = Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl");
+    const nlohmann::json unstable = Instability(evals);
+    if (!unstable.is_null()) r["instability"] = unstable;
+  }
+  (*summary)["settings"] = {{"lr", sc.train.lr}, {"warmup_steps", sc.train.warmup_steps}, {"tuned", false}};
+}
+
+}  // namespace
 
 core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::string& run_dir,
                                           const nlohmann::json& results, const std::string& clock, bool keep_others) {
@@ -364,8 +433,10 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
     }
     merged.push_back(e);
   }
-  nlohmann::json summary = {{"scenario", sc.name}, {"clock", clock}, {"results", merged}};
+  nlohmann::json summary = {{"scenario", sc.name}, {"scenario_digest", core::ResultDigest(sc.resolved_yaml)},
+                            {"clock", clock}, {"results", merged}};
   AddEqualQuality(sc, run_dir, &summary);
+  AddStability(sc, run_dir, &summary);
   AddHost(sc, &summary);
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
   return summary;
@@ -382,13 +453,58 @@ void PrintHost(const nlohmann::json& summary) {
               Si(h.value("modelled_flops_per_s", 0.0), "FLOP/s").c_str());
   const auto& planned = h.value("planned_speedup", nlohmann::json::object());
   if (planned.empty()) std::printf(" the planner predicts none of the entries");
+  std::string untrusted;
   for (const auto& [name, p] : planned.items()) {
+    if (!p.contains("implied_here")) {
+      untrusted += (untrusted.empty() ? "" : ", ") + name;
+      continue;
+    }
     std::printf(" %s would be %.2fx faster (%.2fx emulated, times the planner's %.2fx here over %.2fx modelled)",
                 name.c_str(), p.value("implied_here", 0.0), p.value("emulated", 0.0), p.value("host", 0.0),
                 p.value("modelled", 0.0));
   }
+  if (!untrusted.empty()) {
+    std::string off;
+    const nlohmann::json errors = h.value("planner_error", nlohmann::json::object());
+    for (const auto& [name, e] : errors.items()) {
+      if (e.is_number()) off += (off.empty() ? "" : ", ") + name + Printf(" %+.1f%%", 100.0 * e.get<double>());
+    }
+    std::printf(" no estimate for %s: the planner is off this run by more than %.0f%% at the modelled rate (%s), "
+                "so a speed-up scaled by it would not be this host's",
+                untrusted.c_str(), 100.0 * h.value("planner_trusted_within", 0.05), off.c_str());
+  }
   std::printf("\n");
 }
+
+namespace {
+
+// The curve column of an entry's row: "ok", or its instability in short.
+std::string CurveNote(const nlohmann::json& r) {
+  if (!r.contains("instability")) return "ok";
+  const auto& u = r["instability"];
+  const bool rise = u.value("kind", std::string()) == "rise";
+  return Printf(rise ? "UNSTABLE: rose %+.1f%%" : "STALLED: %+.1f%%", 100.0 * u.value("change", 0.0)) +
+         Printf(" from %.1f s", u.value("from_s", 0.0)) + Printf(" to %.1f s", u.value("to_s", 0.0));
+}
+
+// Below the table: what the curve column's words mean where one is used, and that the entries share
+// untuned settings where they do.
+void PrintSettingsNote(const nlohmann::json& summary) {
+  bool unstable = false;
+  for (const auto& r : summary.at("results")) unstable = unstable || r.contains("instability");
+  if (unstable) {
+    std::printf("curve: UNSTABLE, the validation loss rose by more than %.0f%% between two evaluations; STALLED, it "
+                "gained less than %.1f%% over %d evaluations and fell later: that entry's settings do not suit it\n",
+                100 * kRiseFraction, 100 * kStallFraction, kStallEvaluations);
+  }
+  if (!summary.contains("settings") || summary["settings"].value("tuned", true)) return;
+  const auto& s = summary["settings"];
+  std::printf("untuned: every entry runs the scenario's train.lr %g and %lld warm-up steps; an entry may do better "
+              "at its own (narrows tune FILE --grid train.lr=... --grid train.warmup_steps=... chooses each)\n",
+              s.value("lr", 0.0), static_cast<long long>(s.value("warmup_steps", int64_t{0})));
+}
+
+}  // namespace
 
 void PrintComparison(const nlohmann::json& summary) {
   const bool wall = summary.value("clock", std::string()) == "wall";
@@ -396,22 +512,41 @@ void PrintComparison(const nlohmann::json& summary) {
   auto num = [](const nlohmann::json& r, const char* key) {
     return r.contains(key) && r[key].is_number() ? r[key].get<double>() : -1.0;
   };
-  std::printf("%-16s %9s %9s %10s %12s %12s %11s %6s %8s %-10s\n", "entry", "val loss", "time (s)", "to target",
-              "sent/worker", "to target", "peak/round", "syncs", "compute", "collective");
+  std::printf("%-16s %9s %9s %10s %12s %12s %11s %6s %8s %-12s %s\n", "entry", "val loss", "time (s)", "to target",
+              "sent/worker", "to target", "peak/round", "syncs", "compute", "collective", "curve");
   for (const auto& r : results) {
     const double t = num(r, "time_to_target_s"), b = num(r, "bytes_to_target");
     char to_time[32] = "never";
     if (r.value("diverged", false)) std::snprintf(to_time, sizeof to_time, "diverged");
     if (t >= 0) std::snprintf(to_time, sizeof to_time, "%.1f", t);
-    std::printf("%-16s %9.4f %9.1f %10s %12s %12s %11s %6lld %7.0f%% %-10s\n", r.value("name", std::string()).c_str(),
+    std::printf("%-16s %9.4f %9.1f %10s %12s %12s %11s %6lld %7.0f%% %-12s %s\n", r.value("name", std::string()).c_str(),
                 num(r, "final_val_loss"), num(r, "time_s"), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),
                 b >= 0 ? Bytes(b).c_str() : "never", Bytes(std::max(0.0, num(r, "peak_bytes_per_round"))).c_str(),
                 static_cast<long long>(num(r, "outer_syncs")), 100.0 * num(r, "compute_utilization"),
-                r.value("collective", std::string("-")).c_str());
+                r.value("collective", std::string("-")).c_str(), CurveNote(r).c_str());
   }
+  PrintSettingsNote(summary);
   if (results.size() < 2) return;
   const std::string first = results[0].value("name", std::string());
-  std::printf("%s wall-clock time relative to %s:", wall ? "measured" : "virtual", first.c_str());
+  // A deployment's times are those of the network its bytes crossed: say which where it was not the
+  // scenario's network:.
+  std::string over;
+  if (wall && summary.contains("network_carried")) {
+    const auto& n = summary["network_carried"];
+    const std::string carried = n.value("network", std::string()), profile = n.value("profile", std::string());
+    if (carried == "loopback") {
+      std::printf("over loopback: the scenario's network (%s) was not emulated, so these times compare the "
+                  "algorithms on this host's loopback, not on that network (launch --network scenario emulates it)\n",
+                  profile.c_str());
+      over = " over loopback";
+    } else if (carried == "hosts") {
+      std::printf("over the hosts' own network, not the scenario's network: section (%s)\n", profile.c_str());
+      over = " over the hosts' network";
+    } else {
+      over = " over the emulated " + profile;
+    }
+  }
+  std::printf("%s wall-clock time%s relative to %s:", wall ? "measured" : "virtual", over.c_str(), first.c_str());
   for (size_t i = 1; i < results.size(); ++i) {
     const double x = num(results[0], "time_s") / num(results[i], "time_s");
     std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
@@ -519,6 +654,7 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
     if (!written.ok()) return written.status();
     summary = *written;
   }
+  NARROWS_RETURN_IF_ERROR(CheckFigures(summary, run_dir));
   return summary;
 }
 
@@ -526,7 +662,21 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& given) {
   RunOptions options = given;
   if (options.warm_start_dir.empty()) options.warm_start_dir = sc.output.dir + "/warm_start";
   const std::string run_dir = sc.output.dir + "/" + sc.name;
-  if (sc.seeds == 1) {
+  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, options.existing);
+  if (!use.ok()) return use.status();
+  const auto before = *use == FolderUse::kSame
+                          ? FinishedSummary(run_dir, Entries(sc).size(), static_cast<size_t>(sc.seeds))
+                          : std::nullopt;
+  if (before) {
+    std::printf("%s: finished before with this scenario (digest %s); its results, not run again (--force runs "
+                "it again):\n",
+                run_dir.c_str(), core::ResultDigest(sc.resolved_yaml).c_str());
+    if (sc.seeds == 1) {
+      PrintComparison(*before);
+    } else {
+      PrintSeeds(*before);
+    }
+  } else if (sc.seeds == 1) {
     auto summary = RunOneSeed(sc, options);
     if (!summary.ok()) return summary.status();
     PrintComparison(*summary);

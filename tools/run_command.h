@@ -15,6 +15,7 @@
 #include "core/scenario.h"
 #include "core/status.h"
 #include "sim/network_model.h"
+#include "tools/run_folders.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -38,11 +39,17 @@ struct RunOptions {
   // Replays deployments' membership (trainer::Membership::kReplay): a trace per entry name; every
   // entry must have one. Empty: the scenario's faults, scripted.
   std::map<std::string, std::shared_ptr<const trainer::MembershipTrace>> replay;
+  // A run folder holding another scenario's results (or this one's, finished) is refused (or
+  // reused); kReplace (--force) empties it and runs again.
+  OnOtherScenario existing = OnOtherScenario::kRefuse;
 };
 
 // Every entry, once per seed (scenario.seeds): one seed writes the run folder and prints the table;
 // several write a run folder per seed (<run folder>/seed-<seed>) and the aggregate in
 // <run folder>/summary.json, and print means with intervals and the paired comparisons.
+// The run folder is claimed first (ClaimResultFolder): another scenario's results there are an
+// InvalidArgument unless options.existing is kReplace; this scenario's finished results are printed
+// again, not recomputed; a seed finished before is taken as it is.
 core::Status RunScenario(const core::Scenario& scenario, const RunOptions& options);
 // Every entry of `scenario` (its seed alone) into its run folder; its summary.json.
 core::Result<nlohmann::json> RunOneSeed(const core::Scenario& scenario, const RunOptions& options);

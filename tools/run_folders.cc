@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
+
+#include "core/result_record.h"
 
 namespace narrows::tools {
 
@@ -111,6 +115,59 @@ Result<Run> LoadRun(const std::string& dir) {
     run.entries.push_back(std::move(e));
   }
   return run;
+}
+
+bool SameScenario(const std::string& dir, const std::string& resolved_yaml) {
+  auto recorded = ReadText(dir + "/scenario.yaml");
+  return recorded.ok() && core::ResultDigest(*recorded) == core::ResultDigest(resolved_yaml);
+}
+
+namespace {
+
+std::map<std::string, std::string> KeysBut(const std::string& yaml, const std::vector<std::string>& top_level) {
+  auto keys = core::ResultKeys(yaml);
+  for (auto it = keys.begin(); it != keys.end();) {
+    const bool skip = std::any_of(top_level.begin(), top_level.end(), [&it](const std::string& k) {
+      return it->first == k || it->first.rfind(k + ".", 0) == 0;
+    });
+    it = skip ? keys.erase(it) : std::next(it);
+  }
+  return keys;
+}
+
+}  // namespace
+
+Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& resolved_yaml, OnOtherScenario other,
+                                    const std::string& what, const std::vector<std::string>& entries_own) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return FolderUse::kNew;
+  if (!fs::is_directory(dir, ec)) return Status::InvalidArgument(dir + ": exists and is not a folder; choose another with -o DIR");
+  if (fs::is_empty(dir, ec)) return FolderUse::kNew;
+  auto recorded = ReadText(dir + "/scenario.yaml");
+  if (!recorded.ok()) {
+    // What `narrows plan` (and a launch's key) leave in a run folder before anything ran there.
+    static const std::set<std::string> kBeforeARun = {"plan.json", "decision.json", "decision.html", "cluster.key"};
+    bool only_those = true;
+    for (const auto& e : fs::directory_iterator(dir, ec)) only_those = only_those && kBeforeARun.count(e.path().filename().string());
+    if (only_those && !ec) return FolderUse::kNew;
+    return Status::InvalidArgument(dir + ": not empty, and no scenario.yaml says what produced it, so it is not a " + what +
+                                   " of narrows; choose another with -o DIR");
+  }
+  const auto difference = core::FirstDifference(KeysBut(*recorded, entries_own), KeysBut(resolved_yaml, entries_own));
+  if (other == OnOtherScenario::kReplace) {
+    fs::remove_all(dir, ec);
+    if (ec) return Status::IoError(dir + ": cannot be emptied for --force: " + ec.message());
+    return FolderUse::kNew;
+  }
+  if (!difference) return FolderUse::kSame;
+  const std::string more = difference->others == 0 ? ""
+                           : " (and " + std::to_string(difference->others) + " other key" +
+                                 (difference->others == 1 ? "" : "s") + ")";
+  return Status::InvalidArgument(dir + " holds the results of another scenario: " + difference->key + " is " +
+                                 difference->there + " there and " + difference->here + " here" + more +
+                                 ". Nothing was run: --force runs this scenario and replaces them, -o DIR writes "
+                                 "elsewhere");
 }
 
 double Num(const json& j, const char* key, double fallback) {

@@ -59,6 +59,27 @@ struct Sweep {
 // and scenario.yaml), each a point of no axis, for `narrows fit` and `plan --fit`.
 core::Result<Sweep> LoadSweep(const std::string& dir);
 
+// Whether a result folder may take the results of a scenario, from the record it keeps
+// (<dir>/scenario.yaml; core/result_record.h).
+enum class FolderUse {
+  kNew,   // absent or empty, or emptied by --force: run
+  kSame,  // holds this scenario's results (finished or not): reuse what is finished
+};
+enum class OnOtherScenario { kRefuse, kReplace };  // kReplace: --force
+// kNew or kSame; with kReplace, a folder of another scenario (or of this one) is emptied first.
+// InvalidArgument, changing nothing, where the folder holds another scenario's results (naming the
+// first key that differs and both values) and `other` is kRefuse, or where it is not empty and not a
+// result folder (no scenario.yaml). `what` names the folder's kind in messages ("run folder").
+// `entries_own` lists top-level keys left to the caller: `narrows launch` gathers entries launched one at
+// a time (--entry, or one compare: list after another) into one folder, so their `compare` and
+// `deploy` may differ while everything they share must not.
+core::Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& resolved_yaml,
+                                          OnOtherScenario other, const std::string& what = "run folder",
+                                          const std::vector<std::string>& entries_own = {});
+// Whether `dir` (which exists) holds the results of `resolved_yaml`'s scenario; an unreadable
+// record is another scenario's.
+bool SameScenario(const std::string& dir, const std::string& resolved_yaml);
+
 // A number from a JSON object, `fallback` when absent or not a number.
 double Num(const nlohmann::json& j, const char* key, double fallback = NAN);
 // An entry's time in summary.json: `time_s`, or in older files the clock's own key.

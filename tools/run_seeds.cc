@@ -2,6 +2,7 @@
 // t-intervals, paired comparisons against the first entry, verdicts).
 #include <cmath>
 
+#include "core/result_record.h"
 #include "core/run_writer.h"
 #include "tools/format.h"
 #include "tools/run_folders.h"
@@ -139,7 +140,9 @@ core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options)
     // A seed whose run finished before (every entry in its summary.json) is taken as it is, so
     // that an interrupted run over many seeds resumes where it stopped.
     const std::string seed_dir = run_dir + "/seed-" + std::to_string(seed);
-    auto before = FinishedSummary(seed_dir, Entries(*one).size(), 1);
+    auto use = ClaimResultFolder(seed_dir, one->resolved_yaml, options.existing);
+    if (!use.ok()) return use.status();
+    auto before = *use == FolderUse::kSame ? FinishedSummary(seed_dir, Entries(*one).size(), 1) : std::nullopt;
     if (before) {
       if (options.progress) std::fprintf(options.progress, "seed %llu: finished before\n", static_cast<unsigned long long>(seed));
       summaries.push_back(std::move(*before));
@@ -154,6 +157,7 @@ core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options)
     // Rewritten after every seed, so a long run keeps what it finished.
     Json aggregate = AggregateSeeds(summaries, seeds);
     aggregate["scenario"] = sc.name;  // each seed's own run is named seed-<seed>
+    aggregate["scenario_digest"] = core::ResultDigest(sc.resolved_yaml);
     NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", aggregate.dump(2) + "\n"));
     if (k + 1 == sc.seeds) return aggregate;
   }

@@ -78,6 +78,9 @@ core::Result<nlohmann::json> RunSizesOnly(const core::Scenario& sc, const RunOpt
   }
   const int m = sc.workers.count;
   const std::string run_dir = sc.output.dir + "/" + sc.name;
+  // Sizes only are quick: this scenario's folder is run again, another's refused (unless --force).
+  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, options.existing);
+  if (!use.ok()) return use.status();
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   nlohmann::json results = nlohmann::json::array();

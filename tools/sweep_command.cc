@@ -2,8 +2,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <thread>
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -14,6 +22,8 @@
 #include "core/run_writer.h"
 #include "tools/report_command.h"
 #include "tools/run_command.h"
+
+extern char** environ;
 
 namespace narrows::tools {
 namespace {
@@ -98,6 +108,7 @@ struct Plan {
   std::string name;  // the base scenario's
   std::vector<std::vector<size_t>> points;
   std::vector<core::Scenario> scenarios;  // one per point
+  std::vector<std::vector<std::string>> sets;  // one per point: the overrides that make it from the file
 };
 
 core::Result<Plan> Resolve(const SweepOptions& o) {
@@ -107,7 +118,7 @@ core::Result<Plan> Resolve(const SweepOptions& o) {
   if (!base.ok()) return base.status();
   Plan plan;
   plan.name = base->name;
-  plan.dir = base->output.dir + "/" + base->name + "-sweep";
+  plan.dir = o.output.empty() ? base->output.dir + "/" + base->name + "-sweep" : o.output;
   plan.points = CrossProduct(o.axes);
   for (const auto& p : plan.points) {
     std::vector<std::string> texts = o.sets;
@@ -119,6 +130,7 @@ core::Result<Plan> Resolve(const SweepOptions& o) {
     auto sc = core::LoadScenario(o.scenario_file, *overrides);
     if (!sc.ok()) return Status::InvalidArgument("grid point " + Slug(o.axes, p) + ": " + sc.status().message());
     plan.scenarios.push_back(*sc);
+    plan.sets.push_back(texts);
   }
   return plan;
 }
@@ -140,12 +152,78 @@ Status WriteLayout(const Plan& plan, const std::vector<SweepAxis>& axes) {
   return core::WriteFileAtomic(plan.dir + "/sweep.json", layout.dump(2) + "\n");
 }
 
-// A point's summary.json when it holds every entry (the point is finished).
+// A point's summary.json when its folder holds every entry of this very scenario (the point is
+// finished).
 std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
-  return FinishedSummary(sc.output.dir + "/" + sc.name, Entries(sc).size(), static_cast<size_t>(sc.seeds));
+  const std::string dir = sc.output.dir + "/" + sc.name;
+  if (!SameScenario(dir, sc.resolved_yaml)) return std::nullopt;
+  return FinishedSummary(dir, Entries(sc).size(), static_cast<size_t>(sc.seeds));
+}
+
+// The points `todo`, o.jobs at a time, each `narrows run` in a process of its own writing its table
+// to <sweep folder>/<point>.log; the first point that fails stops the sweep (the others finish).
+Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector<size_t>& todo, core::Progress* done) {
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return Status::IoError("sweep --jobs: cannot find this program (/proc/self/exe)");
+  self[len] = '\0';
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::map<pid_t, size_t> running;
+  Status first_failure = Status::Ok();
+  size_t next = 0;
+  int64_t finished = 0;
+  while (next < todo.size() || !running.empty()) {
+    while (first_failure.ok() && next < todo.size() && running.size() < static_cast<size_t>(o.jobs)) {
+      const size_t i = todo[next++];
+      const core::Scenario& sc = plan.scenarios[i];
+      std::vector<std::string> args = {self, "run", o.scenario_file, "--quiet"};
+      for (const auto& set : plan.sets[i]) args.insert(args.end(), {"--set", set});
+      if (sc.threads == 0) args.insert(args.end(), {"--set", "threads=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(o.jobs)))});
+      const std::string log = plan.dir + "/" + sc.name + ".log";
+      posix_spawn_file_actions_t files;
+      posix_spawn_file_actions_init(&files);
+      posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t pid = -1;
+      const int err = ::posix_spawn(&pid, self, &files, nullptr, argv.data(), environ);
+      posix_spawn_file_actions_destroy(&files);
+      if (err != 0) {
+        first_failure = Status::IoError("sweep --jobs: cannot start point " + sc.name + ": " + std::strerror(err));
+        break;
+      }
+      if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s started (%s)\n", i + 1, plan.scenarios.size(), sc.name.c_str(), log.c_str());
+      running[pid] = i;
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) return Status::IoError(std::string("sweep --jobs: waitpid: ") + std::strerror(errno));
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const std::string name = plan.scenarios[it->second].name;
+    running.erase(it);
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && first_failure.ok()) {
+      auto log = ReadText(plan.dir + "/" + name + ".log");
+      const std::string tail = log.ok() ? log->substr(log->size() > 2000 ? log->size() - 2000 : 0) : "";
+      first_failure = WIFEXITED(status) && WEXITSTATUS(status) == 2
+                          ? Status::InvalidArgument("grid point " + name + " failed:\n" + tail)
+                          : Status::Internal("grid point " + name + " failed (" + plan.dir + "/" + name + ".log):\n" + tail);
+    }
+    if (ok) done->Update(++finished, name + " done");
+  }
+  return first_failure;
 }
 
 Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
+  // Every point's folder is checked before any point runs; with --force every point runs again.
+  for (const auto& sc : plan.scenarios) {
+    auto use = ClaimResultFolder(sc.output.dir + "/" + sc.name, sc.resolved_yaml, o.existing, "sweep point's folder");
+    if (!use.ok()) return Status::InvalidArgument("grid point " + sc.name + ": " + use.status().message());
+  }
   size_t done = 0;
   for (const auto& sc : plan.scenarios) done += Finished(sc) ? 1 : 0;
   const size_t total = plan.scenarios.size();
@@ -158,6 +236,13 @@ Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
   core::Progress points_done("sweep: points run", static_cast<int64_t>(total - done), o.quiet ? nullptr : stderr,
                              core::Progress::Style::kPlainLines);
   int64_t ran = 0;
+  if (o.jobs > 1) {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < total; ++i) {
+      if (!Finished(plan.scenarios[i])) todo.push_back(i);
+    }
+    return RunInProcesses(plan, o, todo, &points_done);
+  }
   for (size_t i = 0; i < total; ++i) {
     const core::Scenario& sc = plan.scenarios[i];
     if (Finished(sc)) continue;

@@ -1,6 +1,7 @@
 // `narrows sweep`: a scenario over the cross product of `--grid key=v1,v2,...` axes, each point a
-// `narrows run` in its own folder. Resumable: points whose summary already holds every entry are
-// skipped. Writes <output.dir>/<name>-sweep/results.csv (one row per point and entry) and prints
+// `narrows run` in its own folder. Resumable: points whose folder holds every entry's results under
+// the same scenario (core/result_record.h) are skipped; a point's folder of another scenario stops
+// the sweep before anything runs, unless --force. Writes <output.dir>/<name>-sweep/results.csv (one row per point and entry) and prints
 // DiLoCo's wall-clock speed-up over DDP for each point.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include "core/scenario.h"
 #include "core/status.h"
+#include "tools/run_folders.h"
 
 namespace narrows::tools {
 
@@ -31,6 +33,13 @@ struct SweepOptions {
   bool quiet = false;
   bool report = false;  // write <sweep folder>/report.html at the end
   std::string data_root;
+  std::string output;   // the sweep folder ("" = <output.dir>/<name>-sweep)
+  // Points run at once, each a `narrows run` process of its own (its table in <point>.log); where the
+  // scenario's threads is 0 (all cores), each gets cores / jobs threads.
+  int jobs = 1;
+  // A point's folder holding another scenario's results refuses the whole sweep before anything
+  // runs; kReplace (--force) runs every point again.
+  OnOtherScenario existing = OnOtherScenario::kRefuse;
 };
 
 core::Status RunSweep(const SweepOptions& options);

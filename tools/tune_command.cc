@@ -49,9 +49,13 @@ core::Scenario Alone(const core::Scenario& point, const core::AlgorithmSpec& ent
   return sc;
 }
 
-// The run's summary: as it finished before, or run now.
+// The run's summary: as it finished before under the same scenario (its point's values; the
+// folder's name holds the entry and the seed), or run now.
 core::Result<Json> RunOrResume(const core::Scenario& sc, const RunOptions& run) {
-  if (auto before = FinishedSummary(sc.output.dir + "/" + sc.name, 1, 1)) return *before;
+  const std::string dir = sc.output.dir + "/" + sc.name;
+  if (SameScenario(dir, sc.resolved_yaml)) {
+    if (auto before = FinishedSummary(dir, 1, 1)) return *before;
+  }
   return RunOneSeed(sc, run);
 }
 
@@ -108,7 +112,9 @@ Status RunTune(const TuneOptions& o) {
     }
     scenarios.push_back(*sc);
   }
-  const std::string dir = base->output.dir + "/" + base->name + "-tune";
+  const std::string dir = o.output.empty() ? base->output.dir + "/" + base->name + "-tune" : o.output;
+  auto use = ClaimResultFolder(dir, base->resolved_yaml, o.existing, "tune folder");
+  if (!use.ok()) return use.status();
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(dir + "/scenario.yaml", base->resolved_yaml));
   RunOptions run;
@@ -209,6 +215,8 @@ Status RunTune(const TuneOptions& o) {
     all.seeds = 1;
     auto summary = WriteSummary(all, seed_dir, results, "virtual", false);
     if (!summary.ok()) return summary.status();
+    (*summary)["settings"]["tuned"] = true;  // each entry at the values its tuning chose
+    NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(seed_dir + "/summary.json", summary->dump(2) + "\n"));
     summaries.push_back(*summary);
     seeds.push_back(seed);
   }

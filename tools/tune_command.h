@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tools/run_folders.h"
 #include "tools/sweep_command.h"
 
 namespace narrows::tools {
@@ -30,6 +31,9 @@ struct TuneOptions {
   bool quiet = false;
   bool report = false;
   std::string data_root;
+  std::string output;  // the tune folder ("" = <output.dir>/<name>-tune)
+  // The tune folder holding another scenario's results is refused; kReplace (--force) empties it.
+  OnOtherScenario existing = OnOtherScenario::kRefuse;
 };
 
 core::Status RunTune(const TuneOptions& options);

@@ -248,6 +248,15 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
     if (x.data->byte_level) (*line)["val_bpb"] = eval->second.second / std::log(2.0);
   };
   double last_sent = 0.0, last_received = 0.0;  // the counters as the last recorded step left them
+  // Bytes per worker, defined once (docs/scenarios.md, output fields): every worker's bytes so far
+  // (a worker that left keeps its count, one yet to join has none) over workers.count, as the
+  // summary's bytes_sent_per_worker is at the end; so a figure to target is never above the total.
+  std::vector<double> worker_sent(static_cast<size_t>(x.num_workers), 0.0), worker_received(worker_sent);
+  auto per_worker_mean = [&x](const std::vector<double>& v) {
+    double sum = 0.0;
+    for (double b : v) sum += b;
+    return sum / static_cast<double>(x.num_workers);
+  };
   for (const auto& [step, recs] : by_step) {
     tokens += tokens_per_step * static_cast<int64_t>(recs.size());
     if (recs.empty()) {  // an evaluation alone: no training loss, the byte counters as they were
@@ -258,16 +267,17 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
       NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
       continue;
     }
-    double time = 0.0, loss = 0.0, sent = 0.0, received = 0.0;
+    double time = 0.0, loss = 0.0;
     for (const auto* rec : recs) {
       time = std::max(time, rec->time);
       loss += rec->loss / static_cast<double>(recs.size());
-      sent += static_cast<double>(rec->bytes_sent) / static_cast<double>(recs.size());
-      received += static_cast<double>(rec->bytes_received) / static_cast<double>(recs.size());
+      worker_sent[static_cast<size_t>(rec->worker)] = static_cast<double>(rec->bytes_sent);
+      worker_received[static_cast<size_t>(rec->worker)] = static_cast<double>(rec->bytes_received);
       per_worker[static_cast<size_t>(rec->worker)] = {{"worker", rec->worker}, {"time_s", rec->time},
                                                       {"compute_s", rec->compute_s}, {"comm_s", rec->comm_s},
                                                       {"idle_s", rec->idle_s}, {"bytes_sent", rec->bytes_sent}};
     }
+    const double sent = per_worker_mean(worker_sent), received = per_worker_mean(worker_received);
     last_sent = sent;
     last_received = received;
     const auto eval = x.evals.find(step + 1);

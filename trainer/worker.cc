@@ -312,6 +312,7 @@ void WorkerContext::ChargeCompute(double modelled_flops, double host_s) {
     seconds = step_flops > 0 ? modelled_flops / step_flops * mine[at] : 0.0;
   }
   t.clock().ChargeCompute(seconds);
+  if (speed < 1.0) t.clock().Pace(host_s * (1.0 / speed - 1.0));  // a real process runs at its worker's speed
   compute_s += seconds;
   std::lock_guard<std::mutex> lock(x.mu);
   x.host_compute_s += host_s;

@@ -152,14 +152,14 @@ execute_process(COMMAND ${NARROWS} run small_run.yaml -q --set output.dir=warm
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "a run from a model.ckpt failed: ${out}${err}")
 endif()
-execute_process(COMMAND ${NARROWS} run small_run.yaml --set output.dir=warm --set warm_start.steps=3
+execute_process(COMMAND ${NARROWS} run small_run.yaml -o warm/pretrained --set warm_start.steps=3
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
 file(GLOB cached ${WORK}/warm/warm_start/pretrained-*.ckpt)
 if(NOT rc EQUAL 0 OR NOT cached)
   message(FATAL_ERROR "a run with warm_start.steps cached nothing: ${out}${err}")
 endif()
 file(WRITE ${WORK}/not_a_model.ckpt "NRWC but not really")
-expect_failure(bad_model_file 2 "not_a_model.ckpt" run small_run.yaml --set output.dir=warm
+expect_failure(bad_model_file 2 "not_a_model.ckpt" run small_run.yaml -o warm/bad_model
                --set warm_start.checkpoint=not_a_model.ckpt)
 
 execute_process(COMMAND ${NARROWS} validate ${SRC}/scenarios/quickstart.yaml RESULT_VARIABLE rc

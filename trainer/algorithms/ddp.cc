@@ -362,6 +362,27 @@ std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& en
   PlanRow r;
   r.compute_s = in.compute_s;
   r.time_s = in.critical_compute_s + updates * exposed;
+  if (o.batch.schedule == BatchScheduleKind::kConstant && entry.collective == core::CollectiveKind::kRing) {
+    // The trainer's buckets (OverlappedGradients): 1 MB, then bucket_mb each, the last taking the
+    // rest and the tied embedding (ready when backward ends); gradients come out evenly over
+    // backward, the last two thirds of a step. Without overlap one ring after the step.
+    std::vector<double> buckets, ready;
+    if (!o.overlap || bytes <= first_bucket) {
+      buckets = {bytes};
+      ready = {1.0};
+    } else {
+      double at = 0.0;
+      while (at < bytes) {
+        const double cap = buckets.empty() ? first_bucket : o.bucket_mb * 1e6;
+        const bool last = buckets.size() + 1 >= static_cast<size_t>(core::tags::kMaxDdpBuckets) || bytes - at <= cap;
+        const double size = last ? bytes - at : cap;
+        at += size;
+        buckets.push_back(size);
+        ready.push_back(last ? 1.0 : 1.0 / 3.0 + 2.0 / 3.0 * at / bytes);
+      }
+    }
+    r.time_s = in.BucketedRingRoundsSeconds(buckets, ready, in.nominal_step_s, updates);
+  }
   r.bytes_per_worker = updates * 2.0 * (m - 1) / m * (bytes + (adaptive ? 4.0 : 0.0));
   if (o.batch.schedule == BatchScheduleKind::kNormTest) {
     r.note = "the norm test's batch growth depends on the gradients; predicted at the base batch "

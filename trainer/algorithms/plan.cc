@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <queue>
 
 namespace narrows::trainer {
 
@@ -77,18 +79,122 @@ double PlanInputs::AllGatherSeconds(double bytes) const {
 double PlanInputs::ConcurrentRingsSeconds(const std::vector<std::vector<int>>& groups, double bytes,
                                           double* sent_per_worker) const {
   if (bytes <= 0) return 0.0;
-  std::vector<PlanMessage> step;
-  size_t longest = 0;
+  std::vector<PlanMessage> step, probe;
   for (const auto& g : groups) {
     if (g.size() < 2) continue;
-    longest = std::max(longest, g.size());
     const double n = static_cast<double>(g.size());
     for (size_t i = 0; i < g.size(); ++i) {
       step.push_back({g[i], g[(i + 1) % g.size()], static_cast<int64_t>(std::ceil(bytes / n))});
+      probe.push_back({g[i], g[(i + 1) % g.size()], 1});
     }
     *sent_per_worker += n * 2.0 * (n - 1) / n * bytes / workers();
   }
-  return step.empty() ? 0.0 : 2.0 * static_cast<double>(longest - 1) * slowest_delivery(step);
+  if (step.empty()) return 0.0;
+  if (!deliveries) {  // no per-message model: every step as slow as its slowest hop
+    size_t longest = 0;
+    for (const auto& g : groups) longest = std::max(longest, g.size());
+    return 2.0 * static_cast<double>(longest - 1) * slowest_delivery(step);
+  }
+  const std::vector<double> full = deliveries(step), latency = deliveries(probe);
+  double seconds = 0.0;
+  size_t at = 0;  // the group's first hop in `step`
+  for (const auto& g : groups) {
+    if (g.size() < 2) continue;
+    const size_t n = g.size();
+    // Hop j: member j to member j + 1. ready[j]: when member j + 1 has hop j's chunk of the last step.
+    std::vector<double> ready(n, 0.0), link_free(n, 0.0);
+    for (size_t k = 0; k < 2 * (n - 1); ++k) {
+      std::vector<double> next(n);
+      for (size_t j = 0; j < n; ++j) {
+        const double transfer = std::max(0.0, full[at + j] - latency[at + j]);
+        const double has_chunk = k == 0 ? 0.0 : ready[(j + n - 1) % n];
+        const double start = std::max(has_chunk, link_free[j]);
+        link_free[j] = start + transfer;
+        next[j] = start + std::max(full[at + j], transfer);
+      }
+      ready = std::move(next);
+    }
+    seconds = std::max(seconds, *std::max_element(ready.begin(), ready.end()));
+    at += n;
+  }
+  return seconds;
+}
+
+double PlanInputs::RingRoundsSeconds(double bytes, double compute_s, double rounds) const {
+  return BucketedRingRoundsSeconds({bytes}, {1.0}, compute_s, rounds);
+}
+
+double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
+                                             double compute_s, double rounds) const {
+  const int m = workers();
+  if (rounds <= 0) return 0.0;
+  std::vector<double> compute(static_cast<size_t>(m), compute_s);
+  for (int w = 0; w < m && static_cast<size_t>(w) < sc->workers.speed.size(); ++w) {
+    compute[static_cast<size_t>(w)] /= sc->workers.speed[static_cast<size_t>(w)];
+  }
+  double total_bytes = 0.0, largest = 0.0;
+  for (double b : bucket_bytes) {
+    total_bytes += b;
+    largest = std::max(largest, b);
+  }
+  if (m < 2 || total_bytes <= 0 || !deliveries) {
+    double ring = 0.0;
+    for (double b : bucket_bytes) ring += m < 2 ? 0.0 : RingAllReduceSeconds(b);
+    return rounds * (*std::max_element(compute.begin(), compute.end()) + ring);
+  }
+  const auto n = static_cast<size_t>(m);
+  // Each hop's latency (a one-byte message) and its transfer of the largest bucket's chunk, every
+  // hop sending at once; a smaller chunk's transfer scales with its bytes.
+  std::vector<PlanMessage> step, probe;
+  const auto reference = static_cast<int64_t>(std::ceil(largest / m));
+  for (int w = 0; w < m; ++w) {
+    step.push_back({w, (w + 1) % m, reference});
+    probe.push_back({w, (w + 1) % m, 1});
+  }
+  const std::vector<double> full = deliveries(step), latency = deliveries(probe);
+  std::vector<double> clock(n, 0.0), link_free(n, 0.0);  // clock[j]: when worker j ended its last round
+  // Enough rounds for the chain to settle, fewer for large rings (the cost grows as rounds x n^2).
+  const double cap = n <= 64 ? 32.0 : n <= 256 ? 8.0 : 3.0;
+  const int simulated = static_cast<int>(std::min(rounds, cap));
+  double end = 0.0, end_half = 0.0;
+  struct Send {
+    double at;
+    size_t bucket, k, hop;
+    bool operator>(const Send& o) const { return at > o.at; }
+  };
+  for (int r = 0; r < simulated; ++r) {
+    // Every bucket's ring, its first sends once the bucket's gradients are ready at each worker;
+    // each link sends one chunk at a time, in the order they were ready to go (FIFO).
+    std::priority_queue<Send, std::vector<Send>, std::greater<Send>> ready;
+    for (size_t b = 0; b < bucket_bytes.size(); ++b) {
+      for (size_t j = 0; j < n; ++j) ready.push({clock[j] + ready_at[b] * compute[j], b, 0, j});
+    }
+    std::vector<double> done(n, 0.0);
+    for (size_t j = 0; j < n; ++j) done[j] = clock[j] + compute[j];
+    while (!ready.empty()) {
+      const Send s = ready.top();
+      ready.pop();
+      const double share = bucket_bytes[s.bucket] / largest;
+      const double transfer = std::max(0.0, full[s.hop] - latency[s.hop]) * share;
+      const double start = std::max(s.at, link_free[s.hop]);
+      link_free[s.hop] = start + transfer;
+      const double arrives = start + latency[s.hop] + transfer;
+      const size_t to = (s.hop + 1) % n;
+      if (s.k + 1 < 2 * (n - 1)) {
+        // Worker `to` sends on once it has this chunk and its own bucket is ready (a straggler
+        // still computing holds up the ring at its hop).
+        ready.push({std::max(arrives, clock[to] + ready_at[s.bucket] * compute[to]), s.bucket, s.k + 1, to});
+      } else {
+        done[to] = std::max(done[to], arrives);
+      }
+    }
+    clock = done;
+    end = *std::max_element(clock.begin(), clock.end());
+    if (r + 1 == simulated / 2) end_half = end;
+  }
+  if (rounds <= simulated) return end;
+  const double per_round = (end - end_half) / static_cast<double>(simulated - simulated / 2);
+  return end + (rounds - simulated) * per_round;
 }
 
 }  // namespace narrows::trainer

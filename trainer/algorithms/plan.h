@@ -55,6 +55,8 @@ struct PlanInputs {
   StreamingRequest streaming;
   // When the last of `messages`, all sent at time 0, arrives on the scenario's network model.
   std::function<double(const std::vector<PlanMessage>&)> slowest_delivery;
+  // When each of `messages`, all sent at time 0, arrives (in their order).
+  std::function<std::vector<double>(const std::vector<PlanMessage>&)> deliveries;
 
   int workers() const { return sc->workers.count; }
   // A ring all-reduce of `bytes` among `group` (all workers when empty): 2(g-1) steps, in each of
@@ -74,8 +76,25 @@ struct PlanInputs {
   // over the workers, (M-1)/M (scatter_bytes + gather_bytes) whichever the collective.
   double AllReduceSeconds(double scatter_bytes, double gather_bytes, core::CollectiveKind kind) const;
   double AllReduceSeconds(double bytes, core::CollectiveKind kind) const { return AllReduceSeconds(bytes, bytes, kind); }
-  // The time of one ring among each of `groups` at once (disjoint workers): the slowest piece times
-  // 2(g-1) steps of the largest group; `*sent_per_worker` grows by the bytes each worker sends,
+  // The time of `rounds` rounds in each of which every worker computes for compute_s at speed 1 (its
+  // own speed's share of it, workers.speed) and then all workers all-reduce `bytes` in one ring, as
+  // the ring runs (ConcurrentRingsSeconds): a worker starts its round's ring once its compute ends and
+  // its next round's compute once its ring ends, so a round's ring can begin at one worker while
+  // another's ends, and over many rounds the ring's chain of hops costs each hop's mean, not the
+  // slowest stretch of it. Simulated for up to 64 rounds; beyond, extended at the last rounds' rate.
+  double RingRoundsSeconds(double bytes, double compute_s, double rounds) const;
+  // The same with the all-reduce in buckets, each its own ring started when its share of the round's
+  // compute is done (`ready_at`, a fraction of compute_s; DDP's buckets during backward), the rings
+  // sharing each link one chunk at a time; a worker's round ends when its compute and every
+  // bucket's ring have.
+  double BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
+                                   double compute_s, double rounds) const;
+  // The time of one ring among each of `groups` at once (disjoint workers), as the ring runs: in
+  // each of its 2(g-1) steps a member sends a chunk once it has the one its predecessor sent in the
+  // step before and its own link has sent its last, so unequal hops (an island's WAN hop among fast
+  // ones) cost their own time along the ring's chain, not the slowest hop's at every step. Each
+  // hop's latency and transfer come from the network model with every hop sending at once (a
+  // one-byte message, then the chunk). `*sent_per_worker` grows by the bytes each worker sends,
   // averaged over all workers.
   double ConcurrentRingsSeconds(const std::vector<std::vector<int>>& groups, double bytes,
                                 double* sent_per_worker) const;

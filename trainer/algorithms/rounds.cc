@@ -186,14 +186,15 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       }
     }
     const int64_t sent_at_start = w.Stats().bytes_sent;  // after the joiners' state: the algorithm's own bytes
-    for (const auto& [step, crashed] : roster.Departures(rs, re)) {
-      lost_state = lost_state || crashed;
-      w.records.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
-    }
     if (roster.Present(rs)) {
       for (int64_t step = rs; step < re && roster.Trains(step); ++step) {
         NARROWS_RETURN_IF_ERROR(a.Step(&round, step));
       }
+    }
+    // A departure inside the round is stamped when the worker stops: after the steps it trained.
+    for (const auto& [step, crashed] : roster.Departures(rs, re)) {
+      lost_state = lost_state || crashed;
+      w.records.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
     }
     if (round.Member(w.rank)) {
       NARROWS_RETURN_IF_ERROR(a.EndRound(&round));

@@ -1,0 +1,37 @@
+// What a result folder records of the scenario that produced it, and the comparison that decides
+// whether a folder's results answer another scenario (as Hydra keeps the resolved config beside
+// every run, and a build system reuses an output only when its inputs' digest matches).
+//
+// The record is the resolved scenario (Scenario::resolved_yaml, written to <folder>/scenario.yaml)
+// read as flat keys. Everything in it determines the numbers except `name` and `output` (where the
+// results go) and `seeds` (how many seeds one folder gathers; each seed's own folder records its
+// `seed`). Numbers are compared by value, so 0.05 and 0.050000000000000003 are one value.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace narrows::core {
+
+// The keys of a resolved scenario that determine its numbers, as dotted paths ("train.steps",
+// "compare.1.inner_steps") mapped to their values as text, numbers in shortest round-trip form.
+// Text that is not YAML gives one key, "(not a scenario)".
+std::map<std::string, std::string> ResultKeys(const std::string& resolved_yaml);
+
+// FNV-1a (64 bits) of ResultKeys, as 16 hex digits.
+std::string ResultDigest(const std::string& resolved_yaml);
+
+struct KeyDifference {
+  std::string key;
+  std::string there;  // the recorded value ("(absent)" where the record lacks the key)
+  std::string here;   // the asked-for value
+  size_t others = 0;  // how many other keys differ
+};
+
+// The first key (in path order) whose value differs between two records; none if they are equal.
+std::optional<KeyDifference> FirstDifference(const std::map<std::string, std::string>& there,
+                                             const std::map<std::string, std::string>& here);
+
+}  // namespace narrows::core
