@@ -187,8 +187,12 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
       }
     }
     if (!keys) {
-      std::vector<std::string> names;
-      for (const AlgorithmParser* p : AlgorithmParsers()) names.push_back(p->name);
+      std::vector<std::string> names;  // the algorithms and their one-word spellings ("diloco-hN")
+      for (const AlgorithmParser* p : AlgorithmParsers()) {
+        names.push_back(p->name);
+        std::stringstream words(p->shorthands);
+        for (std::string w; std::getline(words, w, ',');) names.push_back(w.substr(w.find_first_not_of(' ')));
+      }
       s.Error(node, s.path(), "unknown algorithm '" + text + "'" + DidYouMean(text, names) + " (expected " +
                                   KnownShorthands() + ", or a mapping)");
       return a;

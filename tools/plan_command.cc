@@ -246,10 +246,8 @@ std::vector<std::string> PlannerLeavesOut(const core::Scenario& sc) {
       out.push_back("faults[" + std::to_string(i) + "]: the planner keeps every link up (no link_down)");
     }
   }
-  for (const auto& e : sc.compare) {
-    if (e.collective == core::CollectiveKind::kHierarchical) {
-      out.push_back(e.name + ": its hierarchical collective is predicted as a flat ring");
-    }
+  if (!sc.network.schedule.empty()) {
+    out.push_back("network.schedule: each link at its bandwidth at time 0 (no change over the run)");
   }
   return out;
 }

@@ -52,7 +52,7 @@ core::Result<Plan> MakePlan(const core::Scenario& scenario, const PlanOptions& o
 // its algorithm predicts nothing.
 core::AlgorithmSpec ChooseCollective(const core::Scenario& scenario, const core::AlgorithmSpec& entry);
 
-// What of the scenario the planner does not model (faults, hierarchical collectives), one line each;
+// What of the scenario the planner does not model (faults, a bandwidth schedule), one line each;
 // printed by `plan` as "left out" and written to plan.json's `left_out`.
 std::vector<std::string> PlannerLeavesOut(const core::Scenario& scenario);
 // MakePlan, printed as a table and written to <output.dir>/<name>/plan.json.

@@ -132,3 +132,37 @@ expect_rc(0)
 expect_text("gpt2-124m")
 narrows(list_bad list moduels)
 expect_rc(2)
+
+# A newcomer's scenario as they described it: two islands of 4 joined by a 1 Gbit/s, 40 ms WAN,
+# dc-100g inside each, worker 7 at half speed, worker 5 leaving at step 30, DDP against DiLoCo H = 20
+# and Streaming DiLoCo with int4 outer gradients, modelled compute, 60 steps. The run ends with its
+# figures' invariants checked (a contradiction fails it); its leave is stamped after the worker's
+# last step; the planner says what it leaves out (the leave), and without it predicts DDP and DiLoCo
+# within 5% of the emulator, so `run` gives the speed-up at this host's rate.
+file(WRITE ${WORK}/wan8.yaml "name: wan8\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+     "workers: {count: 8, speed: [1, 1, 1, 1, 1, 1, 1, 0.5]}\n"
+     "network: {topology: islands, islands: [[0, 1, 2, 3], [4, 5, 6, 7]], profile: custom, bandwidth_bps: 1.0e9,\n"
+     "  latency_ms: 40, intra: {profile: dc-100g}}\n"
+     "faults: [{type: leave, worker: 5, at_step: 30}]\n"
+     "compute: {mode: modelled, device_flops: 5.0e10}\ntrain: {steps: 60, batch_size: 4}\neval: {every: 20, batches: 2}\n"
+     "compare: [ddp, diloco-h20, {algorithm: streaming-diloco, name: streaming-int4, inner_steps: 20, fragments: 2,\n"
+     "  outer_gradient: int4}]\noutput: {dir: out}\n")
+narrows(wan8 run wan8.yaml -q)
+expect_rc(0)
+file(READ ${WORK}/out/wan8/ddp/events.jsonl events)
+string(REGEX MATCH "\"type\":\"leave\"[^}]*" leave "${events}")
+if(leave STREQUAL "")
+  message(FATAL_ERROR "no leave event in out/wan8/ddp/events.jsonl:\n${events}")
+endif()
+narrows(wan8_plan plan wan8.yaml)
+expect_rc(0)
+expect_text("plan: left out: faults[0]: the planner keeps every worker for the whole run")
+narrows(wan8_steady run wan8.yaml -q --set faults=[] -o out/wan8-steady)
+expect_rc(0)
+file(READ ${WORK}/out/wan8-steady/summary.json steady)
+foreach(entry ddp diloco-h20)
+  string(JSON error GET "${steady}" host planner_error ${entry})
+  if(error GREATER 0.05 OR error LESS -0.05)
+    message(FATAL_ERROR "the planner is ${error} off the emulator for ${entry} on the islands")
+  endif()
+endforeach()

@@ -409,8 +409,8 @@ TEST_F(DistributedTest, Ns3NetworkTrainsTheSameModelAndAgreesOnTime) {
 }
 
 // The capacity planner predicts what `narrows run` measures where both can run (modelled compute,
-// DDP without overlap and DiLoCo), from the same network model and without training. With a
-// straggler it is an upper bound: the others' part of the ring proceeds while it computes.
+// DDP without overlap and DiLoCo), from the same network model and without training, with a
+// straggler too.
 TEST_F(DistributedTest, PlanAgreesWithTheEmulatedRun) {
   for (const std::string speeds : {"[1, 1, 1, 1]", "[1, 1, 0.5, 1]"}) {
     const auto sc = Make("workers: {count: 4, speed: " + speeds + "}\n"
@@ -425,11 +425,10 @@ TEST_F(DistributedTest, PlanAgreesWithTheEmulatedRun) {
       const auto& p = plan->rows[i];
       EXPECT_EQ(p.name, run.name);
       const double ratio = p.time_s / run.virtual_time_s;
-      if (straggler) {
-        EXPECT_GE(ratio, 0.999) << p.name;
-        EXPECT_LE(ratio, 1.15) << p.name;
-      } else {
-        EXPECT_NEAR(ratio, 1.0, 0.01) << p.name;
+      // The planner follows each worker's clock through the ring, so a straggler costs what it
+      // costs the run: the others' part of the ring proceeds while it computes.
+      EXPECT_NEAR(ratio, 1.0, 0.01) << p.name << (straggler ? " with a straggler" : "");
+      if (!straggler) {
         EXPECT_NEAR(p.compute_s / p.time_s, run.compute_utilization, 0.01) << p.name;
       }
       EXPECT_NEAR(p.bytes_per_worker / run.bytes_sent_per_worker, 1.0, 0.001) << p.name;

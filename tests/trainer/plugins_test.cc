@@ -279,7 +279,8 @@ TEST_F(PluginsTest, ShorthandsSpellOutTheirAlgorithmsKeys) {
   EXPECT_EQ(again->compare[2].algorithm, "diloco");
   EXPECT_EQ(again->resolved_yaml, sc->resolved_yaml);
   const std::string unknown = ErrorOf("compare: [ddp, diloco-hx]\n");
-  EXPECT_NE(unknown.find("bad.yaml:1:16: compare[1]: unknown algorithm 'diloco-hx' (expected async-diloco"),
+  EXPECT_NE(unknown.find("bad.yaml:1:16: compare[1]: unknown algorithm 'diloco-hx' (did you mean 'diloco-hN'?) "
+                         "(expected async-diloco"),
             std::string::npos) << unknown;
   EXPECT_NE(ErrorOf("compare: [ddp, ddp]\n").find("two entries are named 'ddp'"), std::string::npos);
 }

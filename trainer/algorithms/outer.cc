@@ -73,9 +73,11 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   r.syncs = static_cast<int64_t>(rounds) * fragments;
   // The last synchronisation has no inner steps left to hide behind.
   r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * exposed + (reduce - exposed);
-  if (wire.lossless() && fragments == 1 && overlap_steps == 0 && collective == core::CollectiveKind::kRing) {
+  if (!wire.sparse() && fragments == 1 && overlap_steps == 0 && collective == core::CollectiveKind::kRing) {
     // Rounds of H inner steps and a ring; a last round of fewer steps is taken as a whole one.
-    r.time_s = in.RingRoundsSeconds(bytes, static_cast<double>(inner_steps) * in.nominal_step_s, rounds);
+    const double gather = wire.lossless() ? bytes
+                                          : static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
+    r.time_s = in.RingRoundsSeconds(bytes, gather, static_cast<double>(inner_steps) * in.nominal_step_s, rounds);
   }
   r.bytes_per_worker = static_cast<double>(r.syncs) * sent;
   return r;

@@ -37,31 +37,55 @@ double PlanInputs::AllReduceSeconds(double scatter_bytes, double gather_bytes, c
       return slowest_delivery(in) + slowest_delivery(out);
     }
     case core::CollectiveKind::kTree: {
-      // Level by level from the deepest: every child of the level sends to its parent at once; then
-      // the same levels down from the root.
-      double seconds = 0.0;
-      const int depth = static_cast<int>(std::floor(std::log2(m)));
-      for (int level = depth; level >= 1; --level) {
-        std::vector<PlanMessage> to_parents, to_children;
-        for (int i = (1 << level) - 1; i < std::min(m, (1 << (level + 1)) - 1); ++i) {
-          to_parents.push_back({i, (i - 1) / 2, up});
-          to_children.push_back({(i - 1) / 2, i, down});
-        }
-        seconds += slowest_delivery(to_parents) + slowest_delivery(to_children);
+      // As core/collectives.cc runs it (the binary heap of ranks, 0 the root): a rank sends its sum
+      // up once both its children's have come, and passes the result down as soon as it has it; each
+      // edge's time from the network with all edges of its direction sending at once (a parent's two
+      // children share its link).
+      if (!deliveries) break;
+      std::vector<PlanMessage> to_parents, to_children;
+      for (int i = 1; i < m; ++i) {
+        to_parents.push_back({i, (i - 1) / 2, up});
+        to_children.push_back({(i - 1) / 2, i, down});
+      }
+      const std::vector<double> t_up = deliveries(to_parents), t_down = deliveries(to_children);
+      std::vector<double> has_sum(static_cast<size_t>(m), 0.0), has_result(static_cast<size_t>(m), 0.0);
+      for (int i = m - 1; i >= 1; --i) {  // children before parents
+        const size_t parent = static_cast<size_t>((i - 1) / 2);
+        has_sum[parent] = std::max(has_sum[parent], has_sum[static_cast<size_t>(i)] + t_up[static_cast<size_t>(i - 1)]);
+      }
+      has_result[0] = has_sum[0];
+      double seconds = has_result[0];
+      for (int i = 1; i < m; ++i) {  // parents before children
+        has_result[static_cast<size_t>(i)] = has_result[static_cast<size_t>((i - 1) / 2)] + t_down[static_cast<size_t>(i - 1)];
+        seconds = std::max(seconds, has_result[static_cast<size_t>(i)]);
       }
       return seconds;
     }
+    case core::CollectiveKind::kHierarchical: {
+      // Each island's members send their buffer to its leader (its first worker) at once, the
+      // leaders all-reduce in a ring, and each leader sends the sum to its members.
+      const auto& islands = sc->network.islands;
+      if (islands.empty()) break;
+      std::vector<PlanMessage> in, out;
+      std::vector<int> leaders;
+      for (const auto& island : islands) {
+        if (island.empty()) continue;
+        leaders.push_back(island.front());
+        for (size_t k = 1; k < island.size(); ++k) {
+          in.push_back({island[k], island.front(), up});
+          out.push_back({island.front(), island[k], down});
+        }
+      }
+      std::sort(leaders.begin(), leaders.end());
+      double sent = 0.0;
+      return (in.empty() ? 0.0 : slowest_delivery(in)) + ConcurrentRingsSeconds({leaders}, scatter_bytes, &sent) +
+             (out.empty() ? 0.0 : slowest_delivery(out));
+    }
     case core::CollectiveKind::kRing:
-    case core::CollectiveKind::kHierarchical:
     case core::CollectiveKind::kAuto: break;
   }
   if (up == down) return RingAllReduceSeconds(scatter_bytes);
-  std::vector<PlanMessage> scatter, gather;
-  for (int w = 0; w < m; ++w) {
-    scatter.push_back({w, (w + 1) % m, static_cast<int64_t>(std::ceil(scatter_bytes / m))});
-    gather.push_back({w, (w + 1) % m, static_cast<int64_t>(std::ceil(gather_bytes / m))});
-  }
-  return (m - 1) * (slowest_delivery(scatter) + slowest_delivery(gather));
+  return RingRoundsSeconds(scatter_bytes, gather_bytes, 0.0, 1.0);
 }
 
 double PlanInputs::AllGatherSeconds(double bytes) const {
@@ -120,12 +144,12 @@ double PlanInputs::ConcurrentRingsSeconds(const std::vector<std::vector<int>>& g
   return seconds;
 }
 
-double PlanInputs::RingRoundsSeconds(double bytes, double compute_s, double rounds) const {
-  return BucketedRingRoundsSeconds({bytes}, {1.0}, compute_s, rounds);
+double PlanInputs::RingRoundsSeconds(double scatter_bytes, double gather_bytes, double compute_s, double rounds) const {
+  return BucketedRingRoundsSeconds({scatter_bytes}, {1.0}, compute_s, rounds, gather_bytes / scatter_bytes);
 }
 
 double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
-                                             double compute_s, double rounds) const {
+                                             double compute_s, double rounds, double gather_share) const {
   const int m = workers();
   if (rounds <= 0) return 0.0;
   std::vector<double> compute(static_cast<size_t>(m), compute_s);
@@ -135,11 +159,11 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
   double total_bytes = 0.0, largest = 0.0;
   for (double b : bucket_bytes) {
     total_bytes += b;
-    largest = std::max(largest, b);
+    largest = std::max(largest, b * std::max(1.0, gather_share));
   }
   if (m < 2 || total_bytes <= 0 || !deliveries) {
     double ring = 0.0;
-    for (double b : bucket_bytes) ring += m < 2 ? 0.0 : RingAllReduceSeconds(b);
+    for (double b : bucket_bytes) ring += m < 2 ? 0.0 : RingAllReduceSeconds(b);  // (no per-hop model)
     return rounds * (*std::max_element(compute.begin(), compute.end()) + ring);
   }
   const auto n = static_cast<size_t>(m);
@@ -174,7 +198,8 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
     while (!ready.empty()) {
       const Send s = ready.top();
       ready.pop();
-      const double share = bucket_bytes[s.bucket] / largest;
+      // The reduce-scatter's n - 1 steps carry the first phase's chunks, the all-gather's the second's.
+      const double share = bucket_bytes[s.bucket] * (s.k + 1 < n ? 1.0 : gather_share) / largest;
       const double transfer = std::max(0.0, full[s.hop] - latency[s.hop]) * share;
       const double start = std::max(s.at, link_free[s.hop]);
       link_free[s.hop] = start + transfer;

@@ -72,7 +72,8 @@ struct PlanInputs {
   // `scatter_bytes` on its way to the sums' owners and `gather_bytes` on its way back (the codec and
   // the second phase's codec; equal for fp32): a ring (M-1 steps of chunks each way); two phases of
   // chunks (two-phase); every worker's buffer to worker 0, then the sum back (star); a binary tree,
-  // level by level up, then down. Hierarchical is predicted as a ring. Each worker sends, averaged
+  // each rank sending up once its children's sums came and down once it has the result;
+  // hierarchical as each island's members to its leader, a ring among the leaders, and back. Each worker sends, averaged
   // over the workers, (M-1)/M (scatter_bytes + gather_bytes) whichever the collective.
   double AllReduceSeconds(double scatter_bytes, double gather_bytes, core::CollectiveKind kind) const;
   double AllReduceSeconds(double bytes, core::CollectiveKind kind) const { return AllReduceSeconds(bytes, bytes, kind); }
@@ -82,13 +83,19 @@ struct PlanInputs {
   // its next round's compute once its ring ends, so a round's ring can begin at one worker while
   // another's ends, and over many rounds the ring's chain of hops costs each hop's mean, not the
   // slowest stretch of it. Simulated for up to 64 rounds; beyond, extended at the last rounds' rate.
-  double RingRoundsSeconds(double bytes, double compute_s, double rounds) const;
+  // With a lossy format the reduce-scatter's chunks are `scatter_bytes`' and the all-gather's
+  // `gather_bytes`' (the codec and the second phase's codec).
+  double RingRoundsSeconds(double scatter_bytes, double gather_bytes, double compute_s, double rounds) const;
+  double RingRoundsSeconds(double bytes, double compute_s, double rounds) const {
+    return RingRoundsSeconds(bytes, bytes, compute_s, rounds);
+  }
   // The same with the all-reduce in buckets, each its own ring started when its share of the round's
   // compute is done (`ready_at`, a fraction of compute_s; DDP's buckets during backward), the rings
   // sharing each link one chunk at a time; a worker's round ends when its compute and every
   // bucket's ring have.
+  // `gather_share`: the all-gather's chunks over the reduce-scatter's (a lossy format's two codecs).
   double BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
-                                   double compute_s, double rounds) const;
+                                   double compute_s, double rounds, double gather_share = 1.0) const;
   // The time of one ring among each of `groups` at once (disjoint workers), as the ring runs: in
   // each of its 2(g-1) steps a member sends a chunk once it has the one its predecessor sent in the
   // step before and its own link has sent its last, so unequal hops (an island's WAN hop among fast
