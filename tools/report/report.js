@@ -120,8 +120,10 @@
     for (const [kind, style] of Object.entries(markerStyles)) {
       const data = b.markers.filter((m) => m[2] === kind && m[1] !== null).map((m) => ({ x: m[1], y: labels[m[0]] }));
       if (data.length > 0) {
-        datasets.push({ type: 'scatter', label: kind, data, pointStyle: style[0], borderColor: style[1],
-          backgroundColor: style[1], pointRadius: 6, borderWidth: 2 });
+        // Drawn over the bars (the lowest order is drawn last), ringed in white so that a marker on a
+        // bar of its own colour stands out.
+        datasets.push({ type: 'scatter', label: kind, data, pointStyle: style[0], borderColor: '#ffffff',
+          backgroundColor: style[1], pointRadius: 7, borderWidth: 1.5, order: -1 });
       }
     }
     addChart(container, b, { type: 'bar', data: { labels, datasets },
@@ -176,7 +178,10 @@
       });
       t.appendChild(tr);
     });
-    container.appendChild(t);
+    // Wide maps scroll inside their own box rather than off the page.
+    const box = el('div', { class: 'heatmap-box' });
+    box.appendChild(t);
+    container.appendChild(box);
     status.heatmaps++;
   }
 
