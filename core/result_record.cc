@@ -11,8 +11,9 @@
 namespace narrows::core {
 namespace {
 
-// Keys that say where results go or how many seeds a folder gathers, not what a run computes.
-const std::set<std::string> kNotResults = {"name", "output", "seeds"};
+// Keys that say where results go, how many seeds a folder gathers, or how many CPU threads compute
+// them (the same numbers up to float summation order), not what a run computes.
+const std::set<std::string> kNotResults = {"name", "output", "seeds", "threads"};
 
 // A number as the shortest text that reads back to the same double; other text as it is.
 std::string Canonical(const std::string& text) {

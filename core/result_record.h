@@ -4,8 +4,8 @@
 //
 // The record is the resolved scenario (Scenario::resolved_yaml, written to <folder>/scenario.yaml)
 // read as flat keys. Everything in it determines the numbers except `name` and `output` (where the
-// results go) and `seeds` (how many seeds one folder gathers; each seed's own folder records its
-// `seed`). Numbers are compared by value, so 0.05 and 0.050000000000000003 are one value.
+// results go), `seeds` (how many seeds one folder gathers; each seed's own folder records its
+// `seed`) and `threads` (CPU threads: the same numbers up to float summation order). Numbers are compared by value, so 0.05 and 0.050000000000000003 are one value.
 // Pure functions; thread-safe.
 #pragma once
 

@@ -21,14 +21,33 @@ const core::AlgorithmSpec* FindEntry(const core::Scenario& sc, const std::string
   return nullptr;
 }
 
-double DdpTime(const Run& run) {
+// The point's first DDP entry, the baseline of its speed-ups (null where it has none).
+const Entry* DdpEntry(const Run& run) {
   for (const auto& e : run.entries) {
-    if (e.summary.value("algorithm", "") == "ddp") return EntryTime(e.summary);
+    if (e.summary.value("algorithm", "") == "ddp") return &e;
   }
-  return NAN;
+  return nullptr;
 }
 
-json SweepHeatMaps(const Sweep& sweep) {
+double DdpTime(const Run& run) {
+  const Entry* ddp = DdpEntry(run);
+  return ddp ? EntryTime(ddp->summary) : NAN;
+}
+
+// The two speed-ups of an entry over its point's DDP: at equal steps (DDP's time over the entry's)
+// and at equal loss (DDP's time to the point's target loss over the entry's; NaN where either
+// never reached it).
+double SpeedupAtEqualSteps(const Run& run, const Entry& e) { return DdpTime(run) / EntryTime(e.summary); }
+double SpeedupAtEqualLoss(const Run& run, const Entry& e) {
+  const Entry* ddp = DdpEntry(run);
+  if (ddp == nullptr) return NAN;
+  const double base = Num(ddp->summary, "time_to_target_s"), mine = Num(e.summary, "time_to_target_s");
+  return base > 0 && mine > 0 ? base / mine : NAN;
+}
+
+enum class Metric { kEqualLoss, kEqualSteps };
+
+json SweepHeatMaps(const Sweep& sweep, Metric metric) {
   // Grouped by the axes that are neither the network nor the compare list (e.g. workers).
   struct Cell {
     double bandwidth;
@@ -38,20 +57,19 @@ json SweepHeatMaps(const Sweep& sweep) {
   };
   std::map<std::string, std::vector<Cell>> groups;
   for (const auto& p : sweep.points) {
-    if (!p.run) continue;
-    const double ddp = DdpTime(*p.run);
-    if (std::isnan(ddp)) continue;
+    if (!p.run || DdpEntry(*p.run) == nullptr) continue;
     std::string group;
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       if (sweep.axes[a].rfind("network.", 0) == 0 || sweep.axes[a] == "compare") continue;
       group += (group.empty() ? "" : ", ") + sweep.axes[a] + " = " + p.values[a];
     }
     for (const auto& e : p.run->entries) {
-      if (e.summary.value("algorithm", "") != "diloco") continue;
+      if (e.summary.value("algorithm", "") == "ddp") continue;
       const auto* spec = FindEntry(*p.scenario, e.summary.value("name", ""));
       const auto* outer = spec ? dynamic_cast<const trainer::OuterOptions*>(spec->options.get()) : nullptr;
       groups[group].push_back({p.scenario->network.link.bandwidth_bps, e.summary.value("name", ""),
-                               outer ? outer->inner_steps : 0, ddp / EntryTime(e.summary)});
+                               outer ? outer->inner_steps : 0,
+                               metric == Metric::kEqualLoss ? SpeedupAtEqualLoss(*p.run, e) : SpeedupAtEqualSteps(*p.run, e)});
     }
   }
   json blocks = json::array();
@@ -66,7 +84,7 @@ json SweepHeatMaps(const Sweep& sweep) {
     }
     std::sort(columns.begin(), columns.end());
     json rows = json::array(), column_labels = json::array(), values = json::array();
-    for (const auto& [h, entry] : columns) column_labels.push_back(entry + " (H=" + std::to_string(h) + ")");
+    for (const auto& [h, entry] : columns) column_labels.push_back(h > 0 ? entry + " (H=" + std::to_string(h) + ")" : entry);
     for (double bw : bandwidths) {
       rows.push_back(Bandwidth(bw));
       json row = json::array();
@@ -75,15 +93,66 @@ json SweepHeatMaps(const Sweep& sweep) {
         for (const auto& c : cells) {
           if (c.bandwidth == bw && c.h == col.first && c.entry == col.second) v = c.speedup;
         }
-        row.push_back(std::isnan(v) ? json() : json(v));
+        row.push_back(std::isfinite(v) ? json(v) : json());
       }
       values.push_back(row);
     }
+    const std::string title =
+        metric == Metric::kEqualLoss
+            ? "Speed-up over DDP at equal loss: DDP's time to each point's target loss over the entry's (- : one "
+              "never reached it)"
+            : "Speed-up over DDP at equal steps: DDP's wall-clock time over the entry's, whatever the losses";
     blocks.push_back({{"type", "heatmap"},
-                      {"title", "DiLoCo's wall-clock speed-up over DDP per (bandwidth, H)" +
-                                    (group.empty() ? std::string() : " — " + group)},
+                      {"title", title + (group.empty() ? std::string() : " — " + group)},
                       {"row_label", "access-link bandwidth"}, {"column_label", "entry"},
                       {"rows", rows}, {"columns", column_labels}, {"values", values}});
+  }
+  return blocks;
+}
+
+// Per entry, the speed-up over DDP at equal loss against the access-link bandwidth (one line per
+// entry and value of the other axes), and every point's final loss against its bytes.
+json SweepCharts(const Sweep& sweep, int index) {
+  std::map<std::string, json> speedups, losses;
+  std::set<double> bandwidths;
+  for (const auto& p : sweep.points) {
+    if (!p.run) continue;
+    std::string group;
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      if (sweep.axes[a].rfind("network.", 0) == 0 || sweep.axes[a] == "compare") continue;
+      group += (group.empty() ? "" : ", ") + sweep.axes[a] + " = " + p.values[a];
+    }
+    const double bw = p.scenario->network.link.bandwidth_bps;
+    bandwidths.insert(bw);
+    for (const auto& e : p.run->entries) {
+      const std::string label = e.summary.value("name", std::string()) + (group.empty() ? "" : " (" + group + ")");
+      const double loss = Num(e.summary, "final_val_loss"), bytes = Num(e.summary, "bytes_sent_per_worker");
+      if (std::isfinite(loss) && bytes > 0) losses[label].push_back({bytes, loss});
+      if (e.summary.value("algorithm", "") == "ddp") continue;
+      const double s = SpeedupAtEqualLoss(*p.run, e);
+      if (std::isfinite(s)) speedups[label].push_back({bw, s});
+    }
+  }
+  json blocks = json::array();
+  auto series_of = [](std::map<std::string, json>& by_label, const char* style) {
+    json series = json::array();
+    for (auto& [label, pts] : by_label) {
+      std::sort(pts.begin(), pts.end());
+      series.push_back(Series(label, pts, style));
+    }
+    return series;
+  };
+  if (bandwidths.size() >= 2 && !speedups.empty()) {
+    blocks.push_back(LineChart("speedup-bw-" + std::to_string(index),
+                               "Speed-up over DDP at equal loss against the access-link bandwidth (above 1: faster than DDP)",
+                               Axis("access-link bandwidth (bit/s)", true), Axis("speed-up over DDP at equal loss", true),
+                               series_of(speedups, "line")));
+  }
+  if (!losses.empty()) {
+    blocks.push_back(LineChart("loss-bytes-" + std::to_string(index),
+                               "Final validation loss against bytes sent per worker (every point)",
+                               Axis("bytes sent per worker", true), Axis("final validation loss (nats/token)"),
+                               series_of(losses, "points")));
   }
   return blocks;
 }
@@ -201,15 +270,18 @@ json SweepSection(const Sweep& sweep, int index) {
   for (const auto& p : sweep.points) {
     if (!p.run) continue;
     ++finished;
-    const double ddp = DdpTime(*p.run);
     for (const auto& e : p.run->entries) {
       json row = p.values;
       const json& s = e.summary;
-      const double t = EntryTime(s);
+      const double steps = SpeedupAtEqualSteps(*p.run, e), loss = SpeedupAtEqualLoss(*p.run, e);
+      const double to_target = Num(s, "time_to_target_s");
       for (const std::string& cell :
-           {s.value("name", std::string()), Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", t),
+           {s.value("name", std::string()), Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", EntryTime(s)),
             BytesOrDash(Num(s, "bytes_sent_per_worker")), Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
-            Printf("%.0f", Num(s, "outer_syncs", 0.0)), std::isnan(ddp) ? std::string("-") : Printf("%.2fx", ddp / t)}) {
+            Printf("%.0f", Num(s, "outer_syncs", 0.0)), std::isfinite(steps) ? Printf("%.2fx", steps) : std::string("-"),
+            std::isfinite(p.run->target_loss) ? Printf("%.4f", p.run->target_loss) : std::string("-"),
+            std::isfinite(to_target) ? Printf("%.1f", to_target) : std::string("never"),
+            BytesOrDash(Num(s, "bytes_to_target")), std::isfinite(loss) ? Printf("%.2fx", loss) : std::string("-")}) {
         row.push_back(cell);
       }
       rows.push_back(row);
@@ -217,11 +289,15 @@ json SweepSection(const Sweep& sweep, int index) {
   }
   blocks.push_back(Text(sweep.dir + " — " + std::to_string(finished) + " of " + std::to_string(sweep.points.size()) +
                         " points finished"));
-  for (auto& h : SweepHeatMaps(sweep)) blocks.push_back(h);
+  for (auto& h : SweepHeatMaps(sweep, Metric::kEqualLoss)) blocks.push_back(h);
+  for (auto& h : SweepHeatMaps(sweep, Metric::kEqualSteps)) blocks.push_back(h);
+  for (auto& c : SweepCharts(sweep, index)) blocks.push_back(c);
   for (auto& c : SweepLossCurves(sweep, index)) blocks.push_back(c);
   for (auto& f : FitBlocks(sweep, index)) blocks.push_back(f);
   std::vector<std::string> columns = sweep.axes;
-  for (const char* c : {"entry", "final val loss", "time (s)", "sent/worker", "compute", "outer syncs", "speed-up vs DDP"}) {
+  for (const char* c : {"entry", "final val loss", "time (s)", "sent/worker", "compute", "outer syncs",
+                        "speed-up vs DDP (equal steps)", "target loss", "time to target (s)", "sent to target",
+                        "speed-up vs DDP (equal loss)"}) {
     columns.push_back(c);
   }
   blocks.push_back(Table("Every point", columns, rows));

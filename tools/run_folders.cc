@@ -86,6 +86,7 @@ Result<Run> LoadRun(const std::string& dir) {
     entries_dir = seed_dirs.front();
   }
   run.clock = summary->value("clock", "virtual");
+  run.target_loss = Num(*summary, "target_loss");
   if (summary->contains("tuning")) run.tuning = (*summary)["tuning"];
   auto yaml = ReadText(dir + "/scenario.yaml");
   run.scenario_yaml = yaml.ok() ? *yaml : "";

@@ -36,6 +36,7 @@ struct Run {
   std::string scenario_yaml;
   std::vector<Entry> entries;
   nlohmann::json tuning;  // `narrows tune`: the grid, each entry's scores and chosen values (null otherwise)
+  double target_loss = NAN;  // the loss its entries were compared at (summary.json target_loss)
 };
 
 // A run folder: summary.json, scenario.yaml and a folder per entry (metrics.jsonl, events.jsonl).

@@ -256,9 +256,14 @@ Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
 
 // Point (its values but the compare axis) -> entry -> wall-clock speed-up over the point's DDP.
 using Speedups = std::map<std::string, std::map<std::string, double>>;
+// At equal steps (DDP's time over the entry's) and at equal loss (DDP's time to the point's target
+// loss over the entry's; absent where either never reached it).
+struct SpeedupTables {
+  Speedups steps, loss;
+};
 
 // results.csv: one row per point and entry; speed-up over the point's first DDP entry.
-core::Result<Speedups> WriteResults(const Plan& plan, const std::vector<SweepAxis>& axes) {
+core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<SweepAxis>& axes) {
   std::ostringstream csv;
   csv.precision(10);
   for (const auto& axis : axes) csv << Csv(axis.key) << ",";
@@ -268,13 +273,16 @@ core::Result<Speedups> WriteResults(const Plan& plan, const std::vector<SweepAxi
   auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
     return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
   };
-  Speedups speedups;
+  SpeedupTables speedups;
   for (size_t i = 0; i < plan.scenarios.size(); ++i) {
     const auto summary = Finished(plan.scenarios[i]);
     if (!summary) return Status::Internal("point " + plan.scenarios[i].name + " has no complete summary.json");
-    double ddp_time = 0;
+    double ddp_time = 0, ddp_to_target = 0;
     for (const auto& r : summary->at("results")) {
-      if (r.at("algorithm") == "ddp" && ddp_time == 0) ddp_time = r.at("time_s");
+      if (r.at("algorithm") == "ddp" && ddp_time == 0) {
+        ddp_time = r.at("time_s");
+        ddp_to_target = r.contains("time_to_target_s") && r["time_to_target_s"].is_number() ? r["time_to_target_s"].get<double>() : 0;
+      }
     }
     std::string row;
     for (size_t a = 0; a < axes.size(); ++a) {
@@ -292,16 +300,20 @@ core::Result<Speedups> WriteResults(const Plan& plan, const std::vector<SweepAxi
       // Over several seeds the figures above are means; their 95% half-widths follow.
       const size_t seeds = summary->contains("seeds") ? summary->at("seeds").size() : 1;
       csv << "," << seeds << "," << cell(r, "final_val_loss_ci95") << "," << cell(r, "time_s_ci95") << "\n";
-      if (r.at("algorithm") != "ddp" && ddp_time > 0) speedups[row.empty() ? "-" : row][r.at("name")] = ddp_time / t;
+      if (r.at("algorithm") != "ddp" && ddp_time > 0) speedups.steps[row.empty() ? "-" : row][r.at("name")] = ddp_time / t;
+      const double to_target = r.contains("time_to_target_s") && r["time_to_target_s"].is_number() ? r["time_to_target_s"].get<double>() : 0;
+      if (r.at("algorithm") != "ddp" && ddp_to_target > 0 && to_target > 0) {
+        speedups.loss[row.empty() ? "-" : row][r.at("name")] = ddp_to_target / to_target;
+      }
     }
   }
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(plan.dir + "/results.csv", csv.str()));
   return speedups;
 }
 
-void PrintSpeedups(const Speedups& speedups) {
+void PrintSpeedups(const Speedups& speedups, const char* title) {
   if (speedups.empty()) return;
-  std::printf("wall-clock speed-up over DDP (time of DDP / time of the entry):\n");
+  std::printf("%s\n", title);
   std::vector<std::string> columns;
   for (const auto& [row, by_entry] : speedups) {
     for (const auto& [entry, s] : by_entry) {
@@ -335,7 +347,10 @@ Status RunSweep(const SweepOptions& o) {
   NARROWS_RETURN_IF_ERROR(RunUnfinished(*plan, o));
   auto speedups = WriteResults(*plan, o.axes);
   if (!speedups.ok()) return speedups.status();
-  PrintSpeedups(*speedups);
+  PrintSpeedups(speedups->loss, "speed-up over DDP at equal loss (DDP's time to the point's target loss / the entry's; "
+                                "'-': one never reached it):");
+  PrintSpeedups(speedups->steps, "speed-up over DDP at equal steps (DDP's wall-clock time / the entry's, whatever the "
+                                 "losses):");
   std::printf("sweep results: %s/results.csv\n", plan->dir.c_str());
   if (!o.report) {
     std::printf("charts: narrows report %s (or sweep with --report); fits: narrows fit %s\n", plan->dir.c_str(),
