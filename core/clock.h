@@ -15,10 +15,17 @@ class Clock {
   // Accounts for `seconds` of computation that just finished. A virtual clock advances by it; a
   // wall clock ignores it (the time has already passed).
   virtual void ChargeCompute(double seconds) = 0;
-  // A computation that this worker, slower than its host (a speed factor below 1), takes
-  // `extra_seconds` longer over than the host did: a wall clock waits that long, so that a real
-  // process runs at its worker's speed; a virtual clock ignores it (ChargeCompute's seconds have it).
-  virtual void Pace(double extra_seconds) { (void)extra_seconds; }
+  // A computation that just took `host_s` on this host, charged `charged_s` by the run (its FLOPs at
+  // the modelled rate, or the host's robust rate, over the worker's `speed`): returns what it cost
+  // this worker on this clock. A virtual clock advances by charged_s and returns it. A wall clock,
+  // on which host_s has passed already, waits out a speed factor below 1 (host_s · (1/speed − 1)),
+  // so that a real process runs at its worker's speed, and returns the time that passed.
+  virtual double Compute(double charged_s, double host_s, double speed) {
+    (void)host_s;
+    (void)speed;
+    ChargeCompute(charged_s);
+    return charged_s;
+  }
   // True if time only moves when charged or when waiting (emulation).
   virtual bool is_virtual() const = 0;
 };

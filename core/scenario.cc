@@ -363,9 +363,13 @@ void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_nam
   sc.source = origin_name;
   const std::string stem = std::filesystem::path(origin_name).stem().string();
   sc.name = top.String("name", stem.empty() ? "scenario" : stem);
+  const bool control = std::any_of(sc.name.begin(), sc.name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
   if (sc.name.empty() || sc.name.find_first_of("/\\") != std::string::npos || sc.name == "." ||
-      sc.name == "..") {
-    top.Error(root["name"], "name", "expected a non-empty name without '/' (it names the run folder)");
+      sc.name == ".." || control) {
+    top.Error(root["name"], "name",
+              "expected a non-empty name without '/' or control characters (it names the run folder)");
   }
   sc.seed = static_cast<uint64_t>(top.Int("seed", 0, 0));
   sc.seeds = top.Int("seeds", 1, 1, 1000);

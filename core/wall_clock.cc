@@ -13,8 +13,10 @@ double SteadySeconds() {
 WallClock::WallClock() : start_(SteadySeconds()) {}
 void WallClock::Reset() { start_ = SteadySeconds(); }
 double WallClock::Now() const { return SteadySeconds() - start_; }
-void WallClock::Pace(double extra_seconds) {
-  if (extra_seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(extra_seconds));
+double WallClock::Compute(double, double host_s, double speed) {
+  const double wait = speed > 0 && speed < 1 ? host_s * (1.0 / speed - 1.0) : 0.0;
+  if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  return host_s + wait;
 }
 
 }  // namespace narrows::core

@@ -13,7 +13,7 @@ class WallClock : public Clock {
   void Reset();
   double Now() const override;
   void ChargeCompute(double) override {}
-  void Pace(double extra_seconds) override;  // sleeps
+  double Compute(double charged_s, double host_s, double speed) override;  // sleeps for speed < 1
   bool is_virtual() const override { return false; }
 
  private:

@@ -44,7 +44,7 @@ struct WorkerOptions {
 // InvalidArgument naming the first scenario key that real processes do not honour (faults that are
 // the emulator's: leave, join, link_down; a speed factor above 1, which no process can run at);
 // Ok otherwise. Crash, corrupt and repeat faults are the fault layer's; speed factors below 1 are
-// honoured by pacing each computation (core::Clock::Pace).
+// honoured by pacing each computation (core::Clock::Compute).
 core::Status HonouredByRealProcesses(const core::Scenario& sc);
 
 // Rank, world size and rendezvous address from `options`, else from `env` (the process

@@ -51,6 +51,19 @@ void CheckTotals(const Json& r, Findings* f) {
 void CheckMetrics(const Json& r, const std::vector<Json>& metrics, Findings* f) {
   double before = 0.0;
   for (const auto& line : metrics) {
+    // Each worker's own utilisation: its compute so far within its time so far.
+    if (line.contains("workers") && line["workers"].is_array()) {
+      for (const auto& w : line["workers"]) {
+        const double compute = Num(w, "compute_s"), time = Num(w, "time_s");
+        // A deployment charges a computation its recent median host time (compute.statistic), which
+        // may run a few percent above the time it took: 5% of slack.
+        if (!std::isnan(compute) && !std::isnan(time) && !AtMost(compute, time, 1e-2 + 0.05 * time)) {
+          f->Add(Text("worker %lld computed %.6g s within %.6g s at step %lld", static_cast<long long>(w.value("worker", int64_t{-1})),
+                      compute, time, static_cast<long long>(line.value("step", int64_t{0}))));
+          break;
+        }
+      }
+    }
     const double sent = Num(line, "bytes_sent");
     if (std::isnan(sent)) continue;
     if (!AtMost(before, sent, 1.0)) {

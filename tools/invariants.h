@@ -5,7 +5,8 @@
 //
 // Checked per entry of summary.json, with its metrics.jsonl, events.jsonl and links.json:
 // - to target <= total: time_to_target_s <= time_s, bytes_to_target <= bytes_sent_per_worker;
-// - utilisation <= 100%: compute_utilization in [0, 1], every link's utilisation in [0, 1];
+// - utilisation <= 100%: compute_utilization in [0, 1], every worker's compute within its time at
+//   every logged step, every link's utilisation in [0, 1];
 // - bytes: metrics.jsonl's bytes_sent never falls, and ends at most at bytes_sent_per_worker;
 // - timelines: every event's time lies in [0, time_s], and a worker's leave is not before its
 //   last step before the leave.

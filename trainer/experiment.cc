@@ -151,6 +151,41 @@ int Experiment::GatherLeftoverSpools() {
 
 namespace {
 
+// A worker's byte counters across its processes: a deployment's worker killed and started again
+// (launch --chaos) counts from zero in its new process. Per worker, in time order, a count below
+// the one before starts a new process; its counts are taken on top of the last the earlier
+// processes recorded. `adjusted` maps each record to its counts so; `base` is each worker's offset
+// for its last process (what its final stats add to).
+struct ByteCounts {
+  std::map<const StepRecord*, std::pair<double, double>> adjusted;  // sent, received
+  std::vector<double> sent_base, received_base;
+};
+
+ByteCounts CountAcrossProcesses(const Experiment::Impl& x) {
+  ByteCounts c;
+  c.sent_base.assign(static_cast<size_t>(x.num_workers), 0.0);
+  c.received_base.assign(static_cast<size_t>(x.num_workers), 0.0);
+  std::vector<std::vector<const StepRecord*>> mine(static_cast<size_t>(x.num_workers));
+  for (const auto& rec : x.records) {
+    if (rec.worker >= 0 && rec.worker < x.num_workers) mine[static_cast<size_t>(rec.worker)].push_back(&rec);
+  }
+  for (size_t w = 0; w < mine.size(); ++w) {
+    std::stable_sort(mine[w].begin(), mine[w].end(), [](const StepRecord* a, const StepRecord* b) { return a->time < b->time; });
+    double last_sent = 0.0, last_received = 0.0;
+    for (const StepRecord* rec : mine[w]) {
+      const auto sent = static_cast<double>(rec->bytes_sent), received = static_cast<double>(rec->bytes_received);
+      if (sent < last_sent) {  // a new process
+        c.sent_base[w] += last_sent;
+        c.received_base[w] += last_received;
+      }
+      last_sent = sent;
+      last_received = received;
+      c.adjusted[rec] = {c.sent_base[w] + sent, c.received_base[w] + received};
+    }
+  }
+  return c;
+}
+
 // The entry's line of summary.json; the partial evaluations folded into whole ones first.
 EntryResult Summarise(Experiment::Impl& x) {
   EntryResult r;
@@ -170,9 +205,12 @@ EntryResult Summarise(Experiment::Impl& x) {
     r.host_step_s_p10 = quantile(0.1) * r.step_flops;
     r.host_step_s_p90 = quantile(0.9) * r.step_flops;
   }
+  const ByteCounts counts = CountAcrossProcesses(x);
   for (int w = 0; w < x.num_workers; ++w) {
     r.virtual_time_s = std::max(r.virtual_time_s, x.final_clock[static_cast<size_t>(w)]);
-    r.bytes_sent_per_worker += static_cast<double>(x.final_stats[static_cast<size_t>(w)].bytes_sent) / x.num_workers;
+    r.bytes_sent_per_worker += (counts.sent_base[static_cast<size_t>(w)] +
+                                static_cast<double>(x.final_stats[static_cast<size_t>(w)].bytes_sent)) /
+                               x.num_workers;
     r.peak_bytes_per_round = std::max(r.peak_bytes_per_round, static_cast<double>(x.peak_round_bytes[static_cast<size_t>(w)]));
   }
   double compute_mean = 0.0;
@@ -249,9 +287,11 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
   };
   double last_sent = 0.0, last_received = 0.0;  // the counters as the last recorded step left them
   // Bytes per worker, defined once (docs/scenarios.md, output fields): every worker's bytes so far
-  // (a worker that left keeps its count, one yet to join has none) over workers.count, as the
-  // summary's bytes_sent_per_worker is at the end; so a figure to target is never above the total.
+  // (a worker that left keeps its count, one yet to join has none, one started again adds to what
+  // its earlier processes recorded) over workers.count, as the summary's bytes_sent_per_worker is at
+  // the end; so a figure to target is never above the total.
   std::vector<double> worker_sent(static_cast<size_t>(x.num_workers), 0.0), worker_received(worker_sent);
+  const ByteCounts counts = CountAcrossProcesses(x);
   auto per_worker_mean = [&x](const std::vector<double>& v) {
     double sum = 0.0;
     for (double b : v) sum += b;
@@ -271,8 +311,12 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
     for (const auto* rec : recs) {
       time = std::max(time, rec->time);
       loss += rec->loss / static_cast<double>(recs.size());
-      worker_sent[static_cast<size_t>(rec->worker)] = static_cast<double>(rec->bytes_sent);
-      worker_received[static_cast<size_t>(rec->worker)] = static_cast<double>(rec->bytes_received);
+      // The most the worker's counts reached (a later process's records can come at earlier steps).
+      const auto& [sent_so_far, received_so_far] = counts.adjusted.at(rec);
+      auto& ws = worker_sent[static_cast<size_t>(rec->worker)];
+      auto& wr = worker_received[static_cast<size_t>(rec->worker)];
+      ws = std::max(ws, sent_so_far);
+      wr = std::max(wr, received_so_far);
       per_worker[static_cast<size_t>(rec->worker)] = {{"worker", rec->worker}, {"time_s", rec->time},
                                                       {"compute_s", rec->compute_s}, {"comm_s", rec->comm_s},
                                                       {"idle_s", rec->idle_s}, {"bytes_sent", rec->bytes_sent}};

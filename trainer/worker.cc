@@ -311,9 +311,9 @@ void WorkerContext::ChargeCompute(double modelled_flops, double host_s) {
     const size_t at = static_cast<size_t>(std::clamp<int64_t>(computing_step, 0, static_cast<int64_t>(mine.size()) - 1));
     seconds = step_flops > 0 ? modelled_flops / step_flops * mine[at] : 0.0;
   }
-  t.clock().ChargeCompute(seconds);
-  if (speed < 1.0) t.clock().Pace(host_s * (1.0 / speed - 1.0));  // a real process runs at its worker's speed
-  compute_s += seconds;
+  // The clock says what the computation cost this worker: the charged seconds in virtual time; in
+  // wall time what passed, paced to the worker's speed.
+  compute_s += t.clock().Compute(seconds, host_s, speed);
   std::lock_guard<std::mutex> lock(x.mu);
   x.host_compute_s += host_s;
   if (!std::isnan(robust.step_rate)) x.AddHostRate(robust.step_rate);

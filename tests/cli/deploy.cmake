@@ -78,7 +78,32 @@ file(WRITE ${WORK}/eq.yaml "name: eq\n${common}workers: {count: 3}\noutput: {dir
      "   outer_gradient: int8}]\n")
 run_ok(emulated ${NARROWS} run eq.yaml -q --set output.dir=emu)
 run_ok(launch ${NARROWS} launch --local 3 eq.yaml -q)
-expect_in(launch_table "measured wall-clock time relative to ddp" "${out}")
+expect_in(launch_table "measured wall-clock time over loopback relative to ddp" "${out}")
+expect_in(launch_loopback "over loopback: the scenario's network (" "${out}")
+# What real processes cannot honour is refused before anything starts; a slower worker is paced.
+execute_process(COMMAND ${NARROWS} launch eq.yaml -q --set "faults=[{type: leave, worker: 1, at_step: 3}]"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+expect_in(launch_leave "faults[0]: a leave fault is the emulator's" "${err}")
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "launch with a leave fault: exit ${rc}
+${err}")
+endif()
+execute_process(COMMAND ${NARROWS} launch eq.yaml -q --set "workers.speed=[1, 2, 1]"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+expect_in(launch_fast "workers.speed[1]: 2 is faster than the host" "${err}")
+run_ok(paced ${NARROWS} launch eq.yaml -q --set "workers.speed=[1, 0.25, 1]" --set "compare=[ddp]" -o out/paced)
+file(READ ${WORK}/out/paced/summary.json paced)
+string(JSON paced_compute GET "${paced}" results 0 compute_utilization)
+if(paced_compute GREATER 1.0)
+  message(FATAL_ERROR "a paced worker's compute exceeds the run: ${paced_compute}")
+endif()
+file(STRINGS ${WORK}/out/paced/ddp/metrics.jsonl paced_lines)
+list(GET paced_lines -1 paced_last)
+string(JSON slow_compute GET "${paced_last}" workers 1 compute_s)
+string(JSON slow_time GET "${paced_last}" workers 1 time_s)
+if(slow_compute GREATER slow_time)
+  message(FATAL_ERROR "the quarter-speed worker computed ${slow_compute} s in ${slow_time} s: not paced")
+endif()
 # Every entry of run `run` (out/<run>) equals the emulator's (emu/eq) bit for bit: metrics and bytes.
 # Streaming DiLoCo with int8 outer gradients overlapped with an inner step: the same losses; the bytes
 # a line reports depend on how far the overlapped all-reduce got, so only the totals must agree.

@@ -144,10 +144,10 @@ class OverlappedGradients {
   // Charges the compute done so far: measured host time, or the modelled share (forward = 1/3 of
   // the step's FLOPs, backward = 2/3 in proportion to the parameters whose gradients are ready).
   void ChargeUntilNow(double modelled_flops_so_far) {
-    const auto now = SteadyClock::now();
-    const double host = std::chrono::duration<double>(now - mark_).count();
-    mark_ = now;
+    const double host = std::chrono::duration<double>(SteadyClock::now() - mark_).count();
     w_.ChargeCompute(modelled_flops_so_far - charged_flops_, host);
+    // From after the charge: a real clock's pacing (a slow worker's wait) is no host compute.
+    mark_ = SteadyClock::now();
     charged_flops_ = modelled_flops_so_far;
   }
 
