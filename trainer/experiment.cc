@@ -159,12 +159,14 @@ namespace {
 struct ByteCounts {
   std::map<const StepRecord*, std::pair<double, double>> adjusted;  // sent, received
   std::vector<double> sent_base, received_base;
+  std::vector<double> sent_most;  // the most a worker's records reached (a crashed one has no final stats)
 };
 
 ByteCounts CountAcrossProcesses(const Experiment::Impl& x) {
   ByteCounts c;
   c.sent_base.assign(static_cast<size_t>(x.num_workers), 0.0);
   c.received_base.assign(static_cast<size_t>(x.num_workers), 0.0);
+  c.sent_most.assign(static_cast<size_t>(x.num_workers), 0.0);
   std::vector<std::vector<const StepRecord*>> mine(static_cast<size_t>(x.num_workers));
   for (const auto& rec : x.records) {
     if (rec.worker >= 0 && rec.worker < x.num_workers) mine[static_cast<size_t>(rec.worker)].push_back(&rec);
@@ -181,6 +183,7 @@ ByteCounts CountAcrossProcesses(const Experiment::Impl& x) {
       last_sent = sent;
       last_received = received;
       c.adjusted[rec] = {c.sent_base[w] + sent, c.received_base[w] + received};
+      c.sent_most[w] = std::max(c.sent_most[w], c.sent_base[w] + sent);
     }
   }
   return c;
@@ -208,9 +211,9 @@ EntryResult Summarise(Experiment::Impl& x) {
   const ByteCounts counts = CountAcrossProcesses(x);
   for (int w = 0; w < x.num_workers; ++w) {
     r.virtual_time_s = std::max(r.virtual_time_s, x.final_clock[static_cast<size_t>(w)]);
-    r.bytes_sent_per_worker += (counts.sent_base[static_cast<size_t>(w)] +
-                                static_cast<double>(x.final_stats[static_cast<size_t>(w)].bytes_sent)) /
-                               x.num_workers;
+    const auto k = static_cast<size_t>(w);
+    r.bytes_sent_per_worker +=
+        std::max(counts.sent_most[k], counts.sent_base[k] + static_cast<double>(x.final_stats[k].bytes_sent)) / x.num_workers;
     r.peak_bytes_per_round = std::max(r.peak_bytes_per_round, static_cast<double>(x.peak_round_bytes[static_cast<size_t>(w)]));
   }
   double compute_mean = 0.0;
