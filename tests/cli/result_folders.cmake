@@ -133,7 +133,7 @@ expect_text("gpt2-124m")
 narrows(list_bad list moduels)
 expect_rc(2)
 
-# A newcomer's scenario as they described it: two islands of 4 joined by a 1 Gbit/s, 40 ms WAN,
+# A user's scenario written from an empty file: two islands of 4 joined by a 1 Gbit/s, 40 ms WAN,
 # dc-100g inside each, worker 7 at half speed, worker 5 leaving at step 30, DDP against DiLoCo H = 20
 # and Streaming DiLoCo with int4 outer gradients, modelled compute, 60 steps. The run ends with its
 # figures' invariants checked (a contradiction fails it); its leave is stamped after the worker's
