@@ -47,6 +47,14 @@ double SpeedupAtEqualLoss(const Run& run, const Entry& e) {
 
 enum class Metric { kEqualLoss, kEqualSteps };
 
+// What network.bandwidth_bps sets: each worker's access link, or on islands each island's WAN link.
+std::string BandwidthLabel(const Sweep& sweep) {
+  for (const auto& p : sweep.points) {
+    if (p.scenario) return p.scenario->network.topology == core::TopologyKind::kIslands ? "WAN bandwidth" : "access-link bandwidth";
+  }
+  return "access-link bandwidth";
+}
+
 json SweepHeatMaps(const Sweep& sweep, Metric metric) {
   // Grouped by the axes that are neither the network nor the compare list (e.g. workers).
   struct Cell {
@@ -104,7 +112,7 @@ json SweepHeatMaps(const Sweep& sweep, Metric metric) {
             : "Speed-up over DDP at equal steps: DDP's wall-clock time over the entry's, whatever the losses";
     blocks.push_back({{"type", "heatmap"},
                       {"title", title + (group.empty() ? std::string() : " — " + group)},
-                      {"row_label", "access-link bandwidth"}, {"column_label", "entry"},
+                      {"row_label", BandwidthLabel(sweep)}, {"column_label", "entry"},
                       {"rows", rows}, {"columns", column_labels}, {"values", values}});
   }
   return blocks;
@@ -144,8 +152,9 @@ json SweepCharts(const Sweep& sweep, int index) {
   };
   if (bandwidths.size() >= 2 && !speedups.empty()) {
     blocks.push_back(LineChart("speedup-bw-" + std::to_string(index),
-                               "Speed-up over DDP at equal loss against the access-link bandwidth (above 1: faster than DDP)",
-                               Axis("access-link bandwidth (bit/s)", true), Axis("speed-up over DDP at equal loss", true),
+                               "Speed-up over DDP at equal loss against the " + BandwidthLabel(sweep) +
+                                   " (above 1: faster than DDP)",
+                               Axis(BandwidthLabel(sweep) + " (bit/s)", true), Axis("speed-up over DDP at equal loss", true),
                                series_of(speedups, "line")));
   }
   if (!losses.empty()) {
