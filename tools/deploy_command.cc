@@ -26,6 +26,7 @@
 #include "tools/chaos.h"
 #include "tools/format.h"
 #include "tools/invariants.h"
+#include "tools/this_program.h"
 #include "tools/linkemu_command.h"
 #include "tools/plan_command.h"
 #include "tools/run_command.h"
@@ -429,14 +430,6 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
 }
 
 namespace {
-
-core::Result<std::string> ThisProgram() {
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return Status::IoError("cannot find this program (/proc/self/exe)");
-  self[len] = '\0';
-  return std::string(self);
-}
 
 void SignalAll(const std::vector<pid_t>& pids, int signal) {
   for (pid_t p : pids) {

@@ -230,9 +230,16 @@ std::pair<double, double> Reach(const std::vector<Evaluation>& evals, double tar
   return {-1.0, -1.0};
 }
 
-}  // namespace
+// Each result's evaluations, from its metrics.jsonl under `run_dir`, in the results' order.
+std::vector<std::vector<Evaluation>> EntryEvaluations(const std::string& run_dir, const nlohmann::json& results) {
+  std::vector<std::vector<Evaluation>> out;
+  for (const auto& r : results) out.push_back(Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl"));
+  return out;
+}
 
-void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary) {
+// AddEqualQuality from the entries' evaluations (EntryEvaluations).
+void AddEqualQualityOf(const core::Scenario& sc, const std::vector<std::vector<Evaluation>>& entry_evals,
+                       nlohmann::json* summary) {
   auto& results = (*summary)["results"];
   if (results.empty()) return;
   double target = sc.target_loss;
@@ -242,8 +249,9 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
     // worse than predicting every token uniformly, or 50% above its first evaluation) would make
     // almost any loss a target; it is reported as never reaching it.
     source = "worst final loss";
-    for (auto& r : results) {
-      const auto evals = Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl");
+    for (size_t i = 0; i < results.size(); ++i) {
+      auto& r = results[i];
+      const auto& evals = entry_evals[i];
       const double final_loss = r.value("final_val_loss", 0.0);
       const double uniform = sc.model.vocab_size > 0 ? std::log(static_cast<double>(sc.model.vocab_size)) : 1e300;
       const bool diverged = !std::isfinite(final_loss) || final_loss > uniform ||
@@ -266,7 +274,7 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
   double first_time = -1.0, first_bytes = -1.0;
   for (size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
-    const auto [time, bytes] = Reach(Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl"), target);
+    const auto [time, bytes] = Reach(entry_evals[i], target);
     r["time_to_target_s"] = time >= 0 ? nlohmann::json(time) : nlohmann::json();
     r["bytes_to_target"] = bytes >= 0 ? nlohmann::json(bytes) : nlohmann::json();
     if (i == 0) {
@@ -276,6 +284,12 @@ void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohm
     r["speedup_at_target"] = time > 0 && first_time > 0 ? nlohmann::json(first_time / time) : nlohmann::json();
     r["bytes_saved_at_target"] = bytes > 0 && first_bytes > 0 ? nlohmann::json(first_bytes / bytes) : nlohmann::json();
   }
+}
+
+}  // namespace
+
+void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary) {
+  AddEqualQualityOf(sc, EntryEvaluations(run_dir, (*summary)["results"]), summary);
 }
 
 std::optional<nlohmann::json> FinishedSummary(const std::string& run_dir, size_t entries, size_t seeds) {
@@ -398,11 +412,12 @@ nlohmann::json Instability(const std::vector<Evaluation>& evals) {
 
 // Each entry's `instability` (Instability), and the summary's `settings`: the shared learning rate
 // and warm-up, untuned unless `narrows tune` chose them (it marks its summaries itself).
-void AddStability(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary) {
-  for (auto& r : (*summary)["results"]) {
-    const auto evals = Evaluations(run_dir + "/" + r.value("name", std::string()) + "/metrics.jsonl");
-    const nlohmann::json unstable = Instability(evals);
-    if (!unstable.is_null()) r["instability"] = unstable;
+void AddStability(const core::Scenario& sc, const std::vector<std::vector<Evaluation>>& entry_evals,
+                  nlohmann::json* summary) {
+  auto& results = (*summary)["results"];
+  for (size_t i = 0; i < results.size(); ++i) {
+    const nlohmann::json unstable = Instability(entry_evals[i]);
+    if (!unstable.is_null()) results[i]["instability"] = unstable;
   }
   (*summary)["settings"] = {{"lr", sc.train.lr}, {"warmup_steps", sc.train.warmup_steps}, {"tuned", false}};
 }
@@ -435,8 +450,9 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
   }
   nlohmann::json summary = {{"scenario", sc.name}, {"scenario_digest", core::ResultDigest(sc.resolved_yaml)},
                             {"clock", clock}, {"results", merged}};
-  AddEqualQuality(sc, run_dir, &summary);
-  AddStability(sc, run_dir, &summary);
+  const auto entry_evals = EntryEvaluations(run_dir, summary["results"]);  // read once, for both
+  AddEqualQualityOf(sc, entry_evals, &summary);
+  AddStability(sc, entry_evals, &summary);
   AddHost(sc, &summary);
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
   return summary;

@@ -22,6 +22,7 @@
 #include "core/run_writer.h"
 #include "tools/report_command.h"
 #include "tools/run_command.h"
+#include "tools/this_program.h"
 
 extern char** environ;
 
@@ -163,10 +164,9 @@ std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
 // The points `todo`, o.jobs at a time, each `narrows run` in a process of its own writing its table
 // to <sweep folder>/<point>.log; the first point that fails stops the sweep (the others finish).
 Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector<size_t>& todo, core::Progress* done) {
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return Status::IoError("sweep --jobs: cannot find this program (/proc/self/exe)");
-  self[len] = '\0';
+  auto program = ThisProgram();
+  if (!program.ok()) return Status::IoError("sweep --jobs: " + program.status().message());
+  const char* self = program->c_str();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::map<pid_t, size_t> running;
   Status first_failure = Status::Ok();
