@@ -151,6 +151,7 @@ Command AddRun(CLI::App& app) {
   auto args = std::make_shared<ScenarioArgs>();
   auto report = std::make_shared<bool>(false);
   auto sizes_only = std::make_shared<bool>(false);
+  auto retime = std::make_shared<std::pair<bool, std::string>>();  // keep training records; re-time from
   CLI::App* cmd = app.add_subcommand(
       "run", "run every entry of the scenario's compare: list on emulated workers and compare them");
   args->AddWithQuiet(cmd, "no progress lines");
@@ -160,11 +161,19 @@ Command AddRun(CLI::App& app) {
   cmd->add_flag("--sizes-only", *sizes_only,
                 "communication alone at the model's size: modelled compute, size-only messages, no training "
                 "(ddp and diloco entries; thousands of workers)");
-  return {cmd, WithScenario(args, [report, sizes_only](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+  cmd->add_flag("--keep-training", retime->first,
+                "also write each entry's training record (<entry>/trained.json), for runs that --retime-from this one");
+  cmd->add_option("--retime-from", retime->second,
+                  "time, not train, the entries that another run folder of this scenario, differing in network keys "
+                  "alone, trained with --keep-training, and take their losses from there (what sweep does)")
+      ->type_name("DIR");
+  return {cmd, WithScenario(args, [report, sizes_only, retime](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             narrows::tools::RunOptions options;
             options.progress = a.progress();
             options.report = *report;
             options.existing = a.existing();
+            options.keep_training = retime->first;
+            options.retime_from = retime->second;
             if (*sizes_only) {
               if (*report) return Done(narrows::core::Status::InvalidArgument("--report: a sizes-only run has no losses to chart"));
               return Done(narrows::tools::RunSizesOnly(scenario, options).status());
@@ -319,9 +328,14 @@ Command AddSweep(CLI::App& app) {
       ->check(CLI::Range(1, 256));
   cmd->add_option("--grid", *grids, "an axis: key=value1,value2,... (repeatable)")->type_name("KEY=V1,V2")->required();
   cmd->add_flag("--report", *report, "also write <sweep folder>/report.html (heat map, fits, every point)");
-  return {cmd, [args, grids, report, jobs] {
+  auto no_retime = std::make_shared<bool>(false);
+  cmd->add_flag("--no-retime", *no_retime,
+                "train every point (by default, where only network keys vary and compute is modelled, the first point "
+                "trains and the others are timed with its losses)");
+  return {cmd, [args, grids, report, jobs, no_retime] {
             narrows::tools::SweepOptions options;
             options.report = *report;
+            options.retime = !*no_retime;
             options.scenario_file = args->file;
             options.sets = args->sets;
             if (args->seeds > 0) options.sets.push_back("seeds=" + std::to_string(args->seeds));

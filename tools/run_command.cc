@@ -16,6 +16,7 @@
 #include "tools/invariants.h"
 #include "tools/plan_command.h"
 #include "tools/report_command.h"
+#include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
 #include "trainer/warm_start.h"
 
@@ -522,6 +523,26 @@ void PrintSettingsNote(const nlohmann::json& summary) {
 
 }  // namespace
 
+void PrintRetimed(const nlohmann::json& summary) {
+  std::string names, from;
+  for (const auto& r : summary.at("results")) {
+    if (!r.contains("retimed_from")) continue;
+    names += (names.empty() ? "" : ", ") + r.value("name", std::string());
+    from = r["retimed_from"].get<std::string>();
+  }
+  if (!names.empty()) {
+    std::printf("re-timed: %s trained once, in %s, whose scenario differs from this one in network keys alone; their "
+                "losses are that training's, their times and bytes this network's\n",
+                names.c_str(), from.c_str());
+  }
+  for (const auto& r : summary.at("results")) {
+    if (r.contains("not_retimed")) {
+      std::printf("%s: trained, not re-timed: %s\n", r.value("name", std::string()).c_str(),
+                  r["not_retimed"].get<std::string>().c_str());
+    }
+  }
+}
+
 void PrintComparison(const nlohmann::json& summary) {
   const bool wall = summary.value("clock", std::string()) == "wall";
   const auto& results = summary.at("results");
@@ -542,6 +563,7 @@ void PrintComparison(const nlohmann::json& summary) {
                 r.value("collective", std::string("-")).c_str(), CurveNote(r).c_str());
   }
   PrintSettingsNote(summary);
+  PrintRetimed(summary);
   if (results.size() < 2) return;
   const std::string first = results[0].value("name", std::string());
   // A deployment's times are those of the network its bytes crossed: say which where it was not the
@@ -602,21 +624,59 @@ void PrintDomains(const trainer::Dataset& data, std::FILE* out) {
 
 }  // namespace
 
+std::string WhyNotRetimed(const core::Scenario& sc, const core::AlgorithmSpec& entry, const std::string& from,
+                          std::string* trained) {
+  if (sc.compute.mode != core::ComputeMode::kModelled) return "its compute is measured (compute.mode: modelled re-times)";
+  const trainer::AlgorithmPlugin* plugin = trainer::FindAlgorithm(entry.algorithm);
+  if (plugin == nullptr || !plugin->retime) return entry.algorithm + " cannot be re-timed";
+  if (std::string why = plugin->retime(entry); !why.empty()) return why;
+  auto there = ReadText(from + "/scenario.yaml");
+  if (!there.ok()) return "no scenario in " + from;
+  const auto a = core::ResultKeys(*there), b = core::ResultKeys(sc.resolved_yaml);
+  for (const auto& [key, value] : b) {
+    const auto it = a.find(key);
+    if ((it == a.end() || it->second != value) && key.rfind("network.", 0) != 0) return key + " differs from " + from + "'s";
+  }
+  for (const auto& [key, value] : a) {
+    if (b.count(key) == 0 && key.rfind("network.", 0) != 0) return key + " differs from " + from + "'s";
+  }
+  auto record = ReadText(from + "/" + entry.name + "/trained.json");
+  if (!record.ok()) return "no training record in " + from + "/" + entry.name;
+  *trained = std::move(*record);
+  return "";
+}
+
 core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptions& options) {
   auto data = trainer::LoadDataset(sc, options.data_root);
   if (!data.ok()) return data.status();
   if (options.progress != nullptr && (*data)->corpus.domains().size() > 1) PrintDomains(**data, options.progress);
   const std::vector<core::AlgorithmSpec> entries = Entries(sc);
-  std::vector<std::unique_ptr<trainer::Experiment>> experiments;
-  for (const auto& entry : entries) {
+  auto make = [&](const core::AlgorithmSpec& entry, bool timing_only) -> core::Result<std::unique_ptr<trainer::Experiment>> {
     trainer::ExperimentOptions eo;
+    eo.timing_only = timing_only;
     if (!options.replay.empty()) {
       const auto trace = options.replay.find(entry.name);
       if (trace == options.replay.end()) return core::Status::InvalidArgument(entry.name + ": no membership trace to replay");
       eo.membership = trainer::Membership::kReplay;
       eo.trace = trace->second;
     }
-    auto e = trainer::Experiment::Create(sc, entry, *data, eo);
+    return trainer::Experiment::Create(sc, entry, *data, eo);
+  };
+  std::vector<std::unique_ptr<trainer::Experiment>> experiments;
+  std::vector<std::string> trained(entries.size());  // the training record each re-timed entry takes
+  std::vector<std::string> not_retimed(entries.size());  // why an entry trains although asked to re-time
+  for (size_t i = 0; i < entries.size(); ++i) {
+    bool retime = false;
+    if (!options.retime_from.empty()) {
+      not_retimed[i] = options.replay.empty() ? WhyNotRetimed(sc, entries[i], options.retime_from, &trained[i])
+                                              : "a replay follows a deployment's membership";
+      retime = not_retimed[i].empty();
+      if (!retime && options.progress != nullptr) {
+        std::fprintf(options.progress, "%s: trained, not re-timed from %s: %s\n", entries[i].name.c_str(),
+                     options.retime_from.c_str(), not_retimed[i].c_str());
+      }
+    }
+    auto e = make(entries[i], retime);
     if (!e.ok()) return e.status();
     experiments.push_back(std::move(e).value());
   }
@@ -624,35 +684,67 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
   const std::string run_dir = sc.output.dir + "/" + sc.name;
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  std::string warm_start;
   if (sc.warm_start.enabled()) {
     const std::string cache = options.warm_start_dir.empty() ? sc.output.dir + "/warm_start" : options.warm_start_dir;
     auto path = trainer::PrepareWarmStart(sc, **data, cache, options.progress);
     if (!path.ok()) return path.status();
-    for (auto& e : experiments) NARROWS_RETURN_IF_ERROR(e->SetWarmStart(*path));
+    warm_start = *path;
+    for (auto& e : experiments) NARROWS_RETURN_IF_ERROR(e->SetWarmStart(warm_start));
   }
 
   nlohmann::json results = nlohmann::json::array(), summary = {{"results", nlohmann::json::array()}};
   for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string entry_dir = run_dir + "/" + entries[i].name;
+    const bool timed = !trained[i].empty();
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(entries.size()) + "] " +
-                              entries[i].name + " step";
+                              entries[i].name + (timed ? " re-timed, step" : " step");
     core::Progress progress(label, sc.train.steps, options.progress);
-    experiments[i]->SetProgress([&progress](int64_t steps, double virtual_s, double loss) {
+    experiments[i]->SetProgress([&progress, timed](int64_t steps, double virtual_s, double loss) {
       char detail[96];
-      std::snprintf(detail, sizeof detail, "virtual %.1f s | loss %.3f", virtual_s, loss);
+      if (timed) {  // a timed run's losses are not the training's until it takes them
+        std::snprintf(detail, sizeof detail, "virtual %.1f s", virtual_s);
+      } else {
+        std::snprintf(detail, sizeof detail, "virtual %.1f s | loss %.3f", virtual_s, loss);
+      }
       progress.Update(steps, detail);
     });
-    emu::Engine engine(sc.workers.count, emu::NetworkFromScenario(sc));
-    engine.SetStallTimeout(sc.network.stall_timeout_s);
+    std::unique_ptr<emu::Engine> engine;
     const auto start = std::chrono::steady_clock::now();
-    engine.Run([&](int rank) { experiments[i]->RunWorker(rank, engine.endpoint(rank)); });
+    auto run = [&] {
+      engine = std::make_unique<emu::Engine>(sc.workers.count, emu::NetworkFromScenario(sc));
+      engine->SetStallTimeout(sc.network.stall_timeout_s);
+      engine->Run([&](int rank) { experiments[i]->RunWorker(rank, engine->endpoint(rank)); });
+    };
+    run();
+    if (timed && experiments[i]->status().ok()) {
+      const core::Status adopted = experiments[i]->AdoptTraining(trained[i]);
+      if (!adopted.ok()) {
+        // What it did differed from the training: its losses would not be its own. Train it.
+        if (options.progress != nullptr) {
+          std::fprintf(options.progress, "\n%s: trained after all: %s\n", entries[i].name.c_str(), adopted.message().c_str());
+        }
+        auto e = make(entries[i], false);
+        if (!e.ok()) return e.status();
+        experiments[i] = std::move(e).value();
+        if (!warm_start.empty()) NARROWS_RETURN_IF_ERROR(experiments[i]->SetWarmStart(warm_start));
+        trained[i].clear();
+        not_retimed[i] = adopted.message();
+        run();
+      }
+    }
+    const bool retimed = !trained[i].empty();
     const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string entry_dir = run_dir + "/" + entries[i].name;
+    if (options.keep_training && !retimed && experiments[i]->status().ok()) {
+      NARROWS_RETURN_IF_ERROR(core::MakeDirs(entry_dir));
+      NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(entry_dir + "/trained.json", experiments[i]->ExportPart() + "\n"));
+    }
     auto r = experiments[i]->Finish(entry_dir);
     double seconds = r.ok() ? r->virtual_time_s : 0.0;
     if (!r.ok()) {  // what the links carried until the failure is kept, to diagnose it
-      for (int w = 0; w < sc.workers.count; ++w) seconds = std::max(seconds, engine.clock_of(w));
+      for (int w = 0; w < sc.workers.count; ++w) seconds = std::max(seconds, engine->clock_of(w));
     }
-    const nlohmann::json links = LinksJson(engine.network(), seconds);
+    const nlohmann::json links = LinksJson(engine->network(), seconds);
     if (!links.is_null()) {
       NARROWS_RETURN_IF_ERROR(core::MakeDirs(entry_dir));
       NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(entry_dir + "/links.json", links.dump() + "\n"));
@@ -664,6 +756,8 @@ core::Result<nlohmann::json> RunOneSeed(const core::Scenario& sc, const RunOptio
                   r->virtual_time_s, host_s);
     progress.Finish(detail);
     results.push_back(EntryJson(*r, host_s));
+    if (retimed) results.back()["retimed_from"] = options.retime_from;
+    if (!not_retimed[i].empty()) results.back()["not_retimed"] = not_retimed[i];
     if (!links.is_null()) results.back()["network"] = NetworkSummary(links);
     // Rewritten after every entry, so a long comparison keeps what it finished.
     auto written = WriteSummary(sc, run_dir, results, "virtual", false);

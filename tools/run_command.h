@@ -42,7 +42,21 @@ struct RunOptions {
   // A run folder holding another scenario's results (or this one's, finished) is refused (or
   // reused); kReplace (--force) empties it and runs again.
   OnOtherScenario existing = OnOtherScenario::kRefuse;
+  // Train once, time again (a sweep whose points differ only in network keys): `keep_training`
+  // writes each entry's training record, <entry>/trained.json; `retime_from` names the run folder of
+  // this seed at another point. An entry that can be re-timed from there (WhyNotRetimed) is timed,
+  // not trained (trainer::ExperimentOptions::timing_only) and takes that training's losses; its
+  // summary says so (`retimed_from`). One whose timed run did other work than the training trains.
+  bool keep_training = false;
+  std::string retime_from;
 };
+
+// Why `entry` of `scenario` cannot be re-timed from the run folder `from` ("" if it can, and then
+// `*trained` holds its training record): compute must be modelled, the entry's algorithm able to
+// be re-timed (trainer::AlgorithmPlugin::retime), the scenario there differ from this one in
+// network keys alone, and the entry's trained.json be there.
+std::string WhyNotRetimed(const core::Scenario& scenario, const core::AlgorithmSpec& entry, const std::string& from,
+                          std::string* trained);
 
 // Every entry, once per seed (scenario.seeds): one seed writes the run folder and prints the table;
 // several write a run folder per seed (<run folder>/seed-<seed>) and the aggregate in
@@ -94,6 +108,8 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
 // bracket it (null: never), `speedup_at_target` and `bytes_saved_at_target` relative to the first
 // entry.
 void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary);
+// Below a table: the entries timed with another run's training (`retimed_from`), and where it is.
+void PrintRetimed(const nlohmann::json& summary);
 // The comparison table of a summary on stdout: at equal steps and at equal loss.
 void PrintComparison(const nlohmann::json& summary);
 // The summary's `host` block (AddHost): this host's measured step and, with modelled compute, the

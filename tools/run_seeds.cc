@@ -64,6 +64,12 @@ Json Paired(const std::vector<Json>& summaries, size_t e) {
 
 }  // namespace
 
+// The folder above a seed's folder (…/POINT/seed-N -> …/POINT).
+std::string Parent(const std::string& dir) {
+  const auto slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(0, slash);
+}
+
 Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64_t>& seeds) {
   NARROWS_CHECK(!summaries.empty() && summaries.size() == seeds.size());
   const Json& first = summaries.front();
@@ -112,6 +118,10 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
       per_seed.push_back(std::move(one));
     }
     r["per_seed"] = std::move(per_seed);
+    // Re-timed in every seed: from the same point's training (each seed from its own seed there).
+    bool retimed = true;
+    for (const auto& s : summaries) retimed = retimed && s.at("results").at(e).contains("retimed_from");
+    if (retimed) r["retimed_from"] = Parent(r0.at("retimed_from").get<std::string>());
     if (e > 0) {
       r["versus_first"] = Paired(summaries, e);
       // Where readers of a one-seed summary look (sweeps' results.csv): the paired geometric mean.
@@ -149,7 +159,9 @@ core::Result<Json> RunSeeds(const core::Scenario& sc, const RunOptions& options)
     } else {
       if (options.progress) std::fprintf(options.progress, "seed %llu (%lld of %lld)\n", static_cast<unsigned long long>(seed),
                                          static_cast<long long>(k + 1), static_cast<long long>(sc.seeds));
-      auto summary = RunOneSeed(*one, options);
+      RunOptions seed_options = options;  // a re-timed seed takes the training of the same seed
+      if (!options.retime_from.empty()) seed_options.retime_from = options.retime_from + "/seed-" + std::to_string(seed);
+      auto summary = RunOneSeed(*one, seed_options);
       if (!summary.ok()) return summary.status();
       summaries.push_back(std::move(*summary));
     }
@@ -181,6 +193,7 @@ void PrintSeeds(const Json& summary) {
                 pm(r, "time_to_target_s", "%.1f").c_str(), Bytes(Num(r, "bytes_sent_per_worker")).c_str(),
                 100.0 * Num(r, "compute_utilization"), r.value("collective", std::string("-")).c_str());
   }
+  PrintRetimed(summary);
   if (results.size() < 2) {
     PrintHost(summary);
     return;

@@ -106,6 +106,10 @@ namespace {
 // checked before any runs: a typo in the last value fails now, not in an hour.
 struct Plan {
   std::string dir;
+  // Per point, where only network keys set it apart from an earlier point and compute is modelled:
+  // that point, whose training it takes (timed, not trained); -1 where it trains.
+  std::vector<int> retime_from;
+  std::vector<bool> keep_training;  // per point: others take its training
   std::string name;  // the base scenario's
   std::vector<std::vector<size_t>> points;
   std::vector<core::Scenario> scenarios;  // one per point
@@ -133,6 +137,24 @@ core::Result<Plan> Resolve(const SweepOptions& o) {
     plan.scenarios.push_back(*sc);
     plan.sets.push_back(texts);
   }
+  // Points that differ in network keys alone train the same models to the same losses: the first of
+  // them trains, the others are timed with its losses.
+  plan.retime_from.assign(plan.points.size(), -1);
+  plan.keep_training.assign(plan.points.size(), false);
+  if (o.retime && base->compute.mode == core::ComputeMode::kModelled) {
+    std::map<std::vector<size_t>, int> first;  // the values of the other axes -> the point that trains
+    for (size_t i = 0; i < plan.points.size(); ++i) {
+      std::vector<size_t> others;
+      for (size_t a = 0; a < o.axes.size(); ++a) {
+        if (o.axes[a].key.rfind("network.", 0) != 0) others.push_back(plan.points[i][a]);
+      }
+      const auto [it, inserted] = first.emplace(others, static_cast<int>(i));
+      if (!inserted) {
+        plan.retime_from[i] = it->second;
+        plan.keep_training[static_cast<size_t>(it->second)] = true;
+      }
+    }
+  }
   return plan;
 }
 
@@ -153,6 +175,8 @@ Status WriteLayout(const Plan& plan, const std::vector<SweepAxis>& axes) {
   return core::WriteFileAtomic(plan.dir + "/sweep.json", layout.dump(2) + "\n");
 }
 
+std::string RunDir(const core::Scenario& sc) { return sc.output.dir + "/" + sc.name; }
+
 // A point's summary.json when its folder holds every entry of this very scenario (the point is
 // finished).
 std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
@@ -163,7 +187,8 @@ std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
 
 // The points `todo`, o.jobs at a time, each `narrows run` in a process of its own writing its table
 // to <sweep folder>/<point>.log; the first point that fails stops the sweep (the others finish).
-Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector<size_t>& todo, core::Progress* done) {
+Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector<size_t>& todo, core::Progress* done,
+                      int64_t* finished) {
   auto program = ThisProgram();
   if (!program.ok()) return Status::IoError("sweep --jobs: " + program.status().message());
   const char* self = program->c_str();
@@ -171,13 +196,16 @@ Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector
   std::map<pid_t, size_t> running;
   Status first_failure = Status::Ok();
   size_t next = 0;
-  int64_t finished = 0;
   while (next < todo.size() || !running.empty()) {
     while (first_failure.ok() && next < todo.size() && running.size() < static_cast<size_t>(o.jobs)) {
       const size_t i = todo[next++];
       const core::Scenario& sc = plan.scenarios[i];
       std::vector<std::string> args = {self, "run", o.scenario_file, "--quiet"};
       for (const auto& set : plan.sets[i]) args.insert(args.end(), {"--set", set});
+      if (plan.keep_training[i]) args.emplace_back("--keep-training");
+      if (plan.retime_from[i] >= 0) {
+        args.insert(args.end(), {"--retime-from", RunDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])])});
+      }
       if (sc.threads == 0) args.insert(args.end(), {"--set", "threads=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(o.jobs)))});
       const std::string log = plan.dir + "/" + sc.name + ".log";
       posix_spawn_file_actions_t files;
@@ -213,7 +241,7 @@ Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector
                           ? Status::InvalidArgument("grid point " + name + " failed:\n" + tail)
                           : Status::Internal("grid point " + name + " failed (" + plan.dir + "/" + name + ".log):\n" + tail);
     }
-    if (ok) done->Update(++finished, name + " done");
+    if (ok) done->Update(++*finished, name + " done");
   }
   return first_failure;
 }
@@ -232,24 +260,37 @@ Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
   RunOptions run;
   run.progress = o.quiet ? nullptr : stderr;
   run.data_root = o.data_root;
+  const size_t trains = static_cast<size_t>(std::count(plan.retime_from.begin(), plan.retime_from.end(), -1));
+  if (trains < total) {
+    std::fprintf(stderr, "sweep: compute is modelled and %zu of %zu points differ from an earlier one in network keys "
+                         "alone: they are timed with its losses where an entry allows it, not trained again "
+                         "(--no-retime trains every point)\n",
+                 total - trains, total);
+  }
   // Over the points to run: one plain line after each (the point's own runs redraw theirs).
   core::Progress points_done("sweep: points run", static_cast<int64_t>(total - done), o.quiet ? nullptr : stderr,
                              core::Progress::Style::kPlainLines);
   int64_t ran = 0;
-  if (o.jobs > 1) {
+  // The points that train first, then those that take their training.
+  for (const bool timed : {false, true}) {
     std::vector<size_t> todo;
     for (size_t i = 0; i < total; ++i) {
-      if (!Finished(plan.scenarios[i])) todo.push_back(i);
+      if ((plan.retime_from[i] >= 0) == timed && !Finished(plan.scenarios[i])) todo.push_back(i);
     }
-    return RunInProcesses(plan, o, todo, &points_done);
-  }
-  for (size_t i = 0; i < total; ++i) {
-    const core::Scenario& sc = plan.scenarios[i];
-    if (Finished(sc)) continue;
-    if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s\n", i + 1, total, sc.name.c_str());
-    // The table of each point goes to stdout as `narrows run` prints it.
-    NARROWS_RETURN_IF_ERROR(RunScenario(sc, run));
-    points_done.Update(++ran, sc.name + " done");
+    if (o.jobs > 1) {
+      NARROWS_RETURN_IF_ERROR(RunInProcesses(plan, o, todo, &points_done, &ran));
+      continue;
+    }
+    for (size_t i : todo) {
+      const core::Scenario& sc = plan.scenarios[i];
+      if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s\n", i + 1, total, sc.name.c_str());
+      RunOptions point = run;
+      point.keep_training = plan.keep_training[i];
+      if (timed) point.retime_from = RunDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])]);
+      // The table of each point goes to stdout as `narrows run` prints it.
+      NARROWS_RETURN_IF_ERROR(RunScenario(sc, point));
+      points_done.Update(++ran, sc.name + " done");
+    }
   }
   return Status::Ok();
 }

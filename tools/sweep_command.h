@@ -40,6 +40,10 @@ struct SweepOptions {
   // A point's folder holding another scenario's results refuses the whole sweep before anything
   // runs; kReplace (--force) runs every point again.
   OnOtherScenario existing = OnOtherScenario::kRefuse;
+  // Where every axis is a network key and compute is modelled, the first point trains and the others
+  // are timed with its losses (RunOptions::retime_from), entry by entry where the entry allows it;
+  // false (--no-retime) trains every point.
+  bool retime = true;
 };
 
 core::Status RunSweep(const SweepOptions& options);

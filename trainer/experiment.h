@@ -105,6 +105,10 @@ struct ExperimentOptions {
   std::function<void(int rank, int64_t step)> before_step;
   // kReplay: the trace to follow.
   std::shared_ptr<const MembershipTrace> trace;
+  // Timed, not trained: the replicas skip the math that does not move time (Replica::set_timing_only)
+  // and evaluations are not computed. Its losses are meaningless until AdoptTraining gives it those of
+  // a run that trained the same entry under another network.
+  bool timing_only = false;
 };
 
 class Experiment {
@@ -138,6 +142,14 @@ class Experiment {
   // step records and events up to their death), each noted as a `gathered_spool` event; how many
   // were. For the process that writes the results, after MergePart.
   int GatherLeftoverSpools();
+  // A timed run (ExperimentOptions::timing_only) takes its losses, its evaluations and its host's
+  // measured compute from `trained`, the ExportPart of a run that trained the same entry with the same
+  // scenario under another network. Refused (InvalidArgument naming the first difference, nothing
+  // changed) unless both did the same things: the same steps of the same workers with the same
+  // compute and bytes, the same evaluations, outer synchronisations and events, apart from their
+  // times. What an algorithm computes must not depend on when its messages arrive; this checks what
+  // can be checked of that.
+  core::Status AdoptTraining(const std::string& trained);
   // Aggregates the workers' records into `dir`/metrics.jsonl and events.jsonl.
   core::Result<EntryResult> Finish(const std::string& dir);
 

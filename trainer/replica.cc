@@ -53,6 +53,13 @@ torch::Tensor Replica::ToDevice(const std::vector<int64_t>& ids, int64_t rows, i
 
 double Replica::ComputeGradients(const TokenBatch& batch, const std::function<void(double)>& before_backward) {
   model_.ZeroGrad();
+  if (timing_only_) {
+    const int64_t tokens = std::min<int64_t>(16, batch.seq_len);
+    auto loss = model_.Loss(ToDevice(batch.inputs, 1, 0, tokens), ToDevice(batch.targets, 1, 0, tokens));
+    if (before_backward) before_backward(loss.item<double>());
+    loss.backward();
+    return loss.item<double>();
+  }
   const int64_t accum = std::min<int64_t>(train_.grad_accum, batch.batch);
   const int64_t micro = batch.batch / accum;
   NARROWS_CHECK(micro * accum == batch.batch) << "batch " << batch.batch << " not divisible by " << accum;
@@ -84,6 +91,7 @@ StepStats Replica::TrainStep(const TokenBatch& batch, double lr) {
 double Replica::Evaluate(const std::vector<TokenBatch>& batches) { return EvaluateWithError(batches).loss; }
 
 Replica::Evaluation Replica::EvaluateWithError(const std::vector<TokenBatch>& batches) {
+  if (timing_only_) return {0.0, std::nan(""), {}};
   torch::NoGradGuard no_grad;
   double sum = 0.0, rows = 0.0;
   std::vector<double> per_row;

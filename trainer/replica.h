@@ -39,6 +39,12 @@ class Replica {
   // Forward and backward only: gradients of the mean loss over `batch` in flat_grads().
   // `before_backward`, if set, receives the loss of the last micro-batch before its backward.
   double ComputeGradients(const TokenBatch& batch, const std::function<void(double)>& before_backward = {});
+  // A replica of a run that is timed, not trained (ExperimentOptions::timing_only): every forward and
+  // backward runs over the first 16 tokens of one sequence of its batch, so that backward still
+  // reaches the parameters in their order (DDP's buckets start as in training), at a small share of
+  // the cost; the gradients and losses are not the training's. Evaluations are not computed.
+  void set_timing_only(bool on) { timing_only_ = on; }
+  bool timing_only() const { return timing_only_; }
   // Clip, then step the inner optimiser with the gradients in flat_grads().
   double ApplyGradients(double lr);
   // Mean loss (nats per token) over every token of the batches (a batch weighs as its rows), without
@@ -68,6 +74,7 @@ class Replica {
   core::TrainSpec train_;
   Gpt model_;
   std::unique_ptr<InnerOptimizer> optimizer_;
+  bool timing_only_ = false;
 };
 
 }  // namespace narrows::trainer

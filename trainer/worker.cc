@@ -105,6 +105,7 @@ Replica::Evaluation Experiment::Impl::EvaluateWithError(const torch::Tensor& par
   if (!evaluator) {
     torch::manual_seed(sc.seed);
     evaluator = std::make_unique<Replica>(model, sc.train, device);
+    evaluator->set_timing_only(opt.timing_only);
   }
   {
     torch::NoGradGuard no_grad;
@@ -131,7 +132,7 @@ void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double 
   std::lock_guard<std::mutex> lock(mu);
   evals[to_step] = {time, val.loss};
   if (std::isfinite(val.standard_error)) eval_se[to_step] = val.standard_error;
-  if (data->domains.size() > 1) eval_domains[to_step] = data->ByDomain(val.rows);
+  if (data->domains.size() > 1 && !val.rows.empty()) eval_domains[to_step] = data->ByDomain(val.rows);
 }
 
 Json Experiment::Impl::Export() {
@@ -271,6 +272,7 @@ WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& tra
     impl.running_steps.emplace(r, std::make_pair(int64_t{0}, 0.0));
     impl.step_flops = step_flops;
   }
+  replica.set_timing_only(impl.opt.timing_only);
   if (impl.initial_params.defined()) {
     torch::NoGradGuard no_grad;
     replica.model().flat_params().copy_(impl.initial_params);

@@ -410,6 +410,12 @@ AlgorithmPlugin DdpPlugin() {
     if (o.batch.schedule != BatchScheduleKind::kConstant) return "adaptive batch sizes keep per-worker state a restart loses";
     return "";
   };
+  // Its batch sizes follow the gradients' noise where the norm test sets them; all else is by step.
+  p.retime = [](const core::AlgorithmSpec& entry) -> std::string {
+    return entry.Options<DdpOptions>().batch.schedule == BatchScheduleKind::kNormTest
+               ? "the norm test sets its batch sizes from the gradients"
+               : "";
+  };
   return p;
 }
 

@@ -298,6 +298,12 @@ AlgorithmPlugin DilocoPlugin() {
     if (o.drop_probability > 0) return "drop_probability draws from a generator that a restarted process starts afresh";
     return "";
   };
+  // Its batch sizes follow the gradients' noise where the norm test sets them; all else is by step.
+  p.retime = [](const core::AlgorithmSpec& entry) -> std::string {
+    return entry.Options<DilocoOptions>().batch.schedule == BatchScheduleKind::kNormTest
+               ? "the norm test sets its batch sizes from the gradients"
+               : "";
+  };
   return p;
 }
 

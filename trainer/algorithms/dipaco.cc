@@ -329,6 +329,8 @@ AlgorithmPlugin DipacoPlugin() {
   p.replay = [](const core::AlgorithmSpec&) -> std::string {
     return "its modules synchronise in groups of their own, not as one group a round, the form of the trace";
   };
+  // Its rounds, fragments and messages follow the steps, never the arrivals.
+  p.retime = [](const core::AlgorithmSpec&) -> std::string { return ""; };
   return p;
 }
 

@@ -221,6 +221,8 @@ AlgorithmPlugin GossipPlugin() {
   p.replay = [](const core::AlgorithmSpec&) -> std::string {
     return "it synchronises in pairs, not as one group a round, the form of the trace";
   };
+  // Its rounds, fragments and messages follow the steps, never the arrivals.
+  p.retime = [](const core::AlgorithmSpec&) -> std::string { return ""; };
   return p;
 }
 

@@ -32,6 +32,11 @@ struct AlgorithmPlugin {
   // Why an entry cannot be replayed from a deployment's membership trace (Membership::kReplay), or
   // "" if it can. Unset: it cannot (its events do not record the members of every round).
   std::function<std::string(const core::AlgorithmSpec&)> replay;
+  // Why an entry cannot be re-timed under another network from its training under one (a sweep that
+  // varies only the network trains once: ExperimentOptions::timing_only, then AdoptTraining), or ""
+  // if it can: what it computes must not depend on when its messages arrive, nor its messages on
+  // its values. Unset: it cannot.
+  std::function<std::string(const core::AlgorithmSpec&)> retime;
 };
 
 // Registers `plugin` here and its parser with the scenario; returns true (for the macro below).

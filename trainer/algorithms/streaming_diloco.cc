@@ -435,6 +435,8 @@ AlgorithmPlugin StreamingPlugin() {
     return "a fragment's all-reduce completes during the next round (overlap_steps > 0, or eager), in which a "
            "worker killed there would still have to take part";
   };
+  // Its rounds, fragments and messages follow the steps, never the arrivals.
+  p.retime = [](const core::AlgorithmSpec&) -> std::string { return ""; };
   return p;
 }
 
