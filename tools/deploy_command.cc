@@ -338,17 +338,29 @@ nlohmann::json NetworkCarried(const core::Scenario& sc, const std::string& netwo
 }
 
 Status HonouredByRealProcesses(const core::Scenario& sc) {
+  std::vector<int> crashed;  // workers whose process a crash fault ends
   for (size_t i = 0; i < sc.faults.size(); ++i) {
     const auto& f = sc.faults[i];
-    const char* kind = f.kind == core::FaultKind::kLeave  ? "leave"
-                       : f.kind == core::FaultKind::kJoin  ? "join"
-                       : f.kind == core::FaultKind::kLinkDown ? "link_down"
-                                                              : nullptr;
-    if (kind != nullptr) {
-      return Status::InvalidArgument(
-          "faults[" + std::to_string(i) + "]: a " + kind +
-          " fault is the emulator's (narrows run); real processes honour crash, corrupt and repeat faults, and "
-          "launch --chaos kills and restarts workers: remove it (--set faults=[]) to launch");
+    const std::string at = "faults[" + std::to_string(i) + "]: ";
+    if (f.kind == core::FaultKind::kLinkDown) {
+      return Status::InvalidArgument(at + "a link_down fault is the emulator's (narrows run); real processes honour "
+                                          "leave, join, crash, corrupt and repeat faults, and launch --network with "
+                                          "--chaos cuts workers off: remove it (--set faults=[]) to launch");
+    }
+    if (f.kind == core::FaultKind::kCrash) crashed.push_back(f.worker);
+    if (f.kind == core::FaultKind::kJoin && std::count(crashed.begin(), crashed.end(), f.worker) > 0) {
+      return Status::InvalidArgument(at + "worker " + std::to_string(f.worker) + " joins after a crash fault ended its "
+                                          "process, which real processes cannot do (a restarted process rejoins: launch "
+                                          "--chaos); make it a leave to launch");
+    }
+    if (f.kind == core::FaultKind::kLeave || f.kind == core::FaultKind::kJoin) {
+      for (const auto& e : sc.compare) {
+        if (e.algorithm == "async-diloco") {
+          return Status::InvalidArgument(at + "compare entry '" + e.name + "' (async-diloco): its server takes no "
+                                              "scheduled leave or join in real processes; launch it with --entry "
+                                              "after removing the fault, or run it in the emulator");
+        }
+      }
     }
   }
   for (size_t r = 0; r < sc.workers.speed.size(); ++r) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <iterator>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -169,10 +170,15 @@ class ReplayRoster final : public EmulatedRoster {
 // A deployment's membership: heartbeats, survivors, restarts that rejoin.
 class LiveRoster final : public Roster {
  public:
-  explicit LiveRoster(WorkerContext& w) : w_(w), group_(w.t.Members()) {
+  explicit LiveRoster(WorkerContext& w)
+      : w_(w), scheduled_(ScheduledFaults(w.entry.sc.faults), w.entry.num_workers), group_(w.t.Members()) {
     generations_.resize(static_cast<size_t>(w.entry.num_workers));
     was_member_.assign(static_cast<size_t>(w.entry.num_workers), false);
     for (int r = 0; r < w.entry.num_workers; ++r) generations_[static_cast<size_t>(r)] = w.t.Generation(r);
+    // A worker whose first scheduled fault is a join starts outside the group (its process runs, and
+    // waits to be welcomed at its step).
+    group_.erase(std::remove_if(group_.begin(), group_.end(), [this](int r) { return !scheduled_.Alive(r, 0); }),
+                 group_.end());
     for (int r : group_) was_member_[static_cast<size_t>(r)] = true;
   }
 
@@ -189,7 +195,7 @@ class LiveRoster final : public Roster {
       joined.insert(joined.end(), pending_.begin(), pending_.end());
       std::sort(joined.begin(), joined.end());
       round->root = group_.front();
-      AwaitJoiners();  // (the leader before it welcomes them: it welcomes the process it heard)
+      AwaitJoiners(start);  // (the leader before it welcomes them: it welcomes the process it heard)
       if (w_.rank == round->root) {
         const int n = w_.entry.num_workers;
         std::vector<int64_t> msg(static_cast<size_t>(2 + n), 0);
@@ -203,22 +209,42 @@ class LiveRoster final : public Roster {
           if (!s.ok() && s.code() != core::StatusCode::kPeerUnavailable) return s;
         }
       }
-      for (int r : pending_) TakeProcessOf(r);
+      for (int r : pending_) {
+        TakeProcessOf(r);
+        left_by_schedule_.erase(r);
+      }
       round->joiners = pending_;
       group_ = joined;
       pending_.clear();
     }
-    round->members = group_;
+    // A scheduled leave inside the round takes its worker out of the round's synchronisation, as the
+    // emulator does; its process stays up if it is to join again.
+    round->members.clear();
+    for (int r : group_) {
+      if (scheduled_.Alive(r, start) && scheduled_.Alive(r, end - 1)) {
+        round->members.push_back(r);
+      } else {
+        left_by_schedule_.insert(r);
+      }
+    }
+    next_start_ = end;
     return core::Status::Ok();
   }
   void EndRound(const Round& round) override { group_ = round.members; }
-  bool Present(int64_t) override { return true; }
+  bool Present(int64_t start) override { return scheduled_.Alive(w_.rank, start); }
   bool Trains(int64_t step) override {
     if (w_.entry.opt.before_step) w_.entry.opt.before_step(w_.rank, step);  // the deployment's fault layer
     Answer();
-    return true;
+    return scheduled_.Alive(w_.rank, step);
   }
-  std::vector<std::pair<int64_t, bool>> Departures(int64_t, int64_t) override { return {}; }
+  std::vector<std::pair<int64_t, bool>> Departures(int64_t start, int64_t end) override {
+    std::vector<std::pair<int64_t, bool>> out;
+    for (int64_t step = std::max<int64_t>(start, 1); step < end; ++step) {
+      if (scheduled_.Alive(w_.rank, step - 1) && !scheduled_.Alive(w_.rank, step)) out.emplace_back(step, false);
+    }
+    return out;
+  }
+
   bool RestartsLostWorkers() const override { return false; }  // it is a new process already
   std::optional<int64_t> RecordedInnerSteps(int64_t) const override { return std::nullopt; }
   bool RecordedRepeat(int64_t) const override { return false; }
@@ -414,7 +440,8 @@ class LiveRoster final : public Roster {
 
   void Vote(const std::vector<int>& group, float* slots) override {
     for (int r : w_.t.Members()) {
-      if (!std::binary_search(group.begin(), group.end(), r)) slots[r] = 1.0f;
+      // A worker out by the scenario's schedule is voted in at the first round it is due in.
+      if (!std::binary_search(group.begin(), group.end(), r) && scheduled_.Alive(r, next_start_)) slots[r] = 1.0f;
     }
   }
   void CountVotes(const std::vector<int>& group, const float* slots) override {
@@ -427,7 +454,13 @@ class LiveRoster final : public Roster {
     const int n = w_.entry.num_workers;
     std::vector<int64_t> msg(static_cast<size_t>(2 + n));
     const double start = w_.t.clock().Now();
-    while (w_.t.clock().Now() - start < w_.entry.sc.deploy.collective_timeout_s) {
+    // Out by the scenario's schedule, this worker waits for its round however long that takes,
+    // while another process of the run is up.
+    const bool scheduled = left_by_schedule_.count(w_.rank) > 0 || !scheduled_.Alive(w_.rank, 0);
+    while (scheduled || w_.t.clock().Now() - start < w_.entry.sc.deploy.collective_timeout_s) {
+      if (scheduled && w_.t.Members().size() <= 1) {
+        return core::Status::PeerUnavailable("every other worker left before this one's scheduled join");
+      }
       AnswerUnwelcomed();
       for (int r : w_.t.Members()) {
         if (r == w_.rank || !w_.t.Recv(r, kTagWelcome, msg.data(), msg.size() * 8, 0.05).ok()) continue;
@@ -446,6 +479,7 @@ class LiveRoster final : public Roster {
         // every collective).
         for (int q : wel.group) TakeProcessOf(q);
         joined_step_ = wel.step;
+        left_by_schedule_.erase(w_.rank);
         Purge(wel.step);
         return wel;
       }
@@ -527,14 +561,23 @@ class LiveRoster final : public Roster {
   // for the hello of a process other than the one the joiner was when last a member here,
   // answering settling members meanwhile, for at most deploy.timeout_s (a joiner with no new
   // process is then lost at the collective, at every member, and dropped).
-  void AwaitJoiners() {
+  // Whether the scenario's schedule had `r` out before `step` and has it back then: the same process
+  // returns, not a new one.
+  bool ScheduledBack(int r, int64_t step) const {
+    if (!scheduled_.Alive(r, step)) return false;
+    for (int64_t s = 0; s < step; ++s) {
+      if (!scheduled_.Alive(r, s)) return true;
+    }
+    return false;
+  }
+  void AwaitJoiners(int64_t start_step) {
     const double start = w_.t.clock().Now();
     while (w_.t.clock().Now() - start < w_.entry.sc.deploy.timeout_s) {
       const std::vector<int> members = w_.t.Members();
       const bool heard = std::all_of(pending_.begin(), pending_.end(), [&](int r) {
         const size_t i = static_cast<size_t>(r);
         return std::binary_search(members.begin(), members.end(), r) &&
-               (!was_member_[i] || w_.t.Generation(r) != generations_[i]);
+               (!was_member_[i] || w_.t.Generation(r) != generations_[i] || ScheduledBack(r, start_step));
       });
       if (heard) return;
       Answer();
@@ -660,7 +703,20 @@ class LiveRoster final : public Roster {
 
   static constexpr int kTagSettleNotice = core::tags::kSettleNotice;
   static constexpr int kTagSettleResult = core::tags::kSettleResult;
+  // The scenario's leave and join faults, which every process follows as the emulator does (its
+  // crash faults are real deaths: CrashLayer in tools/deploy_command.cc).
+  static std::vector<core::FaultSpec> ScheduledFaults(const std::vector<core::FaultSpec>& faults) {
+    std::vector<core::FaultSpec> out;
+    for (const auto& f : faults) {
+      if (f.kind == core::FaultKind::kLeave || f.kind == core::FaultKind::kJoin) out.push_back(f);
+    }
+    return out;
+  }
+
   WorkerContext& w_;
+  const FaultPlan scheduled_;
+  std::set<int> left_by_schedule_;  // workers out by a scheduled leave (or join), their process the same
+  int64_t next_start_ = 0;           // the step the round begun last ends at: its votes are for then
   std::vector<int> group_;    // this round's members
   std::vector<int> pending_;  // joiners of the next round, from the votes
   // The generation of each worker's process when it became a member (a restart is a new member).

@@ -80,14 +80,35 @@ run_ok(emulated ${NARROWS} run eq.yaml -q --set output.dir=emu)
 run_ok(launch ${NARROWS} launch --local 3 eq.yaml -q)
 expect_in(launch_table "measured wall-clock time over loopback relative to ddp" "${out}")
 expect_in(launch_loopback "over loopback: the scenario's network (" "${out}")
-# What real processes cannot honour is refused before anything starts; a slower worker is paced.
-execute_process(COMMAND ${NARROWS} launch eq.yaml -q --set "faults=[{type: leave, worker: 1, at_step: 3}]"
+# The scenario's leave and join faults, honoured by real processes as the emulator does: worker 1
+# leaves at step 5 and is due back at 17, worker 2 joins at 9 (DiLoCo takes each at its next round's
+# start). The same losses as the emulator, step by step; the same leave and join events. What real
+# processes cannot honour is refused before anything starts.
+set(faults "faults=[{type: leave, worker: 1, at_step: 5}, {type: join, worker: 1, at_step: 17}, {type: join, worker: 2, at_step: 9}]")
+run_ok(emulated_faults ${NARROWS} run eq.yaml -q --set "${faults}" --set "compare=[ddp, diloco-h8]" -o emu/faults)
+run_ok(launch_faults ${NARROWS} launch eq.yaml -q --set "${faults}" --set "compare=[ddp, diloco-h8]" -o out/faults)
+foreach(entry ddp diloco-h8)
+  # The bytes differ by the welcomes (8 (2 + workers) bytes each), which the emulator does not send.
+  expect_same_metrics(faults_${entry} ${WORK}/emu/faults/${entry}/metrics.jsonl ${WORK}/out/faults/${entry}/metrics.jsonl
+                      0 train_loss)
+  file(READ ${WORK}/out/faults/${entry}/events.jsonl events)
+  expect_in(faults_${entry}_leave [=["step":5,]=] "${events}")
+  expect_in(faults_${entry}_leave [=["type":"leave","worker":1}]=] "${events}")
+endforeach()
+file(READ ${WORK}/out/faults/ddp/events.jsonl events)
+expect_in(faults_ddp_join [=["step":9,]=] "${events}")
+expect_in(faults_ddp_rejoin [=["step":17,]=] "${events}")
+execute_process(COMMAND ${NARROWS} launch eq.yaml -q --set "faults=[{type: link_down, link: 'worker:1', from_s: 1, to_s: 2}]"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
-expect_in(launch_leave "faults[0]: a leave fault is the emulator's" "${err}")
+expect_in(launch_link_down "faults[0]: a link_down fault is the emulator's" "${err}")
 if(NOT rc EQUAL 2)
-  message(FATAL_ERROR "launch with a leave fault: exit ${rc}
+  message(FATAL_ERROR "launch with a link_down fault: exit ${rc}
 ${err}")
 endif()
+execute_process(COMMAND ${NARROWS} launch eq.yaml -q
+                --set "faults=[{type: crash, worker: 1, at_step: 3}, {type: join, worker: 1, at_step: 9}]"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+expect_in(launch_crash_join "faults[1]: worker 1 joins after a crash fault ended its process" "${err}")
 execute_process(COMMAND ${NARROWS} launch eq.yaml -q --set "workers.speed=[1, 2, 1]"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
 expect_in(launch_fast "workers.speed[1]: 2 is faster than the host" "${err}")

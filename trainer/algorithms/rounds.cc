@@ -149,26 +149,50 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
   // A worker that never trained or crashed has no inner optimiser state of its own.
   bool lost_state = !roster.Present(0);
   int64_t first = 0;
-  if (roster.live() && !x.opt.resume_from.empty()) {
+  const bool resumed = roster.live() && !x.opt.resume_from.empty();
+  if (resumed) {
     auto step = RestoreCheckpoint(w, a, x.opt.resume_from);
     if (!step.ok()) return step.status();
     first = *step;
     w.StartDataAt(first);  // this worker's data order
-  } else if (roster.live() && x.opt.rejoin) {
-    // A restarted process: the leader of the next round welcomes it and sends it the shared state.
+  }
+  // Live: the leader of a round welcomes this worker and sends it the shared state; the step it
+  // trains from. A restarted process starts its data stream there; one out by the scenario's
+  // schedule takes it up where it left it, as in the emulator.
+  auto welcome_here = [&](bool restarted) -> core::Result<int64_t> {
     auto welcome = roster.AwaitWelcome();
     if (!welcome.ok()) return welcome.status();
     const SharedState shared = a.Shared();
     NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(shared), shared.counter,
                                           roster.Tag(WorkerContext::kTagJoin, welcome->step, welcome->group)));
-    a.OnJoin(welcome->step, InnerState::kLost);
+    a.OnJoin(welcome->step, restarted || lost_state ? InnerState::kLost : InnerState::kKept);
     lost_state = false;
-    first = welcome->step;
     roster.SetGroup(welcome->group);
-    w.StartDataAt(first);
+    if (restarted) w.StartDataAt(welcome->step);
+    return welcome->step;
+  };
+  if (!resumed && roster.live() && x.opt.rejoin) {
+    auto step = welcome_here(true);
+    if (!step.ok()) return step.status();
+    first = *step;
   }
   Round round;
-  for (int64_t rs = first; rs < S; rs += H) {
+  for (int64_t rs = first; rs < S;) {
+    if (roster.live() && !roster.Present(rs)) {
+      // Out by the scenario's leave or join faults: back at the first round it is due in at the
+      // round's start (as in the emulator), or done.
+      for (const auto& [step, crashed] : roster.Departures(rs, std::min(S, rs + H))) {
+        w.records.Event({{"type", "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
+      }
+      int64_t back = rs;
+      while (back < S && !roster.Present(back)) back += H;
+      if (back >= S) break;
+      auto step = welcome_here(false);
+      if (step.status().code() == core::StatusCode::kPeerUnavailable) break;  // the others are gone
+      if (!step.ok()) return step.status();
+      rs = *step;
+      continue;
+    }
     const int64_t re = std::min(S, rs + H);
     NARROWS_RETURN_IF_ERROR(roster.BeginRound(rs, re, &round));
     const bool joining = round.Joining(w.rank);
@@ -207,6 +231,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     }
     if (!a.OverlapsRounds()) w.CountSyncBytes(w.Stats().bytes_sent - sent_at_start);
     roster.EndRound(round);
+    rs = re;
   }
   return a.Finish();
 }
