@@ -383,6 +383,11 @@ std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& en
     }
     r.time_s = in.BucketedRingRoundsSeconds(buckets, ready, in.nominal_step_s, updates);
   }
+  if (!adaptive && (!o.overlap || bytes <= first_bucket) && entry.collective == core::CollectiveKind::kTree &&
+      in.deliveries) {
+    // One tree after each worker's backward, on each worker's clock.
+    r.time_s = in.TreeRoundsSeconds(bytes, bytes, in.nominal_step_s, updates);
+  }
   r.bytes_per_worker = updates * 2.0 * (m - 1) / m * (bytes + (adaptive ? 4.0 : 0.0));
   if (o.batch.schedule == BatchScheduleKind::kNormTest) {
     r.note = "the norm test's batch growth depends on the gradients; predicted at the base batch "

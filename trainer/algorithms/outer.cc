@@ -73,11 +73,15 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   r.syncs = static_cast<int64_t>(rounds) * fragments;
   // The last synchronisation has no inner steps left to hide behind.
   r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * exposed + (reduce - exposed);
-  if (!wire.sparse() && fragments == 1 && overlap_steps == 0 && collective == core::CollectiveKind::kRing) {
-    // Rounds of H inner steps and a ring; a last round of fewer steps is taken as a whole one.
+  if (!wire.sparse() && collective == core::CollectiveKind::kRing) {
+    // Rounds of H / P inner steps, each ending with one fragment's ring, which runs beside the next
+    // tau steps (Streaming DiLoCo; DiLoCo is P = 1, tau = 0), on each worker's clock; a last round
+    // of fewer steps is taken as a whole one.
     const double gather = wire.lossless() ? bytes
                                           : static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
-    r.time_s = in.RingRoundsSeconds(bytes, gather, static_cast<double>(inner_steps) * in.nominal_step_s, rounds);
+    const double spacing = static_cast<double>(inner_steps) / static_cast<double>(fragments);
+    r.time_s = in.BucketedRingRoundsSeconds({bytes}, {1.0}, spacing * in.nominal_step_s, static_cast<double>(r.syncs),
+                                            gather / bytes, overlap_steps * in.nominal_step_s);
   }
   r.bytes_per_worker = static_cast<double>(r.syncs) * sent;
   return r;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <queue>
 
 namespace narrows::trainer {
@@ -37,29 +38,8 @@ double PlanInputs::AllReduceSeconds(double scatter_bytes, double gather_bytes, c
       return slowest_delivery(in) + slowest_delivery(out);
     }
     case core::CollectiveKind::kTree: {
-      // As core/collectives.cc runs it (the binary heap of ranks, 0 the root): a rank sends its sum
-      // up once both its children's have come, and passes the result down as soon as it has it; each
-      // edge's time from the network with all edges of its direction sending at once (a parent's two
-      // children share its link).
       if (!deliveries) break;
-      std::vector<PlanMessage> to_parents, to_children;
-      for (int i = 1; i < m; ++i) {
-        to_parents.push_back({i, (i - 1) / 2, up});
-        to_children.push_back({(i - 1) / 2, i, down});
-      }
-      const std::vector<double> t_up = deliveries(to_parents), t_down = deliveries(to_children);
-      std::vector<double> has_sum(static_cast<size_t>(m), 0.0), has_result(static_cast<size_t>(m), 0.0);
-      for (int i = m - 1; i >= 1; --i) {  // children before parents
-        const size_t parent = static_cast<size_t>((i - 1) / 2);
-        has_sum[parent] = std::max(has_sum[parent], has_sum[static_cast<size_t>(i)] + t_up[static_cast<size_t>(i - 1)]);
-      }
-      has_result[0] = has_sum[0];
-      double seconds = has_result[0];
-      for (int i = 1; i < m; ++i) {  // parents before children
-        has_result[static_cast<size_t>(i)] = has_result[static_cast<size_t>((i - 1) / 2)] + t_down[static_cast<size_t>(i - 1)];
-        seconds = std::max(seconds, has_result[static_cast<size_t>(i)]);
-      }
-      return seconds;
+      return TreeRoundsSeconds(scatter_bytes, gather_bytes, 0.0, 1.0);
     }
     case core::CollectiveKind::kHierarchical: {
       // Each island's members send their buffer to its leader (its first worker) at once, the
@@ -86,6 +66,64 @@ double PlanInputs::AllReduceSeconds(double scatter_bytes, double gather_bytes, c
   }
   if (up == down) return RingAllReduceSeconds(scatter_bytes);
   return RingRoundsSeconds(scatter_bytes, gather_bytes, 0.0, 1.0);
+}
+
+double PlanInputs::TreeRoundsSeconds(double scatter_bytes, double gather_bytes, double compute_s, double rounds) const {
+  const int m = workers();
+  const auto n = static_cast<size_t>(m);
+  if (rounds <= 0) return 0.0;
+  std::vector<double> compute(n, compute_s);
+  for (size_t w = 0; w < n && w < sc->workers.speed.size(); ++w) compute[w] /= sc->workers.speed[w];
+  if (m < 2 || scatter_bytes <= 0 || !deliveries) return rounds * *std::max_element(compute.begin(), compute.end());
+  // As core/collectives.cc runs it (the binary heap of ranks, 0 the root): a rank sends its sum up
+  // once its compute ended and both its children's sums came, and passes the result down as soon as
+  // it has it. Each edge's time from the network with the edges that go at once sending together:
+  // up, those of one height in the tree (every leaf's at once, then their parents'); down, those of
+  // one depth.
+  const auto up = static_cast<int64_t>(std::ceil(scatter_bytes)), down = static_cast<int64_t>(std::ceil(gather_bytes));
+  std::vector<int> height(n, 0);
+  for (int i = m - 1; i >= 1; --i) {
+    const size_t parent = static_cast<size_t>((i - 1) / 2);
+    height[parent] = std::max(height[parent], height[static_cast<size_t>(i)] + 1);
+  }
+  std::map<int, std::vector<int>> up_groups, down_groups;  // height (up) or depth (down) -> children
+  for (int i = 1; i < m; ++i) {
+    up_groups[height[static_cast<size_t>(i)]].push_back(i);
+    down_groups[static_cast<int>(std::floor(std::log2(i + 1)))].push_back(i);
+  }
+  std::vector<double> t_up(n, 0.0), t_down(n, 0.0);  // by child
+  auto time_groups = [&](const std::map<int, std::vector<int>>& groups, bool upward, std::vector<double>* t) {
+    for (const auto& [level, children] : groups) {
+      std::vector<PlanMessage> messages;
+      for (int c : children) {
+        messages.push_back(upward ? PlanMessage{c, (c - 1) / 2, up} : PlanMessage{(c - 1) / 2, c, down});
+      }
+      const std::vector<double> times = deliveries(messages);
+      for (size_t k = 0; k < children.size(); ++k) (*t)[static_cast<size_t>(children[k])] = times[k];
+    }
+  };
+  time_groups(up_groups, true, &t_up);
+  time_groups(down_groups, false, &t_down);
+  // Round by round on each worker's clock: its next round starts when it has the result.
+  std::vector<double> clock(n, 0.0), has_sum(n), has_result(n);
+  const int simulated = static_cast<int>(std::min(rounds, 32.0));
+  double end = 0.0, end_half = 0.0;
+  for (int r = 0; r < simulated; ++r) {
+    for (size_t i = 0; i < n; ++i) has_sum[i] = clock[i] + compute[i];
+    for (int i = m - 1; i >= 1; --i) {  // children before parents
+      const size_t parent = static_cast<size_t>((i - 1) / 2);
+      has_sum[parent] = std::max(has_sum[parent], has_sum[static_cast<size_t>(i)] + t_up[static_cast<size_t>(i)]);
+    }
+    has_result[0] = has_sum[0];
+    for (int i = 1; i < m; ++i) {  // parents before children
+      has_result[static_cast<size_t>(i)] = has_result[static_cast<size_t>((i - 1) / 2)] + t_down[static_cast<size_t>(i)];
+    }
+    clock = has_result;
+    end = *std::max_element(clock.begin(), clock.end());
+    if (r + 1 == simulated / 2) end_half = end;
+  }
+  if (rounds <= simulated) return end;
+  return end + (rounds - simulated) * (end - end_half) / static_cast<double>(simulated - simulated / 2);
 }
 
 double PlanInputs::AllGatherSeconds(double bytes) const {
@@ -149,7 +187,7 @@ double PlanInputs::RingRoundsSeconds(double scatter_bytes, double gather_bytes, 
 }
 
 double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
-                                             double compute_s, double rounds, double gather_share) const {
+                                             double compute_s, double rounds, double gather_share, double overlap_s) const {
   const int m = workers();
   if (rounds <= 0) return 0.0;
   std::vector<double> compute(static_cast<size_t>(m), compute_s);
@@ -177,6 +215,15 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
   }
   const std::vector<double> full = deliveries(step), latency = deliveries(probe);
   std::vector<double> clock(n, 0.0), link_free(n, 0.0);  // clock[j]: when worker j ended its last round
+  // Overlapped (overlap_s > 0): clock[j] is when worker j's compute of the round ends and its ring
+  // starts; it computes on, and waits for the ring only overlap_s (at its speed) into the next round.
+  std::vector<double> overlap(n, 0.0);
+  if (overlap_s > 0) {
+    for (size_t j = 0; j < n; ++j) {
+      overlap[j] = std::min(compute[j], overlap_s * compute[j] / compute_s);
+      clock[j] = compute[j];
+    }
+  }
   // Enough rounds for the chain to settle, fewer for large rings (the cost grows as rounds x n^2).
   const double cap = n <= 64 ? 32.0 : n <= 256 ? 8.0 : 3.0;
   const int simulated = static_cast<int>(std::min(rounds, cap));
@@ -190,11 +237,13 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
     // Every bucket's ring, its first sends once the bucket's gradients are ready at each worker;
     // each link sends one chunk at a time, in the order they were ready to go (FIFO).
     std::priority_queue<Send, std::vector<Send>, std::greater<Send>> ready;
+    // When worker j's share of bucket b is ready to send.
+    auto ready_time = [&](size_t j, size_t b) { return overlap_s > 0 ? clock[j] : clock[j] + ready_at[b] * compute[j]; };
     for (size_t b = 0; b < bucket_bytes.size(); ++b) {
-      for (size_t j = 0; j < n; ++j) ready.push({clock[j] + ready_at[b] * compute[j], b, 0, j});
+      for (size_t j = 0; j < n; ++j) ready.push({ready_time(j, b), b, 0, j});
     }
     std::vector<double> done(n, 0.0);
-    for (size_t j = 0; j < n; ++j) done[j] = clock[j] + compute[j];
+    for (size_t j = 0; j < n; ++j) done[j] = overlap_s > 0 ? clock[j] : clock[j] + compute[j];
     while (!ready.empty()) {
       const Send s = ready.top();
       ready.pop();
@@ -208,13 +257,20 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
       if (s.k + 1 < 2 * (n - 1)) {
         // Worker `to` sends on once it has this chunk and its own bucket is ready (a straggler
         // still computing holds up the ring at its hop).
-        ready.push({std::max(arrives, clock[to] + ready_at[s.bucket] * compute[to]), s.bucket, s.k + 1, to});
+        ready.push({std::max(arrives, ready_time(to, s.bucket)), s.bucket, s.k + 1, to});
       } else {
         done[to] = std::max(done[to], arrives);
       }
     }
-    clock = done;
-    end = *std::max_element(clock.begin(), clock.end());
+    if (overlap_s > 0) {
+      // done[j]: when the round's ring ended at j, had there been no next round; the next round's
+      // compute goes on beside the ring and waits for it overlap[j] in.
+      end = *std::max_element(done.begin(), done.end());
+      for (size_t j = 0; j < n; ++j) clock[j] = std::max(clock[j] + overlap[j], done[j]) + compute[j] - overlap[j];
+    } else {
+      clock = done;
+      end = *std::max_element(clock.begin(), clock.end());
+    }
     if (r + 1 == simulated / 2) end_half = end;
   }
   if (rounds <= simulated) return end;

@@ -94,8 +94,17 @@ struct PlanInputs {
   // sharing each link one chunk at a time; a worker's round ends when its compute and every
   // bucket's ring have.
   // `gather_share`: the all-gather's chunks over the reduce-scatter's (a lossy format's two codecs).
+  // `overlap_s` > 0 (one bucket, Streaming DiLoCo's tau): a round's ring starts when its compute ends
+  // and runs beside the next round's, which waits for it only overlap_s (at speed 1) in; the last
+  // round's ring is waited for.
   double BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
-                                   double compute_s, double rounds, double gather_share = 1.0) const;
+                                   double compute_s, double rounds, double gather_share = 1.0,
+                                   double overlap_s = 0.0) const;
+  // The time of `rounds` rounds, each a compute of compute_s at speed 1 (each worker's speed's share)
+  // and a tree all-reduce (scatter_bytes up, gather_bytes down), on each worker's clock: a rank sends
+  // up once its compute ended and its children's sums came, so a straggler's subtree waits for it
+  // alone. Simulated for up to 32 rounds; beyond, extended at the last rounds' rate.
+  double TreeRoundsSeconds(double scatter_bytes, double gather_bytes, double compute_s, double rounds) const;
   // The time of one ring among each of `groups` at once (disjoint workers), as the ring runs: in
   // each of its 2(g-1) steps a member sends a chunk once it has the one its predecessor sent in the
   // step before and its own link has sent its last, so unequal hops (an island's WAN hop among fast
