@@ -661,9 +661,18 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
     return Status::InvalidArgument("--force empties the run folder, and --resume continues from a checkpoint in it: "
                                    "give one of them");
   }
-  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, lo.existing, "run folder", {"compare", "deploy"});
+  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, lo.existing, "run folder", {"compare", "deploy"}, "wall");
   if (!use.ok()) return use.status();
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  if (lo.resume.empty()) {
+    // What processes of an earlier launch killed here left of the entries this one runs is not this
+    // launch's: their spools go (a resumed launch keeps them, the records before its checkpoint).
+    for (const auto& e : Entries(sc)) {
+      if (!lo.entry.empty() && e.name != lo.entry) continue;
+      std::error_code ec;
+      std::filesystem::remove_all(run_dir + "/" + e.name + "/spool", ec);
+    }
+  }
   // The record first, so a launch that fails early leaves a folder that says what it was for.
   if (*use == FolderUse::kNew) NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   std::string key = sc.deploy.key_file;

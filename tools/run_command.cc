@@ -587,7 +587,7 @@ void PrintComparison(const nlohmann::json& summary) {
   std::printf("%s wall-clock time%s relative to %s:", wall ? "measured" : "virtual", over.c_str(), first.c_str());
   for (size_t i = 1; i < results.size(); ++i) {
     const double x = num(results[0], "time_s") / num(results[i], "time_s");
-    std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
+    std::printf("%s %s %.2fx %s", i > 1 ? ";" : "", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
                 x >= 1 ? "faster" : "slower");
   }
   const auto every = summary.value("eval_every", int64_t{0});
@@ -597,6 +597,7 @@ void PrintComparison(const nlohmann::json& summary) {
               summary.value("target_source", std::string()).c_str(), cadence.c_str(), first.c_str());
   for (size_t i = 1; i < results.size(); ++i) {
     const double speedup = num(results[i], "speedup_at_target"), saved = num(results[i], "bytes_saved_at_target");
+    if (i > 1) std::printf(";");
     if (speedup > 0) {
       std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), speedup >= 1 ? speedup : 1 / speedup,
                   speedup >= 1 ? "faster" : "slower");
@@ -772,7 +773,7 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& given) {
   RunOptions options = given;
   if (options.warm_start_dir.empty()) options.warm_start_dir = sc.output.dir + "/warm_start";
   const std::string run_dir = sc.output.dir + "/" + sc.name;
-  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, options.existing);
+  auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, options.existing, "run folder", {}, "virtual");
   if (!use.ok()) return use.status();
   const auto before = *use == FolderUse::kSame
                           ? FinishedSummary(run_dir, Entries(sc).size(), static_cast<size_t>(sc.seeds))

@@ -139,7 +139,8 @@ std::map<std::string, std::string> KeysBut(const std::string& yaml, const std::v
 }  // namespace
 
 Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& resolved_yaml, OnOtherScenario other,
-                                    const std::string& what, const std::vector<std::string>& entries_own) {
+                                    const std::string& what, const std::vector<std::string>& entries_own,
+                                    const std::string& clock) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(dir, ec)) return FolderUse::kNew;
@@ -161,7 +162,23 @@ Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& r
     if (ec) return Status::IoError(dir + ": cannot be emptied for --force: " + ec.message());
     return FolderUse::kNew;
   }
-  if (!difference) return FolderUse::kSame;
+  if (!difference) {
+    // The same scenario, run on the other clock: the emulator's virtual time and a deployment's wall
+    // time never share a folder (one table would compare them).
+    auto summary = ReadText(dir + "/summary.json");
+    if (!clock.empty() && summary.ok()) {
+      const json j = json::parse(*summary, nullptr, false);
+      const std::string there = j.is_object() ? j.value("clock", std::string()) : std::string();
+      if (!there.empty() && there != clock) {
+        return Status::InvalidArgument(
+            dir + " holds " + (there == "wall" ? "a deployment's (narrows launch)" : "the emulator's (narrows run)") +
+            " results of this scenario, in " + there + "-clock time; " +
+            (clock == "wall" ? "a deployment's" : "the emulator's") +
+            " do not go beside them. Nothing was run: -o DIR writes elsewhere, --force replaces them");
+      }
+    }
+    return FolderUse::kSame;
+  }
   const std::string more = difference->others == 0 ? ""
                            : " (and " + std::to_string(difference->others) + " other key" +
                                  (difference->others == 1 ? "" : "s") + ")";

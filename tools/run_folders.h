@@ -74,9 +74,12 @@ enum class OnOtherScenario { kRefuse, kReplace };  // kReplace: --force
 // `entries_own` lists top-level keys left to the caller: `narrows launch` gathers entries launched one at
 // a time (--entry, or one compare: list after another) into one folder, so their `compare` and
 // `deploy` may differ while everything they share must not.
+// `clock` ("virtual" for the emulator, "wall" for a deployment; "" either): a folder of the same
+// scenario whose summary.json is on the other clock is refused too.
 core::Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& resolved_yaml,
                                           OnOtherScenario other, const std::string& what = "run folder",
-                                          const std::vector<std::string>& entries_own = {});
+                                          const std::vector<std::string>& entries_own = {},
+                                          const std::string& clock = "");
 // Whether `dir` (which exists) holds the results of `resolved_yaml`'s scenario; an unreadable
 // record is another scenario's.
 bool SameScenario(const std::string& dir, const std::string& resolved_yaml);

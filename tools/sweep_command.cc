@@ -296,7 +296,16 @@ Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
 }
 
 // Point (its values but the compare axis) -> entry -> wall-clock speed-up over the point's DDP.
-using Speedups = std::map<std::string, std::map<std::string, double>>;
+// In the grid's order (the points' order), not the rows' names'.
+struct Speedups : std::vector<std::pair<std::string, std::map<std::string, double>>> {
+  std::map<std::string, double>& operator[](const std::string& row) {
+    for (auto& [name, by_entry] : *this) {
+      if (name == row) return by_entry;
+    }
+    emplace_back(row, std::map<std::string, double>());
+    return back().second;
+  }
+};
 // At equal steps (DDP's time over the entry's) and at equal loss (DDP's time to the point's target
 // loss over the entry's; absent where either never reached it).
 struct SpeedupTables {

@@ -9,6 +9,7 @@
 // a gradient dropped as non-finite) or on when messages arrived would differ here, and is refused.
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -37,6 +38,16 @@ std::map<int, std::vector<StepKey>> ByWorker(const Json& records) {
                                          r.at(8).get<int64_t>());
   }
   return out;
+}
+
+// Whether an event's field is a time or a duration, which the network decides ("time", "sent_at",
+// "step_time_s"); every other field reports what was computed or who took part.
+bool IsTime(const std::string& field) {
+  auto ends = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return field.size() >= n && field.compare(field.size() - n, n, suffix) == 0;
+  };
+  return field == "time" || ends("_at") || ends("_s");
 }
 
 Status Differ(const std::string& what) {
@@ -147,16 +158,19 @@ core::Status Experiment::AdoptTraining(const std::string& trained_text) {
   for (const auto& e : trained.value("partial_evals", Json::array())) {
     x.partial_evals[e.at(0).get<int64_t>()].parts[e.at(2).get<int64_t>()] = {e.at(3).get<double>(), e.at(4).get<double>()};
   }
-  // Events: the trained run's, in order, each at the time of its counterpart here (the n-th event of
-  // a type, step and worker here is the n-th one there).
-  std::map<std::string, std::vector<double>> times;
-  for (const auto& e : timed.at("events")) times[EventKey(e)].push_back(e.contains("time") ? e["time"].get<double>() : NAN);
+  // Events: the trained run's, in order, each with the times of its counterpart here (the n-th event
+  // of a type, step and worker here is the n-th one there): the values it reports are the training's,
+  // its times this run's.
+  std::map<std::string, std::vector<Json>> counterparts;
+  for (const auto& e : timed.at("events")) counterparts[EventKey(e)].push_back(e);
   std::map<std::string, size_t> taken;
   x.events.clear();
   for (Json e : trained.at("events")) {
     const std::string key = EventKey(e);
-    const double t = times[key][taken[key]++];
-    if (e.contains("time") && !std::isnan(t)) e["time"] = t;
+    const Json& here = counterparts[key][taken[key]++];
+    for (auto& [field, value] : e.items()) {
+      if (IsTime(field) && here.contains(field)) value = here[field];
+    }
     x.events.push_back(std::move(e));
   }
   // The host's measured compute is the training's (the timed run computed next to nothing).

@@ -189,6 +189,21 @@ class LiveRoster final : public Roster {
     round->end = end;
     round->joiners.clear();
     round->root = -1;
+    // A vote counted late (an all-reduce that ran beside the next round) may name a worker welcomed
+    // since; and a worker the scenario's schedule brings in now is welcomed by every member alike,
+    // without a vote.
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [this](int r) { return std::binary_search(group_.begin(), group_.end(), r); }),
+                   pending_.end());
+    const std::vector<int> live = w_.t.Members();
+    for (int r = 0; r < w_.entry.num_workers; ++r) {
+      if (Scheduled(r) && scheduled_.Alive(r, start) && !std::binary_search(group_.begin(), group_.end(), r) &&
+          std::binary_search(live.begin(), live.end(), r) &&
+          std::find(pending_.begin(), pending_.end(), r) == pending_.end()) {
+        pending_.push_back(r);
+      }
+    }
+    std::sort(pending_.begin(), pending_.end());
     if (!pending_.empty()) {
       // The leader welcomes the joiners the last round's votes named; the driver sends them the state.
       std::vector<int> joined = group_;
@@ -227,7 +242,6 @@ class LiveRoster final : public Roster {
         left_by_schedule_.insert(r);
       }
     }
-    next_start_ = end;
     return core::Status::Ok();
   }
   void EndRound(const Round& round) override { group_ = round.members; }
@@ -440,8 +454,8 @@ class LiveRoster final : public Roster {
 
   void Vote(const std::vector<int>& group, float* slots) override {
     for (int r : w_.t.Members()) {
-      // A worker out by the scenario's schedule is voted in at the first round it is due in.
-      if (!std::binary_search(group.begin(), group.end(), r) && scheduled_.Alive(r, next_start_)) slots[r] = 1.0f;
+      // A worker the scenario's leave and join faults move comes in by them (BeginRound), not by votes.
+      if (!std::binary_search(group.begin(), group.end(), r) && !Scheduled(r)) slots[r] = 1.0f;
     }
   }
   void CountVotes(const std::vector<int>& group, const float* slots) override {
@@ -561,6 +575,13 @@ class LiveRoster final : public Roster {
   // for the hello of a process other than the one the joiner was when last a member here,
   // answering settling members meanwhile, for at most deploy.timeout_s (a joiner with no new
   // process is then lost at the collective, at every member, and dropped).
+  // Whether the scenario's leave and join faults move worker `r` at all.
+  bool Scheduled(int r) const {
+    for (const auto& f : w_.entry.sc.faults) {
+      if ((f.kind == core::FaultKind::kLeave || f.kind == core::FaultKind::kJoin) && f.worker == r) return true;
+    }
+    return false;
+  }
   // Whether the scenario's schedule had `r` out before `step` and has it back then: the same process
   // returns, not a new one.
   bool ScheduledBack(int r, int64_t step) const {
@@ -716,7 +737,6 @@ class LiveRoster final : public Roster {
   WorkerContext& w_;
   const FaultPlan scheduled_;
   std::set<int> left_by_schedule_;  // workers out by a scheduled leave (or join), their process the same
-  int64_t next_start_ = 0;           // the step the round begun last ends at: its votes are for then
   std::vector<int> group_;    // this round's members
   std::vector<int> pending_;  // joiners of the next round, from the votes
   // The generation of each worker's process when it became a member (a restart is a new member).

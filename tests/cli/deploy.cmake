@@ -85,9 +85,20 @@ expect_in(launch_loopback "over loopback: the scenario's network (" "${out}")
 # start). The same losses as the emulator, step by step; the same leave and join events. What real
 # processes cannot honour is refused before anything starts.
 set(faults "faults=[{type: leave, worker: 1, at_step: 5}, {type: join, worker: 1, at_step: 17}, {type: join, worker: 2, at_step: 9}]")
-run_ok(emulated_faults ${NARROWS} run eq.yaml -q --set "${faults}" --set "compare=[ddp, diloco-h8]" -o emu/faults)
-run_ok(launch_faults ${NARROWS} launch eq.yaml -q --set "${faults}" --set "compare=[ddp, diloco-h8]" -o out/faults)
-foreach(entry ddp diloco-h8)
+set(fault_entries "compare=[ddp, diloco-h8, {algorithm: streaming-diloco, name: streaming, inner_steps: 8, fragments: 2}]")
+run_ok(emulated_faults ${NARROWS} run eq.yaml -q --set "${faults}" --set "${fault_entries}" -o emu/faults)
+# A deployment's results never go beside the emulator's in one folder (nor the other way round).
+execute_process(COMMAND ${NARROWS} launch eq.yaml -q --set "${faults}" --set "${fault_entries}" -o emu/faults
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+expect_in(launch_into_emulated "emu/faults holds the emulator's (narrows run) results of this scenario" "${err}")
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "launch into an emulated run's folder: exit ${rc}\n${err}")
+endif()
+run_ok(launch_faults ${NARROWS} launch eq.yaml -q --set "${faults}" --set "${fault_entries}" -o out/faults)
+execute_process(COMMAND ${NARROWS} run eq.yaml -q --set "${faults}" --set "${fault_entries}" -o out/faults
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+expect_in(run_into_launched "out/faults holds a deployment's (narrows launch) results of this scenario" "${err}")
+foreach(entry ddp diloco-h8 streaming)
   # The bytes differ by the welcomes (8 (2 + workers) bytes each), which the emulator does not send.
   expect_same_metrics(faults_${entry} ${WORK}/emu/faults/${entry}/metrics.jsonl ${WORK}/out/faults/${entry}/metrics.jsonl
                       0 train_loss)
