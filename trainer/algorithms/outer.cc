@@ -80,8 +80,14 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
     const double gather = wire.lossless() ? bytes
                                           : static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
     const double spacing = static_cast<double>(inner_steps) / static_cast<double>(fragments);
-    r.time_s = in.BucketedRingRoundsSeconds({bytes}, {1.0}, spacing * in.nominal_step_s, static_cast<double>(r.syncs),
+    // Rounds of a whole spacing, then one of the steps left (a run whose steps H does not divide).
+    const double whole = std::max(1.0, std::floor(in.steps / spacing + 1e-9));
+    const double rest = std::max(0.0, in.steps - whole * spacing);
+    r.time_s = in.BucketedRingRoundsSeconds({bytes}, {1.0}, std::min(spacing, in.steps) * in.nominal_step_s, whole,
                                             gather / bytes, overlap_steps * in.nominal_step_s);
+    if (rest > 0) {
+      r.time_s += in.BucketedRingRoundsSeconds({bytes}, {1.0}, rest * in.nominal_step_s, 1.0, gather / bytes);
+    }
   }
   r.bytes_per_worker = static_cast<double>(r.syncs) * sent;
   return r;
