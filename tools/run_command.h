@@ -101,6 +101,15 @@ nlohmann::json EntryJson(const trainer::EntryResult& r, double host_s);
 // there). The equal-quality figures (AddEqualQuality) are recomputed over all its entries.
 core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::string& run_dir,
                                           const nlohmann::json& results, const std::string& clock, bool keep_others);
+// Beyond these an entry's curve is flagged beside its row: a rise of the validation loss between two
+// evaluations by more than kRiseFraction, or a stall (kStallEvaluations intervals in a row that each
+// gain less than kStallFraction) that a later fall of more than kStallRecovery shows was no
+// convergence. Either says the entry's settings (learning rate, warm-up) are not right for it.
+constexpr double kRiseFraction = 0.02;
+constexpr double kStallFraction = 0.005;
+constexpr int kStallEvaluations = 2;
+constexpr double kStallRecovery = 0.02;
+
 // The comparison at equal quality, from the entries' metrics.jsonl under `run_dir`: `target_loss`
 // (the scenario's, or else the worst final loss among the entries, which every entry reaches) and
 // `target_source`, and `eval_every`; per entry `time_to_target_s` and `bytes_to_target` (per
