@@ -75,19 +75,16 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * exposed + (reduce - exposed);
   if (!wire.sparse() && collective == core::CollectiveKind::kRing) {
     // Rounds of H / P inner steps, each ending with one fragment's ring, which runs beside the next
-    // tau steps (Streaming DiLoCo; DiLoCo is P = 1, tau = 0), on each worker's clock; a last round
-    // of fewer steps is taken as a whole one.
+    // tau steps (Streaming DiLoCo; DiLoCo is P = 1, tau = 0), on each worker's clock.
     const double gather = wire.lossless() ? bytes
                                           : static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
     const double spacing = static_cast<double>(inner_steps) / static_cast<double>(fragments);
-    // Rounds of a whole spacing, then one of the steps left (a run whose steps H does not divide).
-    const double whole = std::max(1.0, std::floor(in.steps / spacing + 1e-9));
+    // Rounds of a whole spacing, the last of the steps left where the spacing does not divide them.
+    const double whole = std::floor(in.steps / spacing + 1e-9);
     const double rest = std::max(0.0, in.steps - whole * spacing);
-    r.time_s = in.BucketedRingRoundsSeconds({bytes}, {1.0}, std::min(spacing, in.steps) * in.nominal_step_s, whole,
-                                            gather / bytes, overlap_steps * in.nominal_step_s);
-    if (rest > 0) {
-      r.time_s += in.BucketedRingRoundsSeconds({bytes}, {1.0}, rest * in.nominal_step_s, 1.0, gather / bytes);
-    }
+    r.time_s = in.BucketedRingRoundsSeconds({bytes}, {1.0}, spacing * in.nominal_step_s, whole + (rest > 0 ? 1 : 0),
+                                            gather / bytes, overlap_steps * in.nominal_step_s,
+                                            rest > 0 ? rest * in.nominal_step_s : -1.0);
   }
   r.bytes_per_worker = static_cast<double>(r.syncs) * sent;
   return r;

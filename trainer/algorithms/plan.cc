@@ -187,12 +187,18 @@ double PlanInputs::RingRoundsSeconds(double scatter_bytes, double gather_bytes, 
 }
 
 double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
-                                             double compute_s, double rounds, double gather_share, double overlap_s) const {
+                                             double compute_s, double rounds, double gather_share, double overlap_s,
+                                             double last_compute_s) const {
   const int m = workers();
   if (rounds <= 0) return 0.0;
   std::vector<double> compute(static_cast<size_t>(m), compute_s);
   for (int w = 0; w < m && static_cast<size_t>(w) < sc->workers.speed.size(); ++w) {
     compute[static_cast<size_t>(w)] /= sc->workers.speed[static_cast<size_t>(w)];
+  }
+  // The last round's compute (a run whose steps the rounds do not divide), each worker's.
+  std::vector<double> last = compute;
+  if (last_compute_s >= 0 && compute_s > 0) {
+    for (double& c : last) c *= last_compute_s / compute_s;
   }
   double total_bytes = 0.0, largest = 0.0;
   for (double b : bucket_bytes) {
@@ -221,7 +227,7 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
   if (overlap_s > 0) {
     for (size_t j = 0; j < n; ++j) {
       overlap[j] = std::min(compute[j], overlap_s * compute[j] / compute_s);
-      clock[j] = compute[j];
+      clock[j] = last_compute_s >= 0 && rounds <= 1 ? last[j] : compute[j];  // the first round's compute
     }
   }
   // Enough rounds for the chain to settle, fewer for large rings (the cost grows as rounds x n^2).
@@ -233,17 +239,21 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
     size_t bucket, k, hop;
     bool operator>(const Send& o) const { return at > o.at; }
   };
+  const bool shorter_last = last_compute_s >= 0 && rounds <= simulated;
   for (int r = 0; r < simulated; ++r) {
+    // Round r's compute, each worker's: the last one's may be shorter.
+    const std::vector<double>& now = shorter_last && r + 1 == simulated ? last : compute;
+    const std::vector<double>& next = shorter_last && r + 2 == simulated ? last : compute;
     // Every bucket's ring, its first sends once the bucket's gradients are ready at each worker;
     // each link sends one chunk at a time, in the order they were ready to go (FIFO).
     std::priority_queue<Send, std::vector<Send>, std::greater<Send>> ready;
     // When worker j's share of bucket b is ready to send.
-    auto ready_time = [&](size_t j, size_t b) { return overlap_s > 0 ? clock[j] : clock[j] + ready_at[b] * compute[j]; };
+    auto ready_time = [&](size_t j, size_t b) { return overlap_s > 0 ? clock[j] : clock[j] + ready_at[b] * now[j]; };
     for (size_t b = 0; b < bucket_bytes.size(); ++b) {
       for (size_t j = 0; j < n; ++j) ready.push({ready_time(j, b), b, 0, j});
     }
     std::vector<double> done(n, 0.0);
-    for (size_t j = 0; j < n; ++j) done[j] = overlap_s > 0 ? clock[j] : clock[j] + compute[j];
+    for (size_t j = 0; j < n; ++j) done[j] = overlap_s > 0 ? clock[j] : clock[j] + now[j];
     while (!ready.empty()) {
       const Send s = ready.top();
       ready.pop();
@@ -266,7 +276,10 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
       // done[j]: when the round's ring ended at j, had there been no next round; the next round's
       // compute goes on beside the ring and waits for it overlap[j] in.
       end = *std::max_element(done.begin(), done.end());
-      for (size_t j = 0; j < n; ++j) clock[j] = std::max(clock[j] + overlap[j], done[j]) + compute[j] - overlap[j];
+      for (size_t j = 0; j < n; ++j) {
+        const double beside = std::min(overlap[j], next[j]);
+        clock[j] = std::max(clock[j] + beside, done[j]) + next[j] - beside;
+      }
     } else {
       clock = done;
       end = *std::max_element(clock.begin(), clock.end());
@@ -275,7 +288,11 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
   }
   if (rounds <= simulated) return end;
   const double per_round = (end - end_half) / static_cast<double>(simulated - simulated / 2);
-  return end + (rounds - simulated) * per_round;
+  // A shorter last round beyond the simulated ones: the slowest worker's compute it saves.
+  const double saved = last_compute_s >= 0 ? *std::max_element(compute.begin(), compute.end()) -
+                                                 *std::max_element(last.begin(), last.end())
+                                           : 0.0;
+  return end + (rounds - simulated) * per_round - saved;
 }
 
 }  // namespace narrows::trainer

@@ -96,10 +96,11 @@ struct PlanInputs {
   // `gather_share`: the all-gather's chunks over the reduce-scatter's (a lossy format's two codecs).
   // `overlap_s` > 0 (one bucket, Streaming DiLoCo's tau): a round's ring starts when its compute ends
   // and runs beside the next round's, which waits for it only overlap_s (at speed 1) in; the last
-  // round's ring is waited for.
+  // round's ring is waited for. `last_compute_s` >= 0: the last round computes that long instead (a
+  // run whose steps the rounds do not divide; simulated runs only).
   double BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
                                    double compute_s, double rounds, double gather_share = 1.0,
-                                   double overlap_s = 0.0) const;
+                                   double overlap_s = 0.0, double last_compute_s = -1.0) const;
   // The time of `rounds` rounds, each a compute of compute_s at speed 1 (each worker's speed's share)
   // and a tree all-reduce (scatter_bytes up, gather_bytes down), on each worker's clock: a rank sends
   // up once its compute ended and its children's sums came, so a straggler's subtree waits for it
