@@ -58,8 +58,10 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const double cap = LossCap(route, latency);
   const int pair = src * topology_.num_workers() + dst;
   std::vector<int> ack_route = options_.ack_share > 0.0 ? topology_.Route(dst, src) : std::vector<int>{};
+  std::vector<int> reverse_route =
+      options_.slow_start && options_.queue_s > 0.0 ? topology_.Route(dst, src) : std::vector<int>{};
   const double bits = std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte);
-  Flow flow{id, pair, route, std::move(ack_route), bits, 0.0, cap, latency, now};
+  Flow flow{id, pair, route, std::move(ack_route), std::move(reverse_route), bits, 0.0, cap, latency, now};
   auto& queue = queued_[pair];
   const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
                                                   [&](const Flow& f) { return f.pair == pair; });
@@ -91,7 +93,7 @@ void AnalyticModel::Begin(Flow& f, bool written) {
   if (c.idle_since >= 0.0) {
     // Linux's tcp_cwnd_restart: idle for longer than an RTO, the window is halved once for each
     // further RTO of idleness, down to the initial window.
-    const double rto = rtt + options_.min_rto_s;
+    const double rto = (c.srtt_s > 0.0 ? c.srtt_s : rtt) + options_.min_rto_s;
     double idle = now_ - c.idle_since;
     if (idle > rto) {
       // The threshold keeps 3/4 of the window (tcp_current_ssthresh), so slow start climbs back.
@@ -105,13 +107,33 @@ void AnalyticModel::Begin(Flow& f, bool written) {
     c.last_round_sent_bits = 0.0;
     c.round_sent_bits = 0.0;
     c.round_released_bits = 0.0;
-    c.round_end = now_ + rtt;
+    c.round_end = now_ + Trip(c, f);
   }
   if (written) {
     const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
     Burst(c, f, std::min(std::max(0.0, room), f.remaining_bits));
   }
   f.paused = Spent(c);
+}
+
+double AnalyticModel::RoundTrip(const Flow& f) const {
+  double queued_s = 0.0;
+  auto c = connections_.find(f.pair);
+  if (c != connections_.end() && c->second.bottleneck >= 0) {
+    const auto l = static_cast<size_t>(c->second.bottleneck);
+    queued_s += std::max(0.0, burst_queued_[l] - c->second.burst_bits) / bandwidth_[l];
+  }
+  double reverse_s = 0.0;
+  for (int l : f.reverse_route) {
+    reverse_s = std::max(reverse_s, burst_queued_[static_cast<size_t>(l)] / bandwidth_[static_cast<size_t>(l)]);
+  }
+  return Rtt(f) + queued_s + reverse_s;
+}
+
+double AnalyticModel::Trip(Connection& c, const Flow& f) const {
+  const double trip = RoundTrip(f);
+  c.srtt_s = c.srtt_s < 0.0 ? trip : 0.875 * c.srtt_s + 0.125 * trip;
+  return trip;
 }
 
 double AnalyticModel::Backlog(const Flow& f) const {
@@ -182,7 +204,7 @@ bool AnalyticModel::StepRecovery(Connection& c, const Flow& f) {
   c.burst_bits = 0.0;
   c.last_round_sent_bits = 0.0;
   c.round_sent_bits = 0.0;
-  c.round_end = now_ + Rtt(f);
+  c.round_end = now_ + Trip(c, f);
   c.round_released_bits = std::min(c.window_bits, Backlog(f));
   c.released_bits = c.stream_bits + c.round_released_bits;
   return true;
@@ -220,7 +242,7 @@ void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
   if (c.window_bits > 2.0 * slowest * Rtt(f)) {
     c.round_end = kNever;
   } else {
-    c.round_end = next ? now_ + Rtt(f) : -1.0;
+    c.round_end = next ? now_ + Trip(c, f) : -1.0;
   }
   // The next round releases at the ACKs' rate: no burst.
   c.round_released_bits = next ? std::min(c.window_bits, Backlog(f)) : 0.0;

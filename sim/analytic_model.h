@@ -25,7 +25,10 @@
 // got in after it (fast recovery; no timeout, no probe): the lost bits are resent a round trip after
 // the queued ones are out, the window does not grow meanwhile and is then halved (Reno's ssthresh),
 // growing by a segment per round trip after (congestion avoidance). ACK-clocked rounds release at
-// the ACKs' rate and fill no queue here. Deterministic.
+// the ACKs' rate and fill no queue here. A round begun behind bursts lasts their queueing longer:
+// the bursts ahead of it in its own bottleneck's queue, and those in the queues its ACKs cross on
+// the reverse route; the idle restart's RTO is the smoothed round trip plus min_rto_s, as Linux's
+// is. Deterministic.
 #pragma once
 
 #include <map>
@@ -77,6 +80,7 @@ class AnalyticModel : public NetworkModel {
     int pair;  // src * workers + dst: flows of one pair transmit in order
     std::vector<int> route;
     std::vector<int> ack_route;  // its ACKs' links (ack_share > 0)
+    std::vector<int> reverse_route;  // queue_s: the links its ACKs cross, whose queues delay them
     double remaining_bits;
     double rate_bps = 0.0;
     double cap_bps;  // Padhye's on the route's current loss (Recompute)
@@ -91,6 +95,9 @@ class AnalyticModel : public NetworkModel {
   struct Connection {
     double window_bits = 0.0;
     double idle_since = -1.0;
+    // The smoothed round trip (Linux's srtt: 7/8 of the last plus 1/8 of each new one), which with
+    // queue_s includes the queues' delay; the idle restart's RTO is it plus min_rto_s.
+    double srtt_s = -1.0;
     double round_end = -1.0;
     double round_sent_bits = 0.0;
     double last_round_sent_bits = 0.0;
@@ -112,6 +119,13 @@ class AnalyticModel : public NetworkModel {
     double burst_end_at = -1.0;
   };
   double Rtt(const Flow& f) const { return std::max(2.0 * f.latency_s, 1e-4); }
+  // A round trip begun now: the path's, plus with queue_s the time the bursts already waiting in
+  // the flow's bottleneck queue hold its first bits, and the time those in the queues of its reverse
+  // route hold its ACKs (a ring's uplink carries its own burst ahead of the ACKs for the data it
+  // receives, so a round behind a full queue lasts a queue's length longer).
+  double RoundTrip(const Flow& f) const;
+  // RoundTrip, folded into the connection's smoothed round trip.
+  double Trip(struct Connection& c, const Flow& f) const;
   // A full-size segment on the wire, in bits.
   double SegmentBits() const { return options_.mss_bytes * options_.wire_bytes_per_byte * 8.0; }
   // A flow begins to transmit now: its connection's window, restarted after idleness, and the

@@ -15,6 +15,7 @@
 #include "core/codec.h"
 #include "core/did_you_mean.h"
 #include "core/scenario.h"
+#include "tools/build_version.h"
 #include "tools/fit_command.h"
 #include "tools/format.h"
 #include "tools/plan_command.h"
@@ -532,7 +533,7 @@ Command AddValidate(CLI::App& app) {
 int main(int argc, char** argv) {
   CLI::App app{"narrows: a testbed for low-bandwidth training of language models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "narrows 0.1.0");
+  app.set_version_flag("--version", std::string("narrows 0.1.0 (") + narrows::tools::BuildVersion() + ")");
   std::vector<Command> commands = {AddTrain(app), AddRun(app),    AddPlan(app),       AddSweep(app),
                                    AddTune(app),  AddReport(app), AddFit(app),        AddAlgorithms(app),
                                    AddValidate(app), AddReplay(app), AddList(app)};

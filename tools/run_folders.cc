@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/result_record.h"
+#include "tools/build_version.h"
 
 namespace narrows::tools {
 
@@ -176,6 +177,17 @@ Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& r
             (clock == "wall" ? "a deployment's" : "the emulator's") +
             " do not go beside them. Nothing was run: -o DIR writes elsewhere, --force replaces them");
       }
+    }
+    // The same scenario, run by another build of narrows: its numbers may differ (a model or an
+    // algorithm changed), so they are not taken as this build's.
+    const json j = summary.ok() ? json::parse(*summary, nullptr, false) : json();
+    const std::string build = j.is_object() ? j.value("narrows", std::string()) : std::string();
+    if (summary.ok() && build != BuildVersion()) {
+      return Status::InvalidArgument(dir + " holds results of this scenario made by " +
+                                     (build.empty() ? std::string("an earlier build of narrows") : "narrows " + build) +
+                                     ", and this is narrows " + BuildVersion() +
+                                     ". Nothing was run: --force runs it again and replaces them, -o DIR writes "
+                                     "elsewhere");
     }
     return FolderUse::kSame;
   }

@@ -74,6 +74,7 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
   NARROWS_CHECK(!summaries.empty() && summaries.size() == seeds.size());
   const Json& first = summaries.front();
   Json out = {{"scenario", first.value("scenario", std::string())}, {"clock", first.value("clock", std::string())},
+              {"narrows", first.value("narrows", std::string())},
               {"seeds", seeds}, {"eval_every", first.value("eval_every", int64_t{0})}, {"results", Json::array()}};
   Json targets = Json::array();
   for (const auto& s : summaries) targets.push_back(s.value("target_loss", 0.0));

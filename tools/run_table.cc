@@ -69,6 +69,24 @@ void PrintSettingsNote(const nlohmann::json& summary) {
               s.value("lr", 0.0), static_cast<long long>(s.value("warmup_steps", int64_t{0})));
 }
 
+// The footer's line on the emulator's network model and its measured error against real runs.
+void PrintNetworkModel(const nlohmann::json& summary) {
+  if (!summary.contains("network_model")) return;
+  const auto& m = summary["network_model"];
+  std::string line = "network: " + m.value("model", std::string()) + " model";
+  if (m.contains("variant")) line += ", " + m["variant"].get<std::string>();
+  if (m.contains("mean_error") && m["mean_error"].is_number()) {
+    char figures[128];
+    std::snprintf(figures, sizeof figures, ", %.1f%% mean error (%.1f%% max) against real TCP runs through the link emulator",
+                  100 * m["mean_error"].get<double>(), 100 * m.value("max_error", 0.0));
+    line += figures;
+    if (m.contains("better")) line += "; " + m["better"].get<std::string>();
+  } else {
+    line += "; its error against real runs is not measured";
+  }
+  std::printf("%s (%s)\n", line.c_str(), m.value("measured", std::string("docs/fidelity.md")).c_str());
+}
+
 }  // namespace
 
 void PrintRetimed(const nlohmann::json& summary) {
@@ -111,6 +129,7 @@ void PrintComparison(const nlohmann::json& summary) {
                 r.value("collective", std::string("-")).c_str(), CurveNote(r).c_str());
   }
   PrintSettingsNote(summary);
+  PrintNetworkModel(summary);
   PrintRetimed(summary);
   if (results.size() < 2) return;
   const std::string first = results[0].value("name", std::string());

@@ -12,6 +12,7 @@
 #include "core/run_writer.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
+#include "tools/build_version.h"
 #include "tools/format.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/experiment.h"
@@ -163,7 +164,7 @@ core::Result<nlohmann::json> RunSizesOnly(const core::Scenario& sc, const RunOpt
                 Si(static_cast<double>(count), "").c_str(), virtual_s, Bytes(mean_sent).c_str(),
                 static_cast<long long>(syncs), 100 * utilization, host_s, virtual_s > 0 ? host_s / virtual_s : 0.0, rss);
     std::fflush(stdout);
-    const nlohmann::json summary = {{"scenario", sc.name}, {"mode", "sizes-only"}, {"clock", "virtual"}, {"results", results}};
+    const nlohmann::json summary = {{"scenario", sc.name}, {"mode", "sizes-only"}, {"clock", "virtual"}, {"narrows", BuildVersion()}, {"results", results}};
     NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n"));
   }
   std::printf("results: %s/summary.json\n", run_dir.c_str());

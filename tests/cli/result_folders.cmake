@@ -1,6 +1,7 @@
 # Result folders record the scenario that produced them and are reused only under the same one:
 # a changed scenario into the same folder is refused (exit 2, naming the first key that differs and
-# both values), --force runs it again, -o writes elsewhere; the same scenario is not run twice.
+# both values), --force runs it again, -o writes elsewhere; the same scenario is not run twice, and
+# not reused from another build of narrows.
 # Also the command line's own errors: unknown commands, overrides named as the user typed them,
 # "did you mean", and `narrows list`. Run by ctest as `cmake -P` with NARROWS and WORK set.
 file(REMOVE_RECURSE ${WORK})
@@ -50,6 +51,17 @@ file(READ ${WORK}/out/r/summary.json after_refusal)
 if(NOT after_refusal STREQUAL first_summary)
   message(FATAL_ERROR "a refused run changed the folder's summary.json")
 endif()
+# The same scenario made by another build of narrows is not taken as this build's: refused, naming
+# both builds, until --force.
+string(JSON build GET "${first_summary}" narrows)
+narrows(version --version)
+expect_text("(${build})")
+string(REPLACE "\"narrows\": \"${build}\"" "\"narrows\": \"0123456789ab\"" older_summary "${first_summary}")
+file(WRITE ${WORK}/out/r/summary.json "${older_summary}")
+narrows(other_build run r.yaml -q)
+expect_rc(2)
+expect_text("out/r holds results of this scenario made by narrows 0123456789ab, and this is narrows ${build}")
+file(WRITE ${WORK}/out/r/summary.json "${first_summary}")
 narrows(numbers_by_value run r.yaml -q --set train.lr=0.0030000000000000001)
 expect_rc(0)
 expect_text("finished before with this scenario")

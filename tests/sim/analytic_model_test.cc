@@ -196,6 +196,29 @@ TEST(AnalyticModelTest, ABurstPastTheQueueLosesWhatDoesNotFitAndResendsItAfterAR
   EXPECT_GT(after_loss, no_loss + rtt / 2) << after_loss << " s against " << no_loss << " s";
 }
 
+// A round trip lasts as long as its ACKs wait: a connection's ACKs cross the reverse route's queues,
+// so behind a burst that fills its receiver's uplink (as in a ring, where each uplink carries its
+// own phase ahead of the ACKs for the phase it receives) each round of its slow start lasts a
+// queue's length longer. Here worker 1's 4 MB burst holds up:1 for 320 ms while a fresh 1 MB
+// message from worker 0 to worker 1 slow-starts: it takes over 250 ms longer than without it.
+TEST(AnalyticModelTest, ARoundTripWaitsBehindTheReverseRoutesQueue) {
+  AnalyticOptions o;
+  o.slow_start = true;
+  o.min_rto_s = 0.2;
+  o.queue_s = 0.5;
+  const Topology star = Topology::Star(UniformLinks(2, 100e6, 0.015));
+  auto fresh = [&](bool behind_a_burst) {
+    AnalyticModel model(star, o);
+    const double first = SimulateMessages(model, {{1, 0, 10'000'000, 0.0}})[0];
+    const double at = first + 0.01;  // 1 -> 0 is warm: its next message is one burst
+    std::vector<Message> msgs = {{0, 1, 1'000'000, at}};
+    if (behind_a_burst) msgs.push_back({1, 0, 4'000'000, at});
+    return SimulateMessages(model, msgs)[0] - at;
+  };
+  const double alone = fresh(false), behind = fresh(true);
+  EXPECT_GT(behind, alone + 0.25) << behind << " s behind the burst, " << alone << " s alone";
+}
+
 // Idleness counts from the host's last send, as Linux's restart does (lsndtime): a 6 MB message that
 // leaves as one burst into a deep queue was sent at once and took the link 480 ms, so 50 ms after its
 // last bit left the link the connection has been idle 530 ms, over two RTOs (260 ms each): the

@@ -4,6 +4,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -174,7 +175,7 @@ def host_rate(entry, spec, flops, common, reuse, repeats=1):
     t = {}
     for label, host in (("free", []), ("probe", ["--set", f"compute.host_bytes_per_s={HOST_WORK_PROBE:g}"])):
         name = f"loop-pred-{label}-{entry}"
-        run([NARROWS, "run", SCENARIO, "-q", *sets, *fast, *compute, *host, "--set", f"name={name}"])
+        run([NARROWS, "run", SCENARIO, "-q", "--force", *sets, *fast, *compute, *host, "--set", f"name={name}"])
         seconds, _, steps = result(name, entry)
         t[label] = seconds / steps
     if real <= t["free"]:
@@ -214,6 +215,15 @@ def main():
     linkemu = "--linkemu" in sys.argv[1:]
     # --reuse: the real runs already under OUT are read back, not run again (predictions only).
     reuse = "--reuse" in sys.argv[1:]
+    # --real DIR: the real runs are those archived in DIR (docs/fidelity/real-DATE), copied under OUT
+    # and reused (predictions only).
+    if "--real" in sys.argv[:-1]:
+        archived = pathlib.Path(sys.argv[sys.argv.index("--real") + 1])
+        if not archived.is_dir():
+            sys.exit(f"tools/bench/fidelity: --real {archived}: no such folder")
+        for run_dir in archived.iterdir():
+            shutil.copytree(run_dir, OUT / run_dir.name, dirs_exist_ok=True)
+        reuse = True
     # --repeats N: N real runs of each network and entry, predicted from their mean compute and
     # compared with their mean, whose 95% interval is printed beside it (the real runs' own noise);
     # and N loopback runs for the hosts' rate.
@@ -239,7 +249,7 @@ def main():
     flops = {}
     for entry, spec in ENTRIES.items():
         name = f"flops-{entry}"
-        run([NARROWS, "run", SCENARIO, "-q", *common, "--set", f"compare=[{spec}]", "--set", f"name={name}",
+        run([NARROWS, "run", SCENARIO, "-q", "--force", *common, "--set", f"compare=[{spec}]", "--set", f"name={name}",
              "--set", "compute.mode=modelled", "--set", "compute.device_flops=1e12"])
         _, compute, steps = result(name, entry)
         flops[entry] = sum(compute) / len(compute) * 1e12
@@ -293,7 +303,7 @@ def main():
                 name = f"pred-{model}-{rate}-{entry}"
                 variant = ["--set", f"network.ns3.tcp={'newreno' if tcp == 'reno' else tcp}"] \
                     if linkemu and model.startswith("ns3") else []
-                run([NARROWS, "run", SCENARIO, "-q", *sets, *variant, "--set", f"name={name}", *model_sets, *compute])
+                run([NARROWS, "run", SCENARIO, "-q", "--force", *sets, *variant, "--set", f"name={name}", *model_sets, *compute])
                 seconds, _, steps = result(name, entry)
                 row[model] = seconds / steps
                 row["steady"][model] = steady(name, entry)
@@ -306,7 +316,7 @@ def main():
                 predicted, steadies_run = [], []
                 for n in real_names:
                     name = f"pred-{model}-{n[len('real-'):]}"
-                    run([NARROWS, "run", base_scenario, "-q", "--set", f"name={name}", "--set", "compute.mode=modelled",
+                    run([NARROWS, "run", base_scenario, "-q", "--force", "--set", f"name={name}", "--set", "compute.mode=modelled",
                          "--set", f"compute.trace={OUT / n / entry / 'metrics.jsonl'}"])
                     seconds, _, steps = result(name, entry)
                     predicted.append(seconds / steps)
