@@ -317,6 +317,12 @@ Result<Scenario> LoadScenario(const std::string& path, const std::vector<Overrid
 Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& origin,
                                const std::vector<Override>& overrides = {});
 
+// `sc` on network model `name` (a registered one): its options read from the scenario's own
+// `network.<name>` block, as the scenario gave it, or that model's defaults where it gave none. For
+// the planner and the commands that predict a scenario on another model than its own: the other
+// model's options never stand in for this one's.
+Scenario WithNetworkModel(Scenario sc, const std::string& name);
+
 // One entry of `compare:` from its YAML text ("ddp", "{algorithm: diloco, inner_steps: 10}"), read
 // against `sc` as the scenario file's entries are; `origin` names it in errors.
 Result<AlgorithmSpec> ParseEntry(const std::string& yaml_text, const Scenario& sc, const std::string& origin);

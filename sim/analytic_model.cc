@@ -474,13 +474,13 @@ NetworkModelPlugin AnalyticPlugin() {
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {
     AnalyticOptions o = AnalyticOptions::ForMtu(sc.network.mtu);
+    o.nic_bps = sc.network.nic_bps;
     // A scenario built in code rather than parsed has no block: the defaults.
     if (const auto* own = dynamic_cast<const AnalyticScenarioOptions*>(sc.network.model_options.get())) {
       o.min_rto_s = own->min_rto_s;
       o.slow_start = own->slow_start;
       o.initial_window_segments = own->initial_window_segments;
       if (own->slow_start) o.queue_s = sc.network.queue_ms / 1000.0;
-      o.nic_bps = sc.network.nic_bps;
       if (own->acks) o.ack_share = AnalyticOptions::DelayedAckShare(sc.network.mtu);
     }
     return std::make_unique<AnalyticModel>(std::move(topology), o);

@@ -99,8 +99,7 @@ core::Scenario ScaledBandwidth(core::Scenario sc, double k) {
   sc.network.intra.bandwidth_bps *= k;
   for (auto& o : sc.network.overrides) o.link.bandwidth_bps *= k;
   for (auto& c : sc.network.schedule) c.bandwidth_bps *= k;
-  sc.network.model = "analytic";
-  return sc;
+  return core::WithNetworkModel(std::move(sc), "analytic");
 }
 
 // The access-link bandwidth at which row `row` of the entry reaches compute utilisation `target`

@@ -327,8 +327,7 @@ void AddHost(const core::Scenario& sc, nlohmann::json* summary) {
     host["modelled_flops_per_s"] = sc.compute.device_flops;
     // The planner on the analytic model: a ratio of two predictions needs no packets, and ns-3's
     // simulator is one per process (the run's own may still be alive).
-    core::Scenario analytic = sc;
-    analytic.network.model = "analytic";
+    const core::Scenario analytic = core::WithNetworkModel(sc, "analytic");
     auto times = [&analytic](double flops) {
       PlanOptions o;
       o.flops = flops;

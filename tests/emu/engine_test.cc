@@ -281,6 +281,35 @@ TEST(EngineTest, TheQueueDepthComesFromTheScenario) {
   EXPECT_NE(core::ParseScenario("network: {queue_ms: -1}\n", "c.yaml").status().message().find("network.queue_ms"),
             std::string::npos);
 }
+
+// A scenario predicted on the analytic model (the planner's, whatever model the scenario runs on)
+// takes its own network.analytic block and network.nic_bps, not the options of the model it names:
+// on ns-3 with an analytic block that turns the window on, the moved scenario times a burst as the
+// same scenario on the analytic model does, and slower than the flow model.
+TEST(EngineTest, AScenarioMovedToTheAnalyticModelKeepsItsOwnAnalyticBlock) {
+  auto scenario = [](const std::string& model) {
+    return core::ParseScenario("workers: {count: 2}\nnetwork: {model: " + model +
+                                   ", bandwidth_bps: 100e6, latency_ms: 30, queue_ms: 20, nic_bps: 200e6, analytic: "
+                                   "{slow_start: true, min_rto_s: 0.2}}\n",
+                               "m.yaml");
+  };
+  auto ns3 = scenario("ns3");
+  if (!ns3.ok()) GTEST_SKIP() << "no ns-3 model in this build: " << ns3.status().ToString();
+  auto analytic = scenario("analytic");
+  ASSERT_TRUE(analytic.ok()) << analytic.status().ToString();
+  auto burst = [](const core::Scenario& sc) {
+    const auto net = NetworkFromScenario(sc);
+    const double first = sim::SimulateMessages(*net, {{0, 1, 10'000'000, 0.0}})[0];
+    const double at = first + 0.01;
+    return sim::SimulateMessages(*net, {{0, 1, 500'000, at}, {0, 1, 500'000, at}})[1] - at;
+  };
+  const core::Scenario moved = core::WithNetworkModel(*ns3, "analytic");
+  EXPECT_EQ(moved.network.model, "analytic");
+  EXPECT_NEAR(burst(moved), burst(*analytic), 1e-9);
+  core::Scenario flow = *analytic;
+  flow.network.model_options = nullptr;  // the analytic model's defaults: no window
+  EXPECT_GT(burst(moved), burst(flow) + 0.05);
+}
 }  // namespace
 }  // namespace narrows::emu
 
