@@ -173,8 +173,9 @@ std::string KnownShorthands() {
 
 // An entry of `compare:` (item `s`, node `node` in the file): a word one algorithm registered as a
 // shorthand, or a mapping with `algorithm:`. The scenario reads name, algorithm, n_layers and
-// collective; the algorithm's parser reads and checks the rest.
-AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario& sc) {
+// collective and baseline (by default `baseline_by_default`); the algorithm's parser reads and checks
+// the rest.
+AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario& sc, bool baseline_by_default = false) {
   AlgorithmSpec a;
   if (node.IsScalar()) {
     const std::string text = node.Scalar();
@@ -222,6 +223,7 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
   if (parser == nullptr) return a;  // the error is recorded
   a.n_layers = s.Int("n_layers", 0, 0, 1024);
   a.collective = s.Enum<CollectiveKind>("collective", sc.collective, CollectiveNames());
+  a.baseline = s.Bool("baseline", baseline_by_default);
   OptionReader reader(&s);
   ParsedOptions parsed = parser->parse(reader, sc, a);
   a.options = std::move(parsed.options);
@@ -420,11 +422,28 @@ void ReadCompute(Section c, Scenario& sc) {
   c.Finish();
 }
 
-// compare: the entries, each read by its algorithm's registered parser; names must differ.
+// compare: the entries, each read by its algorithm's registered parser; names must differ, and at
+// most one is the baseline (the first where none says so).
 void ReadCompare(Section& top, const YAML::Node& root, Scenario& sc) {
-  top.Items("compare", [&](Section& item, const YAML::Node& node, size_t) {
-    sc.compare.push_back(ParseEntryItem(item, node, sc));
+  bool marked = false;
+  if (root["compare"].IsSequence()) {
+    for (const auto& item : root["compare"]) {
+      bool says = false;
+      marked = marked || (item.IsMap() && item["baseline"].IsScalar() && YAML::convert<bool>::decode(item["baseline"], says) && says);
+    }
+  }
+  top.Items("compare", [&](Section& item, const YAML::Node& node, size_t i) {
+    sc.compare.push_back(ParseEntryItem(item, node, sc, i == 0 && !marked));
   });
+  std::vector<std::string> baselines;
+  for (const auto& a : sc.compare) {
+    if (a.baseline) baselines.push_back("'" + a.name + "'");
+  }
+  if (baselines.size() > 1) {
+    top.Error(root["compare"], "compare", "entries " + baselines[0] + " and " + baselines[1] +
+                                              " are both the baseline (baseline: true); the others are compared "
+                                              "with one of them");
+  }
   std::set<std::string> names;
   for (const auto& a : sc.compare) {
     if (!names.insert(a.name).second) {

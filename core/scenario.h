@@ -240,6 +240,9 @@ struct AlgorithmSpec {
   int64_t n_layers = 0;
   CollectiveKind collective = CollectiveKind::kRing;
   bool collective_auto = false;  // `collective` was chosen for `auto`
+  // The entry the others are compared with (speed-ups, paired verdicts, a sweep's and a study's
+  // reference): `baseline: true` on one entry, by default the first.
+  bool baseline = false;
   std::shared_ptr<const AlgorithmOptions> options;
 
   // The options as the algorithm's own type; asking for another algorithm's is a broken invariant.

@@ -348,7 +348,7 @@ core::Result<Decision> Decide(const core::Scenario& sc, const std::vector<EntryF
   std::set<int> fitted_workers;
   for (const auto& f : fits) {
     if (!f.skipped.empty() || !spec_of.count(f.entry)) continue;
-    if (spec_of[f.entry].algorithm == "ddp" && ddp == nullptr) ddp = &f;
+    if (spec_of[f.entry].baseline && ddp == nullptr) ddp = &f;
     for (const auto& p : f.points) fitted_workers.insert(static_cast<int>(p.workers));
   }
   std::vector<int> workers = o.workers;
@@ -384,7 +384,7 @@ core::Result<Decision> Decide(const core::Scenario& sc, const std::vector<EntryF
     });
   }
   if (ddp == nullptr) {
-    out.notes.push_back("no DDP entry with a fit: no break-even bandwidth");
+    out.notes.push_back("no fit for the baseline entry (baseline: true, by default the first): no break-even bandwidth");
     return out;
   }
   out.baseline = ddp->entry;

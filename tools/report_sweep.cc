@@ -21,27 +21,44 @@ const core::AlgorithmSpec* FindEntry(const core::Scenario& sc, const std::string
   return nullptr;
 }
 
-// The point's first DDP entry, the baseline of its speed-ups (null where it has none).
-const Entry* DdpEntry(const Run& run) {
+// The point's baseline entry (baseline: true, or the first), the reference of its speed-ups (null
+// where the point has no entry).
+const Entry* BaselineEntry(const Run& run) {
   for (const auto& e : run.entries) {
-    if (e.summary.value("algorithm", "") == "ddp") return &e;
+    if (e.summary.value("baseline", false)) return &e;
   }
-  return nullptr;
+  return run.entries.empty() ? nullptr : &run.entries.front();
 }
 
-double DdpTime(const Run& run) {
-  const Entry* ddp = DdpEntry(run);
-  return ddp ? EntryTime(ddp->summary) : NAN;
+bool IsBaseline(const Run& run, const Entry& e) { return BaselineEntry(run) == &e; }
+
+// "the baseline (NAME)" for titles, NAME the first point's baseline entry; "the baseline" where
+// points differ.
+std::string BaselineLabel(const Sweep& sweep) {
+  std::string name;
+  for (const auto& p : sweep.points) {
+    const Entry* b = p.run ? BaselineEntry(*p.run) : nullptr;
+    if (b == nullptr) continue;
+    const std::string here = b->summary.value("name", std::string());
+    if (!name.empty() && here != name) return "the baseline";
+    name = here;
+  }
+  return name.empty() ? "the baseline" : name;
 }
 
-// The two speed-ups of an entry over its point's DDP: at equal steps (DDP's time over the entry's)
-// and at equal loss (DDP's time to the point's target loss over the entry's; NaN where either
-// never reached it).
-double SpeedupAtEqualSteps(const Run& run, const Entry& e) { return DdpTime(run) / EntryTime(e.summary); }
+double BaselineTime(const Run& run) {
+  const Entry* base = BaselineEntry(run);
+  return base ? EntryTime(base->summary) : NAN;
+}
+
+// The two speed-ups of an entry over its point's baseline: at equal steps (the baseline's time over
+// the entry's) and at equal loss (the baseline's time to the point's target loss over the entry's;
+// NaN where either never reached it).
+double SpeedupAtEqualSteps(const Run& run, const Entry& e) { return BaselineTime(run) / EntryTime(e.summary); }
 double SpeedupAtEqualLoss(const Run& run, const Entry& e) {
-  const Entry* ddp = DdpEntry(run);
-  if (ddp == nullptr) return NAN;
-  const double base = Num(ddp->summary, "time_to_target_s"), mine = Num(e.summary, "time_to_target_s");
+  const Entry* baseline = BaselineEntry(run);
+  if (baseline == nullptr) return NAN;
+  const double base = Num(baseline->summary, "time_to_target_s"), mine = Num(e.summary, "time_to_target_s");
   return base > 0 && mine > 0 ? base / mine : NAN;
 }
 
@@ -65,14 +82,14 @@ json SweepHeatMaps(const Sweep& sweep, Metric metric) {
   };
   std::map<std::string, std::vector<Cell>> groups;
   for (const auto& p : sweep.points) {
-    if (!p.run || DdpEntry(*p.run) == nullptr) continue;
+    if (!p.run || BaselineEntry(*p.run) == nullptr) continue;
     std::string group;
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       if (sweep.axes[a].rfind("network.", 0) == 0 || sweep.axes[a] == "compare") continue;
       group += (group.empty() ? "" : ", ") + sweep.axes[a] + " = " + p.values[a];
     }
     for (const auto& e : p.run->entries) {
-      if (e.summary.value("algorithm", "") == "ddp") continue;
+      if (IsBaseline(*p.run, e)) continue;
       const auto* spec = FindEntry(*p.scenario, e.summary.value("name", ""));
       const auto* outer = spec ? dynamic_cast<const trainer::OuterOptions*>(spec->options.get()) : nullptr;
       groups[group].push_back({p.scenario->network.link.bandwidth_bps, e.summary.value("name", ""),
@@ -105,11 +122,12 @@ json SweepHeatMaps(const Sweep& sweep, Metric metric) {
       }
       values.push_back(row);
     }
+    const std::string base = BaselineLabel(sweep);
     const std::string title =
         metric == Metric::kEqualLoss
-            ? "Speed-up over DDP at equal loss: DDP's time to each point's target loss over the entry's (- : one "
-              "never reached it)"
-            : "Speed-up over DDP at equal steps: DDP's wall-clock time over the entry's, whatever the losses";
+            ? "Speed-up over " + base + " at equal loss: " + base +
+                  "'s time to each point's target loss over the entry's (- : one never reached it)"
+            : "Speed-up over " + base + " at equal steps: " + base + "'s wall-clock time over the entry's, whatever the losses";
     blocks.push_back({{"type", "heatmap"},
                       {"title", title + (group.empty() ? std::string() : " — " + group)},
                       {"row_label", BandwidthLabel(sweep)}, {"column_label", "entry"},
@@ -118,7 +136,7 @@ json SweepHeatMaps(const Sweep& sweep, Metric metric) {
   return blocks;
 }
 
-// Per entry, the speed-up over DDP at equal loss against the access-link bandwidth (one line per
+// Per entry, the speed-up over the baseline at equal loss against the access-link bandwidth (one line per
 // entry and value of the other axes), and every point's final loss against its bytes.
 json SweepCharts(const Sweep& sweep, int index) {
   std::map<std::string, json> speedups, losses;
@@ -136,7 +154,7 @@ json SweepCharts(const Sweep& sweep, int index) {
       const std::string label = e.summary.value("name", std::string()) + (group.empty() ? "" : " (" + group + ")");
       const double loss = Num(e.summary, "final_val_loss"), bytes = Num(e.summary, "bytes_sent_per_worker");
       if (std::isfinite(loss) && bytes > 0) losses[label].push_back({bytes, loss});
-      if (e.summary.value("algorithm", "") == "ddp") continue;
+      if (IsBaseline(*p.run, e)) continue;
       const double s = SpeedupAtEqualLoss(*p.run, e);
       if (std::isfinite(s)) speedups[label].push_back({bw, s});
     }
@@ -152,9 +170,10 @@ json SweepCharts(const Sweep& sweep, int index) {
   };
   if (bandwidths.size() >= 2 && !speedups.empty()) {
     blocks.push_back(LineChart("speedup-bw-" + std::to_string(index),
-                               "Speed-up over DDP at equal loss against the " + BandwidthLabel(sweep) +
-                                   " (above 1: faster than DDP)",
-                               Axis(BandwidthLabel(sweep) + " (bit/s)", true), Axis("speed-up over DDP at equal loss", true),
+                               "Speed-up over " + BaselineLabel(sweep) + " at equal loss against the " + BandwidthLabel(sweep) +
+                                   " (above 1: faster than " + BaselineLabel(sweep) + ")",
+                               Axis(BandwidthLabel(sweep) + " (bit/s)", true),
+                               Axis("speed-up over " + BaselineLabel(sweep) + " at equal loss", true),
                                series_of(speedups, "line")));
   }
   if (!losses.empty()) {
@@ -304,9 +323,12 @@ json SweepSection(const Sweep& sweep, int index) {
   for (auto& c : SweepLossCurves(sweep, index)) blocks.push_back(c);
   for (auto& f : FitBlocks(sweep, index)) blocks.push_back(f);
   std::vector<std::string> columns = sweep.axes;
-  for (const char* c : {"entry", "final val loss", "time (s)", "sent/worker", "compute", "outer syncs",
-                        "speed-up vs DDP (equal steps)", "target loss", "time to target (s)", "sent to target",
-                        "speed-up vs DDP (equal loss)"}) {
+  const std::string base = BaselineLabel(sweep);
+  for (const std::string& c : {std::string("entry"), std::string("final val loss"), std::string("time (s)"),
+                               std::string("sent/worker"), std::string("compute"), std::string("outer syncs"),
+                               "speed-up vs " + base + " (equal steps)", std::string("target loss"),
+                               std::string("time to target (s)"), std::string("sent to target"),
+                               "speed-up vs " + base + " (equal loss)"}) {
     columns.push_back(c);
   }
   blocks.push_back(Table("Every point", columns, rows));

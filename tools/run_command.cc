@@ -17,6 +17,7 @@
 #include "tools/invariants.h"
 #include "tools/plan_command.h"
 #include "tools/report_command.h"
+#include "tools/run_folders.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
 #include "trainer/warm_start.h"
@@ -29,6 +30,7 @@ std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
     auto ddp = core::ParseEntry("ddp", sc, "the default entry");
     NARROWS_CHECK(ddp.ok()) << ddp.status().ToString();
     entries.push_back(*ddp);
+    entries.back().baseline = true;
   }
   for (auto& e : entries) {
     if (e.collective == core::CollectiveKind::kAuto) e = ChooseCollective(sc, e);
@@ -273,16 +275,14 @@ void AddEqualQualityOf(const core::Scenario& sc, const std::vector<std::vector<E
   (*summary)["target_loss"] = target;
   (*summary)["target_source"] = source;
   (*summary)["eval_every"] = sc.eval.every;
-  double first_time = -1.0, first_bytes = -1.0;
+  // Relative to the baseline's.
+  const size_t b = BaselineIndex(results);
+  const auto [first_time, first_bytes] = b < results.size() ? Reach(entry_evals[b], target) : std::pair{-1.0, -1.0};
   for (size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
     const auto [time, bytes] = Reach(entry_evals[i], target);
     r["time_to_target_s"] = time >= 0 ? nlohmann::json(time) : nlohmann::json();
     r["bytes_to_target"] = bytes >= 0 ? nlohmann::json(bytes) : nlohmann::json();
-    if (i == 0) {
-      first_time = time;
-      first_bytes = bytes;
-    }
     r["speedup_at_target"] = time > 0 && first_time > 0 ? nlohmann::json(first_time / time) : nlohmann::json();
     r["bytes_saved_at_target"] = bytes > 0 && first_bytes > 0 ? nlohmann::json(first_bytes / bytes) : nlohmann::json();
   }
@@ -309,7 +309,7 @@ std::optional<nlohmann::json> FinishedSummary(const std::string& run_dir, size_t
 
 // This host beside the run: a worker's step as measured here (the entry with the median of the
 // entries' median steps, and its 10th and 90th percentiles) and the FLOP rate that makes; where
-// compute is modelled, the planner's speed-up over the first entry at this host's rate and at the
+// compute is modelled, the planner's speed-up over the baseline at this host's rate and at the
 // modelled one, so a table computed at a fixed rate says what it would be on this machine.
 void AddHost(const core::Scenario& sc, nlohmann::json* summary) {
   std::vector<nlohmann::json> measured;
@@ -341,7 +341,8 @@ void AddHost(const core::Scenario& sc, nlohmann::json* summary) {
     };
     const auto here = times(rate), modelled = times(sc.compute.device_flops);
     const auto& results = summary->at("results");
-    const std::string first = results[0].value("name", std::string());
+    const size_t b = BaselineIndex(results);
+    const std::string first = results[b].value("name", std::string());
     nlohmann::json planned = nlohmann::json::object();
     // The planner's error against this run at the modelled rate: a figure scaled by the planner is
     // given only where it predicted both entries' times within kPlannerTrusted.
@@ -358,14 +359,15 @@ void AddHost(const core::Scenario& sc, nlohmann::json* summary) {
     }
     host["planner_error"] = errors;
     host["planner_trusted_within"] = kPlannerTrusted;
-    for (size_t i = 1; i < results.size(); ++i) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (i == b) continue;
       const std::string name = results[i].value("name", std::string());
       if (!here.count(first) || !here.count(name) || !modelled.count(first) || !modelled.count(name)) continue;
       const double at_host = here.at(first) / here.at(name), at_modelled = modelled.at(first) / modelled.at(name);
       // The emulated speed-up, scaled by how the planner's changes from the modelled rate to this host's.
-      const double emulated = results[0].value("time_s", 0.0) / results[i].value("time_s", 1.0);
+      const double emulated = results[b].value("time_s", 0.0) / results[i].value("time_s", 1.0);
       nlohmann::json p = {{"host", at_host}, {"modelled", at_modelled}, {"emulated", emulated}};
-      const double e0 = planner_error(0), ei = planner_error(i);
+      const double e0 = planner_error(b), ei = planner_error(i);
       if (std::fabs(e0) <= kPlannerTrusted && std::fabs(ei) <= kPlannerTrusted) {
         p["implied_here"] = emulated * at_host / at_modelled;
       }
@@ -475,6 +477,12 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
     }
     merged.push_back(e);
   }
+  // The baseline entry (the first unless one says baseline: true; the default entry alone).
+  std::string baseline = sc.compare.empty() ? "ddp" : sc.compare.front().name;
+  for (const auto& a : sc.compare) {
+    if (a.baseline) baseline = a.name;
+  }
+  for (auto& e : merged) e["baseline"] = e.value("name", std::string()) == baseline;
   nlohmann::json summary = {{"scenario", sc.name}, {"scenario_digest", core::ResultDigest(sc.resolved_yaml)},
                             {"clock", clock}, {"narrows", BuildVersion()}, {"results", merged}};
   if (clock == "virtual") summary["network_model"] = NetworkModelError(sc);

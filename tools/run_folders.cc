@@ -205,6 +205,13 @@ double Num(const json& j, const char* key, double fallback) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
+size_t BaselineIndex(const json& results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].value("baseline", false)) return i;
+  }
+  return 0;
+}
+
 double EntryTime(const json& summary) {
   for (const char* key : {"time_s", "virtual_time_s", "wall_time_s"}) {
     const double t = Num(summary, key);

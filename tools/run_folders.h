@@ -88,6 +88,9 @@ bool SameScenario(const std::string& dir, const std::string& resolved_yaml);
 double Num(const nlohmann::json& j, const char* key, double fallback = NAN);
 // An entry's time in summary.json: `time_s`, or in older files the clock's own key.
 double EntryTime(const nlohmann::json& summary);
+// The index of the baseline in summary.json's `results` (the entry with "baseline": true; in files
+// without the field, the first).
+size_t BaselineIndex(const nlohmann::json& results);
 // A metrics line's time: virtual in the emulator, measured in a deployment.
 double TimeOf(const nlohmann::json& line);
 

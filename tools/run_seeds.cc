@@ -41,17 +41,17 @@ bool AllFinite(const std::vector<double>& v) {
   return !v.empty();
 }
 
-// Entry `e` against the first entry, seed by seed.
-Json Paired(const std::vector<Json>& summaries, size_t e) {
+// Entry `e` against the baseline (entry `b`), seed by seed.
+Json Paired(const std::vector<Json>& summaries, size_t e, size_t b) {
   Json out = Json::object();
-  const auto loss = PerSeed(summaries, e, "final_val_loss"), base_loss = PerSeed(summaries, 0, "final_val_loss");
+  const auto loss = PerSeed(summaries, e, "final_val_loss"), base_loss = PerSeed(summaries, b, "final_val_loss");
   if (AllFinite(loss) && AllFinite(base_loss)) {
     const Interval gap = PairedDifference(loss, base_loss);
     out["loss_gap"] = IntervalJson(gap);
     out["loss_gap"]["lower_loss"] = VerdictName(Judge(gap.lo(), gap.hi(), gap.n, -1));
   }
   auto ratio = [&](const char* key, const char* name) {
-    const auto t = PerSeed(summaries, e, key), base = PerSeed(summaries, 0, key);
+    const auto t = PerSeed(summaries, e, key), base = PerSeed(summaries, b, key);
     if (!AllFinite(t) || !AllFinite(base)) return;  // a seed never reached the target
     const Ratio r = PairedRatio(base, t);
     out[name] = {{"n", r.n}, {"ratio", r.ratio}, {"lo", Finite(r.lo)}, {"hi", Finite(r.hi)},
@@ -80,6 +80,7 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
   for (const auto& s : summaries) targets.push_back(s.value("target_loss", 0.0));
   out["target_losses"] = targets;
   if (first.contains("host")) out["host"] = first["host"];  // this host's step, as measured in the first seed
+  const size_t b = BaselineIndex(first.at("results"));
   for (size_t e = 0; e < first.at("results").size(); ++e) {
     const Json& r0 = first.at("results").at(e);
     Json r = {{"name", r0.value("name", std::string())}, {"algorithm", r0.value("algorithm", std::string())},
@@ -123,11 +124,12 @@ Json AggregateSeeds(const std::vector<Json>& summaries, const std::vector<uint64
     bool retimed = true;
     for (const auto& s : summaries) retimed = retimed && s.at("results").at(e).contains("retimed_from");
     if (retimed) r["retimed_from"] = Parent(r0.at("retimed_from").get<std::string>());
-    if (e > 0) {
-      r["versus_first"] = Paired(summaries, e);
+    r["baseline"] = e == b;
+    if (e != b) {
+      r["versus_baseline"] = Paired(summaries, e, b);
       // Where readers of a one-seed summary look (sweeps' results.csv): the paired geometric mean.
-      if (r["versus_first"].contains("speedup_at_target")) {
-        r["speedup_at_target"] = r["versus_first"]["speedup_at_target"]["ratio"];
+      if (r["versus_baseline"].contains("speedup_at_target")) {
+        r["speedup_at_target"] = r["versus_baseline"]["speedup_at_target"]["ratio"];
       }
     }
     out["results"].push_back(std::move(r));
@@ -199,10 +201,12 @@ void PrintSeeds(const Json& summary) {
     PrintHost(summary);
     return;
   }
+  const size_t b = BaselineIndex(results);
   std::printf("paired against %s, seed by seed (95%% t-interval; verdict: the interval excludes zero):\n",
-              results[0].value("name", std::string()).c_str());
-  for (size_t i = 1; i < results.size(); ++i) {
-    const Json& v = results[i].at("versus_first");
+              results[b].value("name", std::string()).c_str());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == b) continue;
+    const Json& v = results[i].at("versus_baseline");
     std::printf("  %-16s", results[i].value("name", std::string()).c_str());
     if (v.contains("loss_gap")) {
       const Json& g = v["loss_gap"];

@@ -4,6 +4,7 @@
 
 #include "tools/format.h"
 #include "tools/run_command.h"
+#include "tools/run_folders.h"
 
 namespace narrows::tools {
 
@@ -132,7 +133,8 @@ void PrintComparison(const nlohmann::json& summary) {
   PrintNetworkModel(summary);
   PrintRetimed(summary);
   if (results.size() < 2) return;
-  const std::string first = results[0].value("name", std::string());
+  const size_t b = BaselineIndex(results);
+  const std::string first = results[b].value("name", std::string());
   // A deployment's times are those of the network its bytes crossed: say which where it was not the
   // scenario's network:.
   std::string over;
@@ -152,19 +154,25 @@ void PrintComparison(const nlohmann::json& summary) {
     }
   }
   std::printf("%s wall-clock time%s relative to %s:", wall ? "measured" : "virtual", over.c_str(), first.c_str());
-  for (size_t i = 1; i < results.size(); ++i) {
-    const double x = num(results[0], "time_s") / num(results[i], "time_s");
-    std::printf("%s %s %.2fx %s", i > 1 ? ";" : "", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
+  bool listed = false;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == b) continue;
+    const double x = num(results[b], "time_s") / num(results[i], "time_s");
+    std::printf("%s %s %.2fx %s", listed ? ";" : "", results[i].value("name", std::string()).c_str(), x >= 1 ? x : 1 / x,
                 x >= 1 ? "faster" : "slower");
+    listed = true;
   }
   const auto every = summary.value("eval_every", int64_t{0});
   const std::string cadence = every > 0 ? "interpolated between evaluations every " + std::to_string(every) + " steps"
                                         : "evaluated at the end only";
   std::printf("\nat equal loss (%.4f, %s; %s) relative to %s:", summary.value("target_loss", 0.0),
               summary.value("target_source", std::string()).c_str(), cadence.c_str(), first.c_str());
-  for (size_t i = 1; i < results.size(); ++i) {
+  listed = false;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == b) continue;
     const double speedup = num(results[i], "speedup_at_target"), saved = num(results[i], "bytes_saved_at_target");
-    if (i > 1) std::printf(";");
+    if (listed) std::printf(";");
+    listed = true;
     if (speedup > 0) {
       std::printf(" %s %.2fx %s", results[i].value("name", std::string()).c_str(), speedup >= 1 ? speedup : 1 / speedup,
                   speedup >= 1 ? "faster" : "slower");

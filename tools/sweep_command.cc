@@ -22,6 +22,7 @@
 #include "core/run_writer.h"
 #include "tools/report_command.h"
 #include "tools/run_command.h"
+#include "tools/run_folders.h"
 #include "tools/this_program.h"
 
 extern char** environ;
@@ -306,19 +307,21 @@ struct Speedups : std::vector<std::pair<std::string, std::map<std::string, doubl
     return back().second;
   }
 };
-// At equal steps (DDP's time over the entry's) and at equal loss (DDP's time to the point's target
-// loss over the entry's; absent where either never reached it).
+// At equal steps (the baseline's time over the entry's) and at equal loss (the baseline's time to the
+// point's target loss over the entry's; absent where either never reached it). `baseline`: the
+// baseline entry's name (the first point's; "" if points differ).
 struct SpeedupTables {
   Speedups steps, loss;
+  std::string baseline;
 };
 
-// results.csv: one row per point and entry; speed-up over the point's first DDP entry.
+// results.csv: one row per point and entry; speed-up over the point's baseline entry.
 core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<SweepAxis>& axes) {
   std::ostringstream csv;
   csv.precision(10);
   for (const auto& axis : axes) csv << Csv(axis.key) << ",";
   csv << "entry,algorithm,final_val_loss,time_s,bytes_sent_per_worker,peak_bytes_per_round,compute_utilization,"
-         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_ddp,seeds,"
+         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_baseline,seeds,"
          "final_val_loss_ci95,time_s_ci95\n";
   auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
     return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
@@ -327,13 +330,14 @@ core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<Swe
   for (size_t i = 0; i < plan.scenarios.size(); ++i) {
     const auto summary = Finished(plan.scenarios[i]);
     if (!summary) return Status::Internal("point " + plan.scenarios[i].name + " has no complete summary.json");
-    double ddp_time = 0, ddp_to_target = 0;
-    for (const auto& r : summary->at("results")) {
-      if (r.at("algorithm") == "ddp" && ddp_time == 0) {
-        ddp_time = r.at("time_s");
-        ddp_to_target = r.contains("time_to_target_s") && r["time_to_target_s"].is_number() ? r["time_to_target_s"].get<double>() : 0;
-      }
-    }
+    const auto& results = summary->at("results");
+    const nlohmann::json& base = results.at(BaselineIndex(results));
+    const double base_time = base.at("time_s");
+    const double base_to_target =
+        base.contains("time_to_target_s") && base["time_to_target_s"].is_number() ? base["time_to_target_s"].get<double>() : 0;
+    const std::string base_name = base.at("name");
+    if (i == 0) speedups.baseline = base_name;
+    if (speedups.baseline != base_name) speedups.baseline.clear();
     std::string row;
     for (size_t a = 0; a < axes.size(); ++a) {
       if (axes[a].key != "compare") row += (row.empty() ? "" : " ") + ValueAt(axes, plan.points[i], a);
@@ -346,14 +350,15 @@ core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<Swe
           << r.at("compute_utilization") << "," << r.at("outer_syncs") << "," << cell(*summary, "target_loss") << ","
           << cell(r, "time_to_target_s") << "," << cell(r, "bytes_to_target") << "," << cell(r, "speedup_at_target")
           << ",";
-      if (ddp_time > 0) csv << ddp_time / t;
+      if (base_time > 0) csv << base_time / t;
       // Over several seeds the figures above are means; their 95% half-widths follow.
       const size_t seeds = summary->contains("seeds") ? summary->at("seeds").size() : 1;
       csv << "," << seeds << "," << cell(r, "final_val_loss_ci95") << "," << cell(r, "time_s_ci95") << "\n";
-      if (r.at("algorithm") != "ddp" && ddp_time > 0) speedups.steps[row.empty() ? "-" : row][r.at("name")] = ddp_time / t;
+      const bool is_base = r.at("name") == base_name;
+      if (!is_base && base_time > 0) speedups.steps[row.empty() ? "-" : row][r.at("name")] = base_time / t;
       const double to_target = r.contains("time_to_target_s") && r["time_to_target_s"].is_number() ? r["time_to_target_s"].get<double>() : 0;
-      if (r.at("algorithm") != "ddp" && ddp_to_target > 0 && to_target > 0) {
-        speedups.loss[row.empty() ? "-" : row][r.at("name")] = ddp_to_target / to_target;
+      if (!is_base && base_to_target > 0 && to_target > 0) {
+        speedups.loss[row.empty() ? "-" : row][r.at("name")] = base_to_target / to_target;
       }
     }
   }
@@ -397,10 +402,11 @@ Status RunSweep(const SweepOptions& o) {
   NARROWS_RETURN_IF_ERROR(RunUnfinished(*plan, o));
   auto speedups = WriteResults(*plan, o.axes);
   if (!speedups.ok()) return speedups.status();
-  PrintSpeedups(speedups->loss, "speed-up over DDP at equal loss (DDP's time to the point's target loss / the entry's; "
-                                "'-': one never reached it):");
-  PrintSpeedups(speedups->steps, "speed-up over DDP at equal steps (DDP's wall-clock time / the entry's, whatever the "
-                                 "losses):");
+  const std::string base = speedups->baseline.empty() ? "the baseline" : speedups->baseline;
+  PrintSpeedups(speedups->loss, ("speed-up over " + base + " at equal loss (" + base +
+                                 "'s time to the point's target loss / the entry's; '-': one never reached it):").c_str());
+  PrintSpeedups(speedups->steps, ("speed-up over " + base + " at equal steps (" + base +
+                                  "'s wall-clock time / the entry's, whatever the losses):").c_str());
   std::printf("sweep results: %s/results.csv\n", plan->dir.c_str());
   if (!o.report) {
     std::printf("charts: narrows report %s (or sweep with --report); fits: narrows fit %s\n", plan->dir.c_str(),

@@ -46,7 +46,7 @@ def pm(r, key, fmt):
 
 
 def versus(r):
-    v = r.get("versus_first")
+    v = r.get("versus_baseline") or r.get("versus_first")
     if not v:
         return "baseline", "baseline"
     gap = v.get("loss_gap")

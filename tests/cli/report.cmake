@@ -127,9 +127,9 @@ check_in_browser(out/d/report.html 6 0)
 # A sweep over bandwidth and model size: the heat map, the fit and its chart.
 run_narrows(sweep s.yaml -q --report --grid network.profile=home-100m,internet-1g --grid model.d_model=16,32,48)
 file(READ ${WORK}/out/s-sweep/report.html html)
-expect_markers("sweep report" "Speed-up over DDP at equal loss: DDP's time to each point's target loss"
-               "Speed-up over DDP at equal steps" "100 Mbit/s" "1 Gbit/s" "diloco-h2 (H=2)" "Scaling fit"
-               "\"id\":\"fit-0\"" "\"id\":\"speedup-bw-0\"" "\"id\":\"loss-bytes-0\"" "speed-up vs DDP (equal loss)")
+expect_markers("sweep report" "Speed-up over ddp at equal loss: ddp's time to each point's target loss"
+               "Speed-up over ddp at equal steps" "100 Mbit/s" "1 Gbit/s" "diloco-h2 (H=2)" "Scaling fit"
+               "\"id\":\"fit-0\"" "\"id\":\"speedup-bw-0\"" "\"id\":\"loss-bytes-0\"" "speed-up vs ddp (equal loss)")
 check_in_browser(out/s-sweep/report.html 4 2)
 run_narrows(fit out/s-sweep)
 if(NOT out MATCHES "ddp +6 +[0-9.e+-]+ ± [0-9.e+-]+ +-?[0-9.]+ ± [0-9.]+ +- ")

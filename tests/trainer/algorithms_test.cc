@@ -552,7 +552,7 @@ TEST_F(AlgorithmsTest, TunePicksEachEntrysBestValuesThenComparesOnFreshSeeds) {
   EXPECT_EQ(tuning.at("entries").at(1).at("points").size(), 4u);
   EXPECT_EQ(tuning.at("tuning_seeds"), Json::array({1000}));
   EXPECT_EQ(summary.at("seeds"), Json::array({0, 1}));
-  EXPECT_TRUE(summary.at("results").at(1).contains("versus_first"));
+  EXPECT_TRUE(summary.at("results").at(1).contains("versus_baseline"));
   // The final runs are at the chosen values: at an outer learning rate of 1e-6 or an inner one of
   // 1e-9, DiLoCo would end about where it started (ln 256 = 5.55 nats).
   EXPECT_NE(Slurp(out / "seed-0" / "diloco" / "metrics.jsonl"), "");
@@ -587,7 +587,7 @@ TEST_F(AlgorithmsTest, SeedsRunEveryEntryPerSeedAndAggregatePaired) {
   const double l0 = ddp.at("per_seed").at(0).at("final_val_loss"), l1 = ddp.at("per_seed").at(1).at("final_val_loss");
   EXPECT_DOUBLE_EQ(ddp.at("final_val_loss").get<double>(), (l0 + l1) / 2);
   EXPECT_NEAR(ddp.at("final_val_loss_ci95").get<double>(), 12.706205 * std::fabs(l0 - l1) / 2, 1e-6);  // t(0.975, 1)
-  const auto& gap = summary.at("results").at(1).at("versus_first").at("loss_gap");
+  const auto& gap = summary.at("results").at(1).at("versus_baseline").at("loss_gap");
   const double d0 = summary.at("results").at(1).at("per_seed").at(0).at("final_val_loss").get<double>() - l0;
   const double d1 = summary.at("results").at(1).at("per_seed").at(1).at("final_val_loss").get<double>() - l1;
   EXPECT_NEAR(gap.at("mean").get<double>(), (d0 + d1) / 2, 1e-12);

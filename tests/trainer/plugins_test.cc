@@ -431,5 +431,23 @@ TEST(ShippedScenariosTest, EveryScenarioFileLoads) {
   EXPECT_GE(files, 20);
 }
 
+// The baseline the other entries are compared with: the first entry unless one says baseline: true,
+// and never two.
+TEST(BaselineTest, OneEntryIsTheBaselineByDefaultTheFirst) {
+  auto first = core::ParseScenario("compare: [diloco-h4, ddp]\n", "b.yaml");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->compare[0].baseline);
+  EXPECT_FALSE(first->compare[1].baseline);
+  EXPECT_NE(first->resolved_yaml.find("baseline: true"), std::string::npos) << first->resolved_yaml;
+  auto marked = core::ParseScenario("compare: [diloco-h4, {algorithm: ddp, baseline: true}]\n", "b.yaml");
+  ASSERT_TRUE(marked.ok()) << marked.status().ToString();
+  EXPECT_FALSE(marked->compare[0].baseline);
+  EXPECT_TRUE(marked->compare[1].baseline);
+  auto two = core::ParseScenario("compare: [{algorithm: ddp, baseline: true}, {algorithm: diloco, baseline: true}]\n", "b.yaml");
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("entries 'ddp' and 'diloco-h50' are both the baseline"), std::string::npos)
+      << two.status().ToString();
+}
+
 }  // namespace
 }  // namespace narrows::trainer

@@ -42,7 +42,7 @@ def mb(b):
 
 def versus(r):
     """The paired comparison with the first entry of the same run: loss gap and speed-up at equal loss."""
-    v = r.get("versus_first") or {}
+    v = r.get("versus_baseline") or r.get("versus_first") or {}
     out = []
     if "loss_gap" in v:
         g = v["loss_gap"]
