@@ -426,10 +426,12 @@ void ReadCompute(Section c, Scenario& sc) {
 // most one is the baseline (the first where none says so).
 void ReadCompare(Section& top, const YAML::Node& root, Scenario& sc) {
   bool marked = false;
-  if (root["compare"].IsSequence()) {
-    for (const auto& item : root["compare"]) {
+  if (const YAML::Node list = root["compare"]; list.IsDefined() && list.IsSequence()) {
+    for (const auto& item : list) {
+      if (!item.IsMap()) continue;
+      const YAML::Node b = item["baseline"];
       bool says = false;
-      marked = marked || (item.IsMap() && item["baseline"].IsScalar() && YAML::convert<bool>::decode(item["baseline"], says) && says);
+      marked = marked || (b.IsDefined() && b.IsScalar() && YAML::convert<bool>::decode(b, says) && says);
     }
   }
   top.Items("compare", [&](Section& item, const YAML::Node& node, size_t i) {
@@ -554,7 +556,9 @@ Scenario WithNetworkModel(Scenario sc, const std::string& name) {
   if (!sc.resolved_yaml.empty()) {
     try {
       const YAML::Node root = YAML::Load(sc.resolved_yaml);
-      if (root.IsMap() && root["network"].IsMap() && root["network"][name].IsMap()) block = root["network"][name];
+      const YAML::Node network = root.IsMap() ? root["network"] : YAML::Node();
+      const YAML::Node own = network.IsDefined() && network.IsMap() ? network[name] : YAML::Node();
+      if (own.IsDefined() && own.IsMap()) block = own;
     } catch (const YAML::Exception&) {
       // A resolved scenario is narrows' own text; unreadable, the model's defaults stand.
     }

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <map>
@@ -47,6 +49,17 @@ struct Origin {
     return out.str();
   }
 };
+
+// A number for the resolved scenario: the shortest text that reads back to the same double (0.05,
+// not 0.050000000000000003), as a scalar that reads back as that number.
+inline YAML::Node NumberNode(double v) {
+  char out[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(out, sizeof out, "%.*g", precision, v);
+    if (std::strtod(out, nullptr) == v) break;
+  }
+  return YAML::Node(std::string(out));
+}
 
 inline std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
@@ -118,7 +131,7 @@ class Section {
         value = fallback;
       }
     }
-    resolved_[key] = value;
+    resolved_[key] = NumberNode(value);
     return value;
   }
 
@@ -209,7 +222,7 @@ class Section {
       }
     }
     YAML::Node seq(YAML::NodeType::Sequence);
-    for (double v : out) seq.push_back(v);
+    for (double v : out) seq.push_back(NumberNode(v));
     resolved_[key] = seq;
     return out;
   }

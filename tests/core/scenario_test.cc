@@ -32,6 +32,20 @@ TEST(ScenarioTest, DefaultsComeFromThePreset) {
   EXPECT_EQ(sc->device, "cpu");
 }
 
+// The resolved scenario spells each number in its shortest form that reads back to the same
+// double: 0.05, not 0.050000000000000003.
+TEST(ScenarioTest, ResolvedNumbersAreTheirShortestRoundTripText) {
+  auto sc = ParseScenario("train: {lr: 0.003}\ndata: {val_fraction: 0.05}\n", "x.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_NE(sc->resolved_yaml.find("lr: 0.003\n"), std::string::npos) << sc->resolved_yaml;
+  EXPECT_NE(sc->resolved_yaml.find("val_fraction: 0.05\n"), std::string::npos) << sc->resolved_yaml;
+  EXPECT_EQ(sc->resolved_yaml.find("0000000"), std::string::npos) << sc->resolved_yaml;
+  auto again = ParseScenario(sc->resolved_yaml, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->train.lr, 0.003);
+  EXPECT_EQ(again->resolved_yaml, sc->resolved_yaml);
+}
+
 TEST(ScenarioTest, ExplicitKeysOverridePreset) {
   auto sc = ParseScenario("model: {preset: tiny, n_layers: 8, positions: rope}\ntrain: {lr: 1e-3}\n", "x");
   ASSERT_TRUE(sc.ok()) << sc.status().ToString();
