@@ -10,6 +10,7 @@
 #include "tools/format.h"
 #include "tools/run_command.h"
 #include "tools/run_folders.h"
+#include "trainer/algorithms/plugin.h"
 
 namespace narrows::tools {
 
@@ -215,13 +216,29 @@ Result<std::vector<ReplayAgreement>> ReplayRun(const std::string& run_dir, const
     const std::string name = e.summary.value("name", "");
     const std::string events = run_dir + "/" + name + "/events.jsonl";
     const std::string algorithm = e.summary.value("algorithm", "");
-    auto trace = algorithm == "ddp"             ? ReadStepMembershipTrace(e.events, events, sc->workers.count, sc->train.steps)
-                 : algorithm == "async-diloco" ? ReadArrivalTrace(e.events, events, sc->workers.count)
-                                               : ReadMembershipTrace(e.events, events);
+    const trainer::AlgorithmPlugin* plugin = trainer::FindAlgorithm(algorithm);
+    if (plugin == nullptr) {
+      return Status::InvalidArgument(run_dir + ": entry '" + name + "' ran algorithm '" + algorithm +
+                                     "', which this build of narrows does not have");
+    }
+    // Each algorithm says what its events record of its membership.
+    core::Result<trainer::MembershipTrace> trace = Status::Internal("unread");
+    switch (plugin->replay_trace) {
+      case trainer::ReplayTrace::kSteps:
+        trace = ReadStepMembershipTrace(e.events, events, sc->workers.count, sc->train.steps);
+        break;
+      case trainer::ReplayTrace::kArrivals:
+        trace = ReadArrivalTrace(e.events, events, sc->workers.count);
+        break;
+      case trainer::ReplayTrace::kRounds:
+        trace = ReadMembershipTrace(e.events, events);
+        break;
+    }
     if (!trace.ok()) return trace.status();
     ReplayAgreement a;
     a.entry = name;
-    a.syncs = static_cast<int>(algorithm == "async-diloco" ? trace->arrivals.size() : trace->members.size());
+    a.syncs = static_cast<int>(plugin->replay_trace == trainer::ReplayTrace::kArrivals ? trace->arrivals.size()
+                                                                                        : trace->members.size());
     agreements.push_back(a);
     run.replay[name] = std::make_shared<const trainer::MembershipTrace>(std::move(*trace));
     by_name[name] = &e;

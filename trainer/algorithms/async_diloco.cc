@@ -594,6 +594,7 @@ AlgorithmPlugin AsyncPlugin() {
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<AsyncDiloco>(w); };
   p.plan = PlanAsync;
   p.replay = [](const core::AlgorithmSpec&) -> std::string { return ""; };  // the server follows the arrivals
+  p.replay_trace = ReplayTrace::kArrivals;
   p.retime = [](const core::AlgorithmSpec&) -> std::string {
     return "its server applies outer gradients in the order they arrive, which the network decides";
   };

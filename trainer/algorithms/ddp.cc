@@ -410,6 +410,7 @@ AlgorithmPlugin DdpPlugin() {
   p.plan = PlanDdp;
   // Its membership per step is in its crash, evicted and join events (narrows replay builds it); a
   // step with a crash was reduced whole.
+  p.replay_trace = ReplayTrace::kSteps;
   p.replay = [](const core::AlgorithmSpec& entry) -> std::string {
     const DdpOptions& o = entry.Options<DdpOptions>();
     if (o.batch.schedule != BatchScheduleKind::kConstant) return "adaptive batch sizes keep per-worker state a restart loses";

@@ -24,6 +24,11 @@ namespace narrows::trainer {
 class Algorithm;
 struct WorkerContext;
 
+// What a deployment's events.jsonl record of an entry's membership, which `narrows replay` reads
+// back: the members of every round (outer syncs: `sync` events), of every step whose collective
+// lost a member (`step` events), or every push its server took, in order (`arrival` events).
+enum class ReplayTrace { kRounds, kSteps, kArrivals };
+
 struct AlgorithmPlugin {
   core::AlgorithmParser parser;  // parser.name is the algorithm's name
   std::string summary;           // one line, for `narrows algorithms`
@@ -32,6 +37,7 @@ struct AlgorithmPlugin {
   // Why an entry cannot be replayed from a deployment's membership trace (Membership::kReplay), or
   // "" if it can. Unset: it cannot (its events do not record the members of every round).
   std::function<std::string(const core::AlgorithmSpec&)> replay;
+  ReplayTrace replay_trace = ReplayTrace::kRounds;  // where `replay` allows it
   // Why an entry cannot be re-timed under another network from its training under one (a sweep that
   // varies only the network trains once: ExperimentOptions::timing_only, then AdoptTraining), or ""
   // if it can: what it computes must not depend on when its messages arrive, nor its messages on
