@@ -307,7 +307,7 @@ int64_t AutoOrNumber(Section& d, const std::string& key, const std::string& abse
 // deploy: a deployment over a real network (the emulator ignores it).
 void ReadDeploy(Section d, Scenario& sc) {
   DeploySpec& dep = sc.deploy;
-  dep.security = d.Enum<std::string>("security", "curve", {{"curve", "curve"}, {"plain", "plain"}});
+  dep.security = d.Enum<Security>("security", Security::kCurve, {{"curve", Security::kCurve}, {"plain", Security::kPlain}});
   dep.key_file = d.String("key_file", "");
   dep.heartbeat_s = d.Double("heartbeat_s", 0.5, 0.001, 3600, Bound::kExclusive);
   dep.timeout_s = d.Double("timeout_s", 5.0, 0.001, 86400, Bound::kExclusive);

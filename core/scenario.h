@@ -209,9 +209,13 @@ enum class CollectiveKind { kRing, kStar, kHierarchical, kTwoPhase, kTree, kAuto
 // step's all-reduce among themselves, or stop with an error (the metrics so far are written).
 enum class OnFailure { kContinue, kStop };
 
+// How a deployment's processes talk: ZeroMQ CURVE, authenticated and encrypted (the bulk plane's
+// records sealed with a key derived from the cluster key), or plain TCP.
+enum class Security { kCurve, kPlain };
+
 // A deployment over a real network (`narrows worker`, `narrows launch`); the emulator ignores it.
 struct DeploySpec {
-  std::string security = "curve";      // curve: ZeroMQ CURVE, authenticated and encrypted; plain: TCP
+  Security security = Security::kCurve;
   std::string key_file;                // curve: the cluster key pair (narrows keygen)
   double heartbeat_s = 0.5;
   double timeout_s = 5.0;              // a peer silent this long is declared dead

@@ -235,7 +235,7 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   } else {
     z.max_queued_bytes = static_cast<uint64_t>(sc.deploy.max_queued_mb) << 20;
   }
-  if (sc.deploy.security != "curve") return z;
+  if (sc.deploy.security != core::Security::kCurve) return z;
   const std::string key = o.key_file.empty() ? sc.deploy.key_file : o.key_file;
   if (key.empty()) {
     return Status::InvalidArgument("deploy.security is curve: give deploy.key_file or --key (`narrows keygen FILE` "
@@ -676,7 +676,7 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   // The record first, so a launch that fails early leaves a folder that says what it was for.
   if (*use == FolderUse::kNew) NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   std::string key = sc.deploy.key_file;
-  if (sc.deploy.security == "curve" && key.empty()) {
+  if (sc.deploy.security == core::Security::kCurve && key.empty()) {
     // Local workers share a key made for this run: encrypted even on loopback, nothing to set up.
     key = run_dir + "/cluster.key";
     if (!std::filesystem::exists(key)) NARROWS_RETURN_IF_ERROR(deploy::WriteNewKeyFile(key));

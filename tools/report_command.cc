@@ -13,6 +13,7 @@
 #include "core/run_writer.h"
 #include "tools/format.h"
 #include "tools/report_blocks.h"
+#include "tools/run_command.h"
 #include "tools/stats.h"
 
 namespace narrows::tools {
@@ -159,7 +160,9 @@ namespace {
 
 json SummaryTable(const Run& run) {
   json rows = json::array();
-  const double first = run.entries.empty() ? NAN : EntryTime(run.entries.front().summary);
+  json results = json::array();
+  for (const auto& e : run.entries) results.push_back(e.summary);
+  const double first = run.entries.empty() ? NAN : EntryTime(run.entries[BaselineIndex(results)].summary);
   for (const auto& e : run.entries) {
     const json& s = e.summary;
     const double t = EntryTime(s);
@@ -175,7 +178,7 @@ json SummaryTable(const Run& run) {
   }
   return Table("Summary", {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
                            "to target (s)", "sent/worker", "sent to target", "peak/round", "outer syncs", "compute",
-                           "speed-up vs first", "at equal loss"},
+                           "speed-up vs baseline", "at equal loss"},
                rows);
 }
 
@@ -369,6 +372,7 @@ json RunSection(const Run& run, int index) {
   json blocks = json::array();
   blocks.push_back(Text(run.dir + " — " + (run.clock == "wall" ? "deployment, measured time" : "emulated, virtual time")));
   blocks.push_back(SummaryTable(run));
+  if (!run.network_model.is_null()) blocks.push_back(Text(NetworkModelLine({{"network_model", run.network_model}})));
   if (run.tuning.is_object()) blocks.push_back(TuningTable(run.tuning));
   if (json t = DomainTable(run); !t.is_null()) blocks.push_back(std::move(t));
   for (const auto& e : run.entries) {

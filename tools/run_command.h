@@ -114,13 +114,16 @@ constexpr double kStallRecovery = 0.02;
 // (the scenario's, or else the worst final loss among the entries, which every entry reaches) and
 // `target_source`, and `eval_every`; per entry `time_to_target_s` and `bytes_to_target` (per
 // worker) where it first reaches the target, interpolated linearly between the evaluations that
-// bracket it (null: never), `speedup_at_target` and `bytes_saved_at_target` relative to the first
-// entry.
+// bracket it (null: never), `speedup_at_target` and `bytes_saved_at_target` relative to the
+// baseline entry.
 void AddEqualQuality(const core::Scenario& sc, const std::string& run_dir, nlohmann::json* summary);
 // Below a table: the entries timed with another run's training (`retimed_from`), and where it is.
 void PrintRetimed(const nlohmann::json& summary);
 // The comparison table of a summary on stdout: at equal steps and at equal loss.
 void PrintComparison(const nlohmann::json& summary);
+// The line on the emulator's network model and its measured error against real runs (summary.json
+// network_model; the table's footer and the report's), or "" where the summary has none.
+std::string NetworkModelLine(const nlohmann::json& summary);
 // The summary's `host` block (AddHost): this host's measured step and, with modelled compute, the
 // planner's speed-ups at this host's rate and at the modelled one; nothing without the block.
 void PrintHost(const nlohmann::json& summary);

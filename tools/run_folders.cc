@@ -88,6 +88,7 @@ Result<Run> LoadRun(const std::string& dir) {
   }
   run.clock = summary->value("clock", "virtual");
   run.target_loss = Num(*summary, "target_loss");
+  if (summary->contains("network_model")) run.network_model = (*summary)["network_model"];
   if (summary->contains("tuning")) run.tuning = (*summary)["tuning"];
   auto yaml = ReadText(dir + "/scenario.yaml");
   run.scenario_yaml = yaml.ok() ? *yaml : "";

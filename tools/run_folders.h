@@ -37,6 +37,7 @@ struct Run {
   std::vector<Entry> entries;
   nlohmann::json tuning;  // `narrows tune`: the grid, each entry's scores and chosen values (null otherwise)
   double target_loss = NAN;  // the loss its entries were compared at (summary.json target_loss)
+  nlohmann::json network_model;  // summary.json network_model: the emulator's model and its measured error
 };
 
 // A run folder: summary.json, scenario.yaml and a folder per entry (metrics.jsonl, events.jsonl).

@@ -70,9 +70,15 @@ void PrintSettingsNote(const nlohmann::json& summary) {
               s.value("lr", 0.0), static_cast<long long>(s.value("warmup_steps", int64_t{0})));
 }
 
-// The footer's line on the emulator's network model and its measured error against real runs.
 void PrintNetworkModel(const nlohmann::json& summary) {
-  if (!summary.contains("network_model")) return;
+  const std::string line = NetworkModelLine(summary);
+  if (!line.empty()) std::printf("%s\n", line.c_str());
+}
+
+}  // namespace
+
+std::string NetworkModelLine(const nlohmann::json& summary) {
+  if (!summary.contains("network_model")) return "";
   const auto& m = summary["network_model"];
   std::string line = "network: " + m.value("model", std::string()) + " model";
   if (m.contains("variant")) line += ", " + m["variant"].get<std::string>();
@@ -85,10 +91,8 @@ void PrintNetworkModel(const nlohmann::json& summary) {
   } else {
     line += "; its error against real runs is not measured";
   }
-  std::printf("%s (%s)\n", line.c_str(), m.value("measured", std::string("docs/fidelity.md")).c_str());
+  return line + " (" + m.value("measured", std::string("docs/fidelity.md")) + ")";
 }
-
-}  // namespace
 
 void PrintRetimed(const nlohmann::json& summary) {
   std::string names, from;
