@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/codec.h"
+#include "core/tags.h"
 #include "core/transport.h"
 
 namespace narrows::core {
@@ -27,7 +28,7 @@ enum class AllReduceAlgorithm { kRing, kStar, kHierarchical, kTwoPhase, kTree };
 
 struct CollectiveOptions {
   std::vector<int> group;  // participating ranks, ascending; must include the caller
-  int tag = 100;
+  int tag = tags::kReduce;  // the first of kCollectiveSpan tags (core/tags.h)
   double timeout_s = kForever;
   int root = -1;  // star and broadcast: the root rank (-1 = group.front())
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/thread_work.h"
+#include "core/wall_clock.h"
 
 namespace narrows::core {
 

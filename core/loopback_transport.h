@@ -11,7 +11,6 @@
 
 #include "core/mailbox.h"
 #include "core/transport.h"
-#include "core/wall_clock.h"
 
 namespace narrows::core {
 

@@ -15,7 +15,7 @@ namespace {
 // them (the same numbers up to float summation order), not what a run computes.
 const std::set<std::string> kNotResults = {"name", "output", "seeds", "threads"};
 
-// A number as the shortest text that reads back to the same double; other text as it is.
+// A number as ShortestNumber writes it; other text as it is.
 std::string Canonical(const std::string& text) {
   if (text.empty()) return text;
   const char* begin = text.c_str();
@@ -23,12 +23,7 @@ std::string Canonical(const std::string& text) {
   errno = 0;
   const double v = std::strtod(begin, &end);
   if (end != begin + text.size() || errno == ERANGE || !std::isfinite(v)) return text;
-  char out[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(out, sizeof out, "%.*g", precision, v);
-    if (std::strtod(out, nullptr) == v) break;
-  }
-  return out;
+  return ShortestNumber(v);
 }
 
 void Flatten(const YAML::Node& node, const std::string& path, std::map<std::string, std::string>* out) {
@@ -55,6 +50,19 @@ void Flatten(const YAML::Node& node, const std::string& path, std::map<std::stri
 }
 
 }  // namespace
+
+std::string ShortestNumber(double v) {
+  char out[40];
+  if (v == std::floor(v) && std::fabs(v) < 1e16) {
+    std::snprintf(out, sizeof out, "%.0f", v);
+    return out;
+  }
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(out, sizeof out, "%.*g", precision, v);
+    if (std::strtod(out, nullptr) == v) break;
+  }
+  return out;
+}
 
 std::map<std::string, std::string> ResultKeys(const std::string& resolved_yaml) {
   std::map<std::string, std::string> keys;
@@ -86,7 +94,11 @@ std::optional<KeyDifference> FirstDifference(const std::map<std::string, std::st
   std::optional<KeyDifference> first;
   size_t count = 0;
   auto note = [&](const std::string& key, const std::string& a, const std::string& b) {
-    if (count++ == 0) first = KeyDifference{key, a, b, 0};
+    if (count++ == 0) {
+      first = KeyDifference{key, a, b, 0, {}};
+    } else if (first->other_keys.size() < 3) {
+      first->other_keys.push_back(key);
+    }
   };
   auto t = there.begin();
   auto h = here.begin();

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace narrows::core {
 
@@ -19,6 +20,9 @@ namespace narrows::core {
 // "compare.1.inner_steps") mapped to their values as text, numbers in shortest round-trip form.
 // Text that is not YAML gives one key, "(not a scenario)".
 std::map<std::string, std::string> ResultKeys(const std::string& resolved_yaml);
+// A number as the shortest text that reads back to the same double, in plain digits where it is a
+// whole number under 1e16 (40, 100000000; not 4e+01), else as %g writes it (0.05, 1e-08).
+std::string ShortestNumber(double v);
 
 // FNV-1a (64 bits) of ResultKeys, as 16 hex digits.
 std::string ResultDigest(const std::string& resolved_yaml);
@@ -28,6 +32,7 @@ struct KeyDifference {
   std::string there;  // the recorded value ("(absent)" where the record lacks the key)
   std::string here;   // the asked-for value
   size_t others = 0;  // how many other keys differ
+  std::vector<std::string> other_keys;  // the first few of them, in path order
 };
 
 // The first key (in path order) whose value differs between two records; none if they are equal.

@@ -443,8 +443,8 @@ void ReadCompare(Section& top, const YAML::Node& root, Scenario& sc) {
   }
   if (baselines.size() > 1) {
     top.Error(root["compare"], "compare", "entries " + baselines[0] + " and " + baselines[1] +
-                                              " are both the baseline (baseline: true); the others are compared "
-                                              "with one of them");
+                                              " are both the baseline (baseline: true); at most one entry may be, "
+                                              "and the others are compared with it");
   }
   std::set<std::string> names;
   for (const auto& a : sc.compare) {

@@ -20,6 +20,7 @@
 
 #include "core/did_you_mean.h"
 #include "core/option_reader.h"
+#include "core/result_record.h"
 #include "core/scenario.h"
 
 namespace narrows::core::internal {
@@ -35,9 +36,17 @@ struct Origin {
   std::string Where(const YAML::Node& node, const std::string& path) const {
     // The override that set this value, one inside it (key.sub, key[i]), or one that made the
     // mapping it names (an unknown key `trian` from --set trian.steps=10).
-    for (const auto& [key, text] : overrides) {
+    for (const auto& [dotted, text] : overrides) {
+      // An override names a list's item by its number (compare.1.outer_lr), an error path by
+      // brackets (compare[1].outer_lr).
+      std::string key;
+      std::stringstream parts(dotted);
+      for (std::string part; std::getline(parts, part, '.');) {
+        const bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+        key += index && !key.empty() ? "[" + part + "]" : (key.empty() ? "" : ".") + part;
+      }
       if (path == key || path.rfind(key + ".", 0) == 0 || path.rfind(key + "[", 0) == 0 ||
-          key.rfind(path + ".", 0) == 0) {
+          key.rfind(path + ".", 0) == 0 || key.rfind(path + "[", 0) == 0) {
         return "--set " + text;
       }
     }
@@ -51,15 +60,8 @@ struct Origin {
 };
 
 // A number for the resolved scenario: the shortest text that reads back to the same double (0.05,
-// not 0.050000000000000003), as a scalar that reads back as that number.
-inline YAML::Node NumberNode(double v) {
-  char out[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(out, sizeof out, "%.*g", precision, v);
-    if (std::strtod(out, nullptr) == v) break;
-  }
-  return YAML::Node(std::string(out));
-}
+// not 0.050000000000000003; 40, not 4e+01), as a scalar that reads back as that number.
+inline YAML::Node NumberNode(double v) { return YAML::Node(ShortestNumber(v)); }
 
 inline std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {

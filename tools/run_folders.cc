@@ -192,9 +192,13 @@ Result<FolderUse> ClaimResultFolder(const std::string& dir, const std::string& r
     }
     return FolderUse::kSame;
   }
-  const std::string more = difference->others == 0 ? ""
-                           : " (and " + std::to_string(difference->others) + " other key" +
-                                 (difference->others == 1 ? "" : "s") + ")";
+  std::string more;
+  if (difference->others > 0) {
+    for (const auto& k : difference->other_keys) more += (more.empty() ? "" : ", ") + k;
+    const size_t unnamed = difference->others - difference->other_keys.size();
+    if (unnamed > 0) more += ", and " + std::to_string(unnamed) + " more";
+    more = " (" + more + " differ" + (difference->others == 1 ? "s" : "") + " too)";
+  }
   return Status::InvalidArgument(dir + " holds the results of another scenario: " + difference->key + " is " +
                                  difference->there + " there and " + difference->here + " here" + more +
                                  ". Nothing was run: --force runs this scenario and replaces them, -o DIR writes "

@@ -20,14 +20,16 @@ void PrintHost(const nlohmann::json& summary) {
   const auto& planned = h.value("planned_speedup", nlohmann::json::object());
   if (planned.empty()) std::printf(" the planner predicts none of the entries");
   std::string untrusted;
+  bool listed = false;
   for (const auto& [name, p] : planned.items()) {
     if (!p.contains("implied_here")) {
       untrusted += (untrusted.empty() ? "" : ", ") + name;
       continue;
     }
-    std::printf(" %s would be %.2fx faster (%.2fx emulated, times the planner's %.2fx here over %.2fx modelled)",
-                name.c_str(), p.value("implied_here", 0.0), p.value("emulated", 0.0), p.value("host", 0.0),
-                p.value("modelled", 0.0));
+    std::printf("%s %s would be %.2fx faster (%.2fx emulated, times the planner's %.2fx here over %.2fx modelled)",
+                listed ? ";" : "", name.c_str(), p.value("implied_here", 0.0), p.value("emulated", 0.0),
+                p.value("host", 0.0), p.value("modelled", 0.0));
+    listed = true;
   }
   if (!untrusted.empty()) {
     std::string off;
@@ -35,9 +37,9 @@ void PrintHost(const nlohmann::json& summary) {
     for (const auto& [name, e] : errors.items()) {
       if (e.is_number()) off += (off.empty() ? "" : ", ") + name + Printf(" %+.1f%%", 100.0 * e.get<double>());
     }
-    std::printf(" no estimate for %s: the planner is off this run by more than %.0f%% at the modelled rate (%s), "
+    std::printf("%s no estimate for %s: the planner is off this run by more than %.0f%% at the modelled rate (%s), "
                 "so a speed-up scaled by it would not be this host's",
-                untrusted.c_str(), 100.0 * h.value("planner_trusted_within", 0.05), off.c_str());
+                listed ? ";" : "", untrusted.c_str(), 100.0 * h.value("planner_trusted_within", 0.05), off.c_str());
   }
   std::printf("\n");
 }

@@ -321,7 +321,7 @@ core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<Swe
   csv.precision(10);
   for (const auto& axis : axes) csv << Csv(axis.key) << ",";
   csv << "entry,algorithm,final_val_loss,time_s,bytes_sent_per_worker,peak_bytes_per_round,compute_utilization,"
-         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_baseline,seeds,"
+         "outer_syncs,target_loss,time_to_target_s,bytes_to_target,speedup_at_target,speedup_vs_baseline,baseline,seeds,"
          "final_val_loss_ci95,time_s_ci95\n";
   auto cell = [](const nlohmann::json& j, const char* key) {  // empty when absent or null (never reached)
     return j.contains(key) && j[key].is_number() ? j[key].dump() : std::string();
@@ -351,10 +351,11 @@ core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<Swe
           << cell(r, "time_to_target_s") << "," << cell(r, "bytes_to_target") << "," << cell(r, "speedup_at_target")
           << ",";
       if (base_time > 0) csv << base_time / t;
+      const bool is_base = r.at("name") == base_name;
+      csv << "," << (is_base ? "true" : "false");
       // Over several seeds the figures above are means; their 95% half-widths follow.
       const size_t seeds = summary->contains("seeds") ? summary->at("seeds").size() : 1;
       csv << "," << seeds << "," << cell(r, "final_val_loss_ci95") << "," << cell(r, "time_s_ci95") << "\n";
-      const bool is_base = r.at("name") == base_name;
       if (!is_base && base_time > 0) speedups.steps[row.empty() ? "-" : row][r.at("name")] = base_time / t;
       const double to_target = r.contains("time_to_target_s") && r["time_to_target_s"].is_number() ? r["time_to_target_s"].get<double>() : 0;
       if (!is_base && base_to_target > 0 && to_target > 0) {

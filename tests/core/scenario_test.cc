@@ -39,7 +39,9 @@ TEST(ScenarioTest, ResolvedNumbersAreTheirShortestRoundTripText) {
   ASSERT_TRUE(sc.ok()) << sc.status().ToString();
   EXPECT_NE(sc->resolved_yaml.find("lr: 0.003\n"), std::string::npos) << sc->resolved_yaml;
   EXPECT_NE(sc->resolved_yaml.find("val_fraction: 0.05\n"), std::string::npos) << sc->resolved_yaml;
-  EXPECT_EQ(sc->resolved_yaml.find("0000000"), std::string::npos) << sc->resolved_yaml;
+  EXPECT_EQ(sc->resolved_yaml.find("000000001"), std::string::npos) << sc->resolved_yaml;  // no float noise
+  EXPECT_EQ(sc->resolved_yaml.find("9999999"), std::string::npos) << sc->resolved_yaml;
+  EXPECT_EQ(sc->resolved_yaml.find("e+"), std::string::npos) << sc->resolved_yaml;  // whole numbers in digits
   auto again = ParseScenario(sc->resolved_yaml, "resolved.yaml");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->train.lr, 0.003);

@@ -209,7 +209,7 @@ std::vector<PlanRow> PlanGossip(const PlanInputs& in, const core::AlgorithmSpec&
   return {r};
 }
 
-AlgorithmPlugin GossipPlugin() {
+AlgorithmPlugin NolocoPlugin() {
   AlgorithmPlugin p;
   p.parser.name = "noloco";
   p.parser.shorthands = "noloco, noloco-hN";
@@ -228,6 +228,6 @@ AlgorithmPlugin GossipPlugin() {
 
 }  // namespace
 
-NARROWS_REGISTER_ALGORITHM(gossip, GossipPlugin());
+NARROWS_REGISTER_ALGORITHM(noloco, NolocoPlugin());
 
 }  // namespace narrows::trainer
