@@ -25,6 +25,14 @@ std::string Bandwidth(double bits_per_s) {
   return Printf("%g kbit/s", bits_per_s / 1e3);
 }
 
+std::string Seconds(double s) {
+  const double a = std::abs(s);
+  if (a >= 10 || a == 0) return Printf("%.1f", s);
+  if (a >= 1) return Printf("%.2f", s);
+  if (a >= 0.1) return Printf("%.3f", s);
+  return Printf("%.3g", s);
+}
+
 std::string Duration(double seconds) {
   if (seconds < 120) return Printf("%.1f s", seconds);
   if (seconds < 2 * 3600) return Printf("%.1f min", seconds / 60);

@@ -12,6 +12,9 @@ std::string Bytes(double b);
 std::string BytesOrDash(double b);
 // "100 Mbit/s", "10 Gbit/s".
 std::string Bandwidth(double bits_per_s);
+// Seconds with at least three significant digits and one decimal: "109.0", "16.2", "2.35", "0.0123"
+// (so that a table of short times never shows 0.0 beside a ratio of them).
+std::string Seconds(double s);
 // "45.0 s", "12.5 min", "3.2 h", "2.1 d".
 std::string Duration(double seconds);
 // Three significant digits with an SI prefix: Si(2.5e9, "FLOP/s") is "2.5 GFLOP/s"; "never" if

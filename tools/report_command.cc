@@ -168,8 +168,8 @@ json SummaryTable(const Run& run) {
     const double t = EntryTime(s);
     const double target = Num(s, "time_to_target_s");
     rows.push_back({s.value("name", ""), s.value("algorithm", ""), Printf("%.0f", Num(s, "workers")),
-                    Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", t),
-                    std::isnan(target) ? std::string("-") : Printf("%.1f", target),
+                    Printf("%.4f", Num(s, "final_val_loss")), Seconds(t),
+                    std::isnan(target) ? std::string("-") : Seconds(target),
                     BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "bytes_to_target")),
                     BytesOrDash(Num(s, "peak_bytes_per_round")), Printf("%.0f", Num(s, "outer_syncs", 0.0)),
                     Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Printf("%.2fx", first / t),

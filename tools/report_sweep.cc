@@ -304,11 +304,11 @@ json SweepSection(const Sweep& sweep, int index) {
       const double steps = SpeedupAtEqualSteps(*p.run, e), loss = SpeedupAtEqualLoss(*p.run, e);
       const double to_target = Num(s, "time_to_target_s");
       for (const std::string& cell :
-           {s.value("name", std::string()), Printf("%.4f", Num(s, "final_val_loss")), Printf("%.1f", EntryTime(s)),
+           {s.value("name", std::string()), Printf("%.4f", Num(s, "final_val_loss")), Seconds(EntryTime(s)),
             BytesOrDash(Num(s, "bytes_sent_per_worker")), Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)),
             Printf("%.0f", Num(s, "outer_syncs", 0.0)), std::isfinite(steps) ? Printf("%.2fx", steps) : std::string("-"),
             std::isfinite(p.run->target_loss) ? Printf("%.4f", p.run->target_loss) : std::string("-"),
-            std::isfinite(to_target) ? Printf("%.1f", to_target) : std::string("never"),
+            std::isfinite(to_target) ? Seconds(to_target) : std::string("never"),
             BytesOrDash(Num(s, "bytes_to_target")), std::isfinite(loss) ? Printf("%.2fx", loss) : std::string("-")}) {
         row.push_back(cell);
       }

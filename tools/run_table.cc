@@ -52,7 +52,7 @@ std::string CurveNote(const nlohmann::json& r) {
   const auto& u = r["instability"];
   const bool rise = u.value("kind", std::string()) == "rise";
   return Printf(rise ? "UNSTABLE: rose %+.1f%%" : "STALLED: %+.1f%%", 100.0 * u.value("change", 0.0)) +
-         Printf(" from %.1f s", u.value("from_s", 0.0)) + Printf(" to %.1f s", u.value("to_s", 0.0));
+         " from " + Seconds(u.value("from_s", 0.0)) + " s to " + Seconds(u.value("to_s", 0.0)) + " s";
 }
 
 // Below the table: what the curve column's words mean where one is used, and that the entries share
@@ -128,9 +128,9 @@ void PrintComparison(const nlohmann::json& summary) {
     const double t = num(r, "time_to_target_s"), b = num(r, "bytes_to_target");
     char to_time[32] = "never";
     if (r.value("diverged", false)) std::snprintf(to_time, sizeof to_time, "diverged");
-    if (t >= 0) std::snprintf(to_time, sizeof to_time, "%.1f", t);
-    std::printf("%-16s %9.4f %9.1f %10s %12s %12s %11s %6lld %7.0f%% %-12s %s\n", r.value("name", std::string()).c_str(),
-                num(r, "final_val_loss"), num(r, "time_s"), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),
+    if (t >= 0) std::snprintf(to_time, sizeof to_time, "%s", Seconds(t).c_str());
+    std::printf("%-16s %9.4f %9s %10s %12s %12s %11s %6lld %7.0f%% %-12s %s\n", r.value("name", std::string()).c_str(),
+                num(r, "final_val_loss"), Seconds(num(r, "time_s")).c_str(), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),
                 b >= 0 ? Bytes(b).c_str() : "never", Bytes(std::max(0.0, num(r, "peak_bytes_per_round"))).c_str(),
                 static_cast<long long>(num(r, "outer_syncs")), 100.0 * num(r, "compute_utilization"),
                 r.value("collective", std::string("-")).c_str(), CurveNote(r).c_str());
