@@ -295,6 +295,7 @@ void ReadTrain(Section t, Scenario& sc) {
 // the key is not given; `expected` names both forms in the error.
 int64_t AutoOrNumber(Section& d, const std::string& key, const std::string& absent, int64_t auto_value, int64_t max,
                      const std::string& expected) {
+  if (!d.Has(key)) d.Set(key, absent);  // the resolved scenario spells the default out
   const std::string text = d.Has(key) ? d.String(key, absent) : absent;
   if (text == "auto") return auto_value;
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
