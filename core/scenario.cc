@@ -66,14 +66,14 @@ Status ApplyOverride(YAML::Node root, const Override& o) {
   std::vector<std::string> parts;
   std::stringstream ss(o.key_path);
   for (std::string part; std::getline(ss, part, '.');) {
-    if (part.empty()) return Status::InvalidArgument("--set " + o.text + ": empty key in path");
+    if (part.empty()) return Status::InvalidArgument(o.flag + " " + o.text + ": empty key in path");
     parts.push_back(part);
   }
   YAML::Node value;
   try {
     value = YAML::Load(o.value);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument("--set " + o.text + ": value is not valid YAML: " + e.msg);
+    return Status::InvalidArgument(o.flag + " " + o.text + ": value is not valid YAML: " + e.msg);
   }
   // Walk with fresh handles: YAML::Node assignment rebinds, so never reassign a walking handle.
   // A number after a list (compare.1.outer_lr) names its item, counted from 0.
@@ -88,12 +88,12 @@ Status ApplyOverride(YAML::Node root, const Override& o) {
     if (at.IsSequence()) {
       const auto index = item(at, parts[i]);
       if (!index) {
-        return Status::InvalidArgument("--set " + o.text + ": '" + parts[i] + "' is not an item of a list of " +
+        return Status::InvalidArgument(o.flag + " " + o.text + ": '" + parts[i] + "' is not an item of a list of " +
                                        std::to_string(at.size()));
       }
       YAML::Node next = at[*index];
       if (!next.IsMap()) {
-        return Status::InvalidArgument("--set " + o.text + ": item " + parts[i] +
+        return Status::InvalidArgument(o.flag + " " + o.text + ": item " + parts[i] +
                                        " is not a mapping (write it as {algorithm: ..., ...} to set its keys)");
       }
       chain.push_back(next);
@@ -101,14 +101,14 @@ Status ApplyOverride(YAML::Node root, const Override& o) {
     }
     YAML::Node next = at[parts[i]];
     if (next.IsDefined() && !next.IsNull() && !next.IsMap() && !next.IsSequence()) {
-      return Status::InvalidArgument("--set " + o.text + ": '" + parts[i] +
+      return Status::InvalidArgument(o.flag + " " + o.text + ": '" + parts[i] +
                                      "' is not a mapping in the scenario");
     }
     chain.push_back(next);
   }
   if (chain.back().IsSequence()) {
     const auto index = item(chain.back(), parts.back());
-    if (!index) return Status::InvalidArgument("--set " + o.text + ": '" + parts.back() + "' is not an item of the list");
+    if (!index) return Status::InvalidArgument(o.flag + " " + o.text + ": '" + parts.back() + "' is not an item of the list");
     YAML::Node list = chain.back();
     list[*index] = value;
     return Status::Ok();
@@ -594,7 +594,7 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   Origin origin{origin_name, {}, {}};
   for (const auto& o : overrides) {
     NARROWS_RETURN_IF_ERROR(ApplyOverride(root, o));
-    origin.overrides[o.key_path] = o.text;
+    origin.overrides[o.key_path] = o.flag + " " + o.text;
   }
 
   std::vector<std::string> errors;

@@ -307,6 +307,7 @@ struct Override {
   std::string key_path;
   std::string value;
   std::string text;  // as the user typed it, for error messages
+  std::string flag = "--set";  // the option that gave it (a sweep's and a tune's grid: --grid)
 };
 
 // Parses "a.b.c=value". InvalidArgument if there is no '=' or the key is empty.

@@ -28,7 +28,7 @@ namespace narrows::core::internal {
 // Where a value came from, for error messages: a file position or a command-line override.
 struct Origin {
   std::string file;
-  std::map<std::string, std::string> overrides;  // key path -> override text
+  std::map<std::string, std::string> overrides;  // key path -> the option and its text ("--set a.b=1")
   // The key path of each error, in the order of the errors: a wrong value that others are checked
   // against (workers.count, train.steps) reports alone, not with the errors that follow from it.
   mutable std::vector<std::string> error_paths;
@@ -47,7 +47,7 @@ struct Origin {
       }
       if (path == key || path.rfind(key + ".", 0) == 0 || path.rfind(key + "[", 0) == 0 ||
           key.rfind(path + ".", 0) == 0 || key.rfind(path + "[", 0) == 0) {
-        return "--set " + text;
+        return text;
       }
     }
     std::ostringstream out;

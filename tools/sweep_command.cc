@@ -133,6 +133,8 @@ core::Result<Plan> Resolve(const SweepOptions& o) {
     texts.push_back("name=" + Slug(o.axes, p));
     auto overrides = core::ParseOverrides(texts);
     if (!overrides.ok()) return overrides.status();
+    // The grid's values: errors about them name --grid.
+    for (size_t a = 0; a < o.axes.size(); ++a) (*overrides)[o.sets.size() + a].flag = "--grid";
     auto sc = core::LoadScenario(o.scenario_file, *overrides);
     if (!sc.ok()) return Status::InvalidArgument("grid point " + Slug(o.axes, p) + ": " + sc.status().message());
     plan.scenarios.push_back(*sc);

@@ -104,6 +104,8 @@ Status RunTune(const TuneOptions& o) {
     for (size_t a = 0; a < o.axes.size(); ++a) texts.push_back(o.axes[a].key + "=" + o.axes[a].values[p[a]]);
     auto overrides = core::ParseOverrides(texts);
     if (!overrides.ok()) return overrides.status();
+    // The grid's values: errors about them name --grid.
+    for (size_t a = 0; a < o.axes.size(); ++a) (*overrides)[o.sets.size() + a].flag = "--grid";
     auto sc = core::LoadScenario(o.scenario_file, *overrides);
     if (!sc.ok()) return Status::InvalidArgument("grid point " + Slug(o.axes, p) + ": " + sc.status().message());
     point_entries.push_back(Entries(*sc));
