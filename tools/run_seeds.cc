@@ -185,15 +185,17 @@ void PrintSeeds(const Json& summary) {
   auto pm = [](const Json& r, const char* key, const char* format) {
     const double mean = Num(r, key), hw = Num(r, (std::string(key) + "_ci95").c_str());
     if (std::isnan(mean)) return std::string("never");
-    return Printf(format, mean) + (std::isnan(hw) ? "" : " ± " + Printf(format, hw));
+    // Times as the one-seed table writes them (three significant digits for short ones).
+    auto one = [format](double v) { return format == nullptr ? Seconds(v) : Printf(format, v); };
+    return one(mean) + (std::isnan(hw) ? "" : " ± " + one(hw));
   };
   std::printf("%zu seeds (%s); mean ± 95%% t-interval half-width\n", n, summary.at("seeds").dump().c_str());
   std::printf("%-16s %19s %15s %15s %12s %8s %-10s\n", "entry", "val loss", "time (s)", "to target (s)", "sent/worker",
               "compute", "collective");
   for (const auto& r : results) {
     std::printf("%-16s %19s %15s %15s %12s %7.0f%% %-10s\n", r.value("name", std::string()).c_str(),
-                pm(r, "final_val_loss", "%.4f").c_str(), pm(r, "time_s", "%.1f").c_str(),
-                pm(r, "time_to_target_s", "%.1f").c_str(), Bytes(Num(r, "bytes_sent_per_worker")).c_str(),
+                pm(r, "final_val_loss", "%.4f").c_str(), pm(r, "time_s", nullptr).c_str(),
+                pm(r, "time_to_target_s", nullptr).c_str(), Bytes(Num(r, "bytes_sent_per_worker")).c_str(),
                 100.0 * Num(r, "compute_utilization"), r.value("collective", std::string("-")).c_str());
   }
   PrintRetimed(summary);
