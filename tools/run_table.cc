@@ -122,14 +122,14 @@ void PrintComparison(const nlohmann::json& summary) {
   auto num = [](const nlohmann::json& r, const char* key) {
     return r.contains(key) && r[key].is_number() ? r[key].get<double>() : -1.0;
   };
-  std::printf("%-16s %9s %9s %10s %12s %12s %11s %6s %8s %-12s %s\n", "entry", "val loss", "time (s)", "to target",
-              "sent/worker", "to target", "peak/round", "syncs", "compute", "collective", "curve");
+  std::printf("%-16s %9s %9s %13s %12s %14s %11s %6s %8s %-12s %s\n", "entry", "val loss", "time (s)", "to target (s)",
+              "sent/worker", "sent to target", "peak/round", "syncs", "compute", "collective", "curve");
   for (const auto& r : results) {
     const double t = num(r, "time_to_target_s"), b = num(r, "bytes_to_target");
     char to_time[32] = "never";
     if (r.value("diverged", false)) std::snprintf(to_time, sizeof to_time, "diverged");
     if (t >= 0) std::snprintf(to_time, sizeof to_time, "%s", Seconds(t).c_str());
-    std::printf("%-16s %9.4f %9s %10s %12s %12s %11s %6lld %7.0f%% %-12s %s\n", r.value("name", std::string()).c_str(),
+    std::printf("%-16s %9.4f %9s %13s %12s %14s %11s %6lld %7.0f%% %-12s %s\n", r.value("name", std::string()).c_str(),
                 num(r, "final_val_loss"), Seconds(num(r, "time_s")).c_str(), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),
                 b >= 0 ? Bytes(b).c_str() : "never", Bytes(std::max(0.0, num(r, "peak_bytes_per_round"))).c_str(),
                 static_cast<long long>(num(r, "outer_syncs")), 100.0 * num(r, "compute_utilization"),
