@@ -18,14 +18,16 @@ void Engine::VirtualClock::ChargeCompute(double seconds) {
 
 core::Status Engine::Endpoint::Send(int dst, int tag, const void* data, size_t bytes) {
   const auto* bytes_in = static_cast<const uint8_t*>(data);
-  return Transmit(dst, tag, bytes_in, static_cast<int64_t>(bytes), false);
+  return Transmit(dst, tag, bytes_in != nullptr ? bytes_in : reinterpret_cast<const uint8_t*>(""),
+                  static_cast<int64_t>(bytes));
 }
 
 core::Status Engine::Endpoint::SendSizeOnly(int dst, int tag, int64_t bytes) {
-  return Transmit(dst, tag, nullptr, std::max<int64_t>(0, bytes), true);
+  return Transmit(dst, tag, nullptr, std::max<int64_t>(0, bytes));
 }
 
-core::Status Engine::Endpoint::Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes, bool size_only) {
+core::Status Engine::Endpoint::Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes) {
+  const bool size_only = bytes_in == nullptr;
   if (dst < 0 || dst >= world_size()) {
     return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
   }

@@ -44,7 +44,8 @@ class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
   core::Result<core::Envelope<std::vector<uint8_t>>> Await(int src, int tag, size_t expected_bytes, double timeout_s, void* into) override;
 
  private:
-  core::Status Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes, bool size_only);
+  // `bytes_in` null: a size-only message of `bytes` (no payload travels).
+  core::Status Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes);
   Engine* engine_;
   int actor_, rank_;
   VirtualClock clock_;

@@ -74,21 +74,21 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
     }
     queue.push_back(std::move(flow));
   } else {
-    Begin(flow, true);
+    Begin(flow, Start::kWritten);
     flows_.push_back(std::move(flow));
     Recompute();
   }
   return id;
 }
 
-void AnalyticModel::Begin(Flow& f, bool written) {
+void AnalyticModel::Begin(Flow& f, Start start) {
   if (!options_.slow_start) return;
   const double initial = options_.initial_window_segments * SegmentBits();
   auto [it, fresh] = connections_.try_emplace(f.pair);
   Connection& c = it->second;
   if (fresh) c.window_bits = initial;
   // The round its predecessor left open has ended since: what it sent was acknowledged.
-  if (c.round_end >= 0.0 && c.round_end <= now_) EndRound(c, f, false);
+  if (c.round_end >= 0.0 && c.round_end <= now_) EndRound(c, f, Then::kIdle);
   const double rtt = Rtt(f);
   if (c.idle_since >= 0.0) {
     // Linux's tcp_cwnd_restart: idle for longer than an RTO, the window is halved once for each
@@ -109,7 +109,7 @@ void AnalyticModel::Begin(Flow& f, bool written) {
     c.round_released_bits = 0.0;
     c.round_end = now_ + Trip(c, f);
   }
-  if (written) {
+  if (start == Start::kWritten) {
     const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
     Burst(c, f, std::min(std::max(0.0, room), f.remaining_bits));
   }
@@ -223,7 +223,8 @@ bool AnalyticModel::Spent(const Connection& c, double slack_bits) const {
   return c.round_end < kNever && c.round_sent_bits >= c.window_bits * (1.0 - 1e-12) - kEpsBits - slack_bits;
 }
 
-void AnalyticModel::EndRound(Connection& c, const Flow& f, bool next) {
+void AnalyticModel::EndRound(Connection& c, const Flow& f, Then then) {
+  const bool next = then == Then::kNextRound;
   // Growth while the window is used: the bits in flight (this round's, or the last round's still
   // being acknowledged early in this one) reached half of it; not while a loss is outstanding (the
   // burst that lost it did not fill the window, and fast recovery does not grow it).
@@ -275,7 +276,7 @@ bool AnalyticModel::StepRounds() {
     // Within what the clock can resolve of its end, a round has ended and a window is spent (absorbs
     // rounding: late in a long run a time step rounds to a multiple of now_'s last bit).
     const double resolution = std::max(1e-12, 4.0 * std::numeric_limits<double>::epsilon() * now_);
-    if (c.round_end < kNever && c.round_end <= now_ + resolution) EndRound(c, f, true);
+    if (c.round_end < kNever && c.round_end <= now_ + resolution) EndRound(c, f, Then::kNextRound);
     if (StepRecovery(c, f)) changed = true;
     const bool paused = Spent(c, f.rate_bps * resolution);
     if (paused != f.paused) changed = true;
@@ -410,7 +411,7 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
         if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
           flows_.push_back(std::move(q->second.front()));
           flows_.back().moved_s = now_;  // it waited behind its predecessor until now
-          Begin(flows_.back(), false);
+          Begin(flows_.back(), Start::kBehind);
           q->second.erase(q->second.begin());
         }
         changed = true;

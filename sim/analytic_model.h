@@ -128,17 +128,20 @@ class AnalyticModel : public NetworkModel {
   double Trip(struct Connection& c, const Flow& f) const;
   // A full-size segment on the wire, in bits.
   double SegmentBits() const { return options_.mss_bytes * options_.wire_bytes_per_byte * 8.0; }
+  // How a flow came to begin: its message written now (so with queue_s it is a burst), or waiting
+  // behind its predecessor, whose release covered it.
+  enum class Start { kWritten, kBehind };
   // A flow begins to transmit now: its connection's window, restarted after idleness, and the
-  // connection's round (the one still open, or a new one). `written`: the message was written now
-  // (not waiting behind its predecessor, whose release covered it), so with queue_s it is a burst.
-  void Begin(Flow& f, bool written);
+  // connection's round (the one still open, or a new one).
+  void Begin(Flow& f, Start start);
   // A flow's last bit left: the connection is idle from now (its round runs on to its end).
   void End(const Flow& f);
   // A round ends: the window grows by what it sent if the window was used (Linux grows a window in
-  // slow start only while half of it is in flight: tcp_is_cwnd_limited), and, if `next`, the next
-  // round begins now; a window past twice the route's slowest link's bits per round trip can no
-  // longer limit or grow, and has no more rounds.
-  void EndRound(Connection& c, const Flow& f, bool next);
+  // slow start only while half of it is in flight: tcp_is_cwnd_limited), and then the next round
+  // begins now (kNextRound) or none is open (kIdle); a window past twice the route's slowest link's
+  // bits per round trip can no longer limit or grow, and has no more rounds.
+  enum class Then { kNextRound, kIdle };
+  void EndRound(Connection& c, const Flow& f, Then then);
   // Rounds that end now and windows spent by now; true if any flow paused or resumed.
   bool StepRounds();
   // The next round's end or window spent among the transmitting flows.

@@ -126,8 +126,8 @@ core::Status CheckFigures(const Json& summary, const std::string& run_dir) {
     Findings f(name);
     CheckTotals(r, &f);
     const std::string dir = run_dir + "/" + name;
-    auto metrics = ReadJsonLines(dir + "/metrics.jsonl", false);
-    auto events = ReadJsonLines(dir + "/events.jsonl", false);
+    auto metrics = ReadJsonLines(dir + "/metrics.jsonl", Missing::kEmpty);
+    auto events = ReadJsonLines(dir + "/events.jsonl", Missing::kEmpty);
     if (metrics.ok()) CheckMetrics(r, *metrics, &f);
     if (events.ok() && metrics.ok()) CheckEvents(*events, *metrics, EntryTime(r), &f);
     if (IsFile(dir + "/links.json")) {

@@ -36,10 +36,10 @@ Result<json> ReadJson(const std::string& path) {
   }
 }
 
-Result<std::vector<json>> ReadJsonLines(const std::string& path, bool required) {
+Result<std::vector<json>> ReadJsonLines(const std::string& path, Missing missing) {
   std::ifstream in(path);
   if (!in) {
-    if (required) return Status::NotFound(path + ": cannot be read");
+    if (missing == Missing::kError) return Status::NotFound(path + ": cannot be read");
     return std::vector<json>{};
   }
   std::vector<json> lines;
@@ -99,9 +99,9 @@ Result<Run> LoadRun(const std::string& dir) {
     Entry e;
     e.summary = r;
     const std::string entry_dir = entries_dir + "/" + r["name"].get<std::string>();
-    auto metrics = ReadJsonLines(entry_dir + "/metrics.jsonl", true);
+    auto metrics = ReadJsonLines(entry_dir + "/metrics.jsonl", Missing::kError);
     if (!metrics.ok()) return metrics.status();
-    auto events = ReadJsonLines(entry_dir + "/events.jsonl", false);
+    auto events = ReadJsonLines(entry_dir + "/events.jsonl", Missing::kEmpty);
     if (!events.ok()) return events.status();
     e.metrics = std::move(*metrics);
     e.events = std::move(*events);
@@ -111,7 +111,7 @@ Result<Run> LoadRun(const std::string& dir) {
       e.links = std::move(*links);
     }
     for (size_t k = 0; k < seed_dirs.size() && seed_dirs.size() > 1; ++k) {
-      auto m = ReadJsonLines(seed_dirs[k] + "/" + r["name"].get<std::string>() + "/metrics.jsonl", true);
+      auto m = ReadJsonLines(seed_dirs[k] + "/" + r["name"].get<std::string>() + "/metrics.jsonl", Missing::kError);
       if (!m.ok()) return m.status();
       e.seed_metrics.push_back(std::move(*m));
     }

@@ -18,8 +18,10 @@ namespace narrows::tools {
 bool IsFile(const std::string& path);
 core::Result<std::string> ReadText(const std::string& path);
 core::Result<nlohmann::json> ReadJson(const std::string& path);
-// One object per line; a missing file is an empty list when `required` is false.
-core::Result<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path, bool required);
+// Whether a file must be there (NotFound without it) or may be missing (read as empty).
+enum class Missing { kError, kEmpty };
+// One object per line.
+core::Result<std::vector<nlohmann::json>> ReadJsonLines(const std::string& path, Missing missing);
 
 struct Entry {
   nlohmann::json summary;
