@@ -85,7 +85,8 @@ class CrashLayer {
 
 using core::Status;
 
-// Tags of the run's own messages, apart from the experiments' (trainer/experiment.cc uses < 10^8).
+// Tags of the run's own messages, above every tag an experiment can make (core/tags.h: below
+// kLiveEnd, the live roster's folded tags included; asserted there).
 constexpr int kTagStart = core::tags::kDeployStart;
 constexpr int kTagPartSize = core::tags::kDeployPartSize;
 constexpr int kTagPart = core::tags::kDeployPart;
