@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "core/result_record.h"
 #include "core/run_writer.h"
 #include "emu/network_from_scenario.h"
 #include "tools/format.h"
@@ -247,6 +248,20 @@ std::vector<std::string> PlannerLeavesOut(const core::Scenario& sc) {
   }
   if (!sc.network.schedule.empty()) {
     out.push_back("network.schedule: each link at its bandwidth at time 0 (no change over the run)");
+  }
+  // The planner times the analytic model's flows: what the scenario's network model adds is not in it.
+  const auto keys = core::ResultKeys(sc.resolved_yaml);
+  auto on = [&keys](const std::string& k) {
+    auto it = keys.find(k);
+    return it != keys.end() && it->second == "true";
+  };
+  if (sc.network.model != "analytic") {
+    out.push_back("network.model " + sc.network.model + ": the planner times the analytic model's flows");
+  } else if (on("network.analytic.slow_start") || on("network.analytic.acks")) {
+    out.push_back("network.analytic: the planner times flows without TCP's window, restarts, queue losses or ACKs");
+  }
+  if (sc.compute.host_bytes_per_s > 0) {
+    out.push_back("compute.host_bytes_per_s: the planner leaves out the hosts' work on messages");
   }
   return out;
 }
