@@ -550,31 +550,6 @@ Result<std::vector<Override>> ParseOverrides(const std::vector<std::string>& tex
   return out;
 }
 
-Scenario WithNetworkModel(Scenario sc, const std::string& name) {
-  const BlockParser* parser = FindBlockParser(BlockSlot::kNetworkModel, name);
-  NARROWS_CHECK(parser != nullptr) << "no network model '" << name << "'";
-  YAML::Node block;
-  if (!sc.resolved_yaml.empty()) {
-    try {
-      const YAML::Node root = YAML::Load(sc.resolved_yaml);
-      const YAML::Node network = root.IsMap() ? root["network"] : YAML::Node();
-      const YAML::Node own = network.IsDefined() && network.IsMap() ? network[name] : YAML::Node();
-      if (own.IsDefined() && own.IsMap()) block = own;
-    } catch (const YAML::Exception&) {
-      // A resolved scenario is narrows' own text; unreadable, the model's defaults stand.
-    }
-  }
-  Origin origin{"(the resolved scenario)", {}, {}};
-  std::vector<std::string> errors;
-  Section section(block, "network." + name, &origin, &errors, YAML::Node(YAML::NodeType::Map));
-  OptionReader reader(&section);
-  auto options = parser->parse(reader, sc);
-  NARROWS_CHECK(errors.empty()) << "network." << name << " was checked when read: " << errors.front();
-  sc.network.model = name;
-  sc.network.model_options = std::move(options);
-  return sc;
-}
-
 Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& origin_name,
                                const std::vector<Override>& overrides) {
   YAML::Node root;

@@ -1,5 +1,6 @@
 // The scenario's network section: the model, its topology, the links (profiles and explicit
-// values) and their schedule. Part of ParseScenario (core/scenario.cc).
+// values) and their schedule. Part of ParseScenario (core/scenario.cc); and a scenario moved to
+// another network model (WithNetworkModel).
 #include <algorithm>
 #include <set>
 #include <string>
@@ -146,6 +147,33 @@ std::vector<NetworkProfile> NetworkProfiles() {
   std::vector<NetworkProfile> out;
   for (const auto& p : internal::kProfiles) out.push_back({p.name, p.bandwidth_bps, p.latency_ms});
   return out;
+}
+
+Scenario WithNetworkModel(Scenario sc, const std::string& name) {
+  using internal::Origin;
+  using internal::Section;
+  const BlockParser* parser = FindBlockParser(BlockSlot::kNetworkModel, name);
+  NARROWS_CHECK(parser != nullptr) << "no network model '" << name << "'";
+  YAML::Node block;
+  if (!sc.resolved_yaml.empty()) {
+    try {
+      const YAML::Node root = YAML::Load(sc.resolved_yaml);
+      const YAML::Node network = root.IsMap() ? root["network"] : YAML::Node();
+      const YAML::Node own = network.IsDefined() && network.IsMap() ? network[name] : YAML::Node();
+      if (own.IsDefined() && own.IsMap()) block = own;
+    } catch (const YAML::Exception&) {
+      // A resolved scenario is narrows' own text; unreadable, the model's defaults stand.
+    }
+  }
+  Origin origin{"(the resolved scenario)", {}, {}};
+  std::vector<std::string> errors;
+  Section section(block, "network." + name, &origin, &errors, YAML::Node(YAML::NodeType::Map));
+  OptionReader reader(&section);
+  auto options = parser->parse(reader, sc);
+  NARROWS_CHECK(errors.empty()) << "network." << name << " was checked when read: " << errors.front();
+  sc.network.model = name;
+  sc.network.model_options = std::move(options);
+  return sc;
 }
 
 }  // namespace narrows::core

@@ -491,6 +491,12 @@ NetworkModelPlugin AnalyticPlugin() {
 
 }  // namespace
 
+AnalyticFeatures AnalyticFeaturesOf(const core::Scenario& sc) {
+  if (sc.network.model != "analytic") return {};
+  const auto* own = dynamic_cast<const AnalyticScenarioOptions*>(sc.network.model_options.get());
+  return own == nullptr ? AnalyticFeatures{} : AnalyticFeatures{own->slow_start, own->acks};
+}
+
 NARROWS_REGISTER_NETWORK_MODEL(analytic_model, AnalyticPlugin());
 
 }  // namespace narrows::sim

@@ -33,6 +33,7 @@
 
 #include <map>
 
+#include "core/scenario.h"
 #include "sim/network_model.h"
 
 namespace narrows::sim {
@@ -61,6 +62,14 @@ struct AnalyticOptions {
   // TCP over IPv4 with the timestamp option: 52 header bytes in every MTU-sized packet.
   static AnalyticOptions ForMtu(int mtu);
 };
+
+// What a scenario's network.analytic block turns on: the window model and ACKs on the reverse path
+// (both off where the block is absent or the scenario runs another model).
+struct AnalyticFeatures {
+  bool window = false;
+  bool acks = false;
+};
+AnalyticFeatures AnalyticFeaturesOf(const core::Scenario& sc);
 
 class AnalyticModel : public NetworkModel {
  public:
@@ -125,7 +134,7 @@ class AnalyticModel : public NetworkModel {
   // receives, so a round behind a full queue lasts a queue's length longer).
   double RoundTrip(const Flow& f) const;
   // RoundTrip, folded into the connection's smoothed round trip.
-  double Trip(struct Connection& c, const Flow& f) const;
+  double Trip(Connection& c, const Flow& f) const;
   // A full-size segment on the wire, in bits.
   double SegmentBits() const { return options_.mss_bytes * options_.wire_bytes_per_byte * 8.0; }
   // How a flow came to begin: its message written now (so with queue_s it is a burst), or waiting

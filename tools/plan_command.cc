@@ -9,9 +9,9 @@
 #include <map>
 #include <set>
 
-#include "core/result_record.h"
 #include "core/run_writer.h"
 #include "emu/network_from_scenario.h"
+#include "sim/analytic_model.h"
 #include "tools/format.h"
 #include "tools/report_blocks.h"
 #include "tools/report_command.h"
@@ -250,14 +250,10 @@ std::vector<std::string> PlannerLeavesOut(const core::Scenario& sc) {
     out.push_back("network.schedule: each link at its bandwidth at time 0 (no change over the run)");
   }
   // The planner times the analytic model's flows: what the scenario's network model adds is not in it.
-  const auto keys = core::ResultKeys(sc.resolved_yaml);
-  auto on = [&keys](const std::string& k) {
-    auto it = keys.find(k);
-    return it != keys.end() && it->second == "true";
-  };
+  const sim::AnalyticFeatures analytic = sim::AnalyticFeaturesOf(sc);
   if (sc.network.model != "analytic") {
     out.push_back("network.model " + sc.network.model + ": the planner times the analytic model's flows");
-  } else if (on("network.analytic.slow_start") || on("network.analytic.acks")) {
+  } else if (analytic.window || analytic.acks) {
     out.push_back("network.analytic: the planner times flows without TCP's window, restarts, queue losses or ACKs");
   }
   if (sc.compute.host_bytes_per_s > 0) {

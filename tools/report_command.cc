@@ -160,9 +160,7 @@ namespace {
 
 json SummaryTable(const Run& run) {
   json rows = json::array();
-  json results = json::array();
-  for (const auto& e : run.entries) results.push_back(e.summary);
-  const double first = run.entries.empty() ? NAN : EntryTime(run.entries[BaselineIndex(results)].summary);
+  const double first = run.entries.empty() ? NAN : EntryTime(run.entries[BaselineIndex(run)].summary);
   for (const auto& e : run.entries) {
     const json& s = e.summary;
     const double t = EntryTime(s);

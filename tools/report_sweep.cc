@@ -24,10 +24,7 @@ const core::AlgorithmSpec* FindEntry(const core::Scenario& sc, const std::string
 // The point's baseline entry (baseline: true, or the first), the reference of its speed-ups (null
 // where the point has no entry).
 const Entry* BaselineEntry(const Run& run) {
-  for (const auto& e : run.entries) {
-    if (e.summary.value("baseline", false)) return &e;
-  }
-  return run.entries.empty() ? nullptr : &run.entries.front();
+  return run.entries.empty() ? nullptr : &run.entries[BaselineIndex(run)];
 }
 
 bool IsBaseline(const Run& run, const Entry& e) { return BaselineEntry(run) == &e; }

@@ -12,6 +12,7 @@
 #include "core/run_writer.h"
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
+#include "sim/analytic_model.h"
 #include "tools/build_version.h"
 #include "tools/format.h"
 #include "tools/invariants.h"
@@ -423,14 +424,9 @@ void AddStability(const core::Scenario& sc, const std::vector<std::vector<Evalua
 // time over the four loss-free networks (home-100m, near-100m, shallow-100m, shallow-1g; DDP and
 // DiLoCo), mean and max of the relative error. The table's footer states it.
 nlohmann::json NetworkModelError(const core::Scenario& sc) {
-  const auto keys = core::ResultKeys(sc.resolved_yaml);
-  auto key = [&keys](const std::string& k) {
-    auto it = keys.find(k);
-    return it == keys.end() ? std::string() : it->second;
-  };
   nlohmann::json out = {{"model", sc.network.model}, {"measured", "docs/fidelity.md"}};
   if (sc.network.model == "analytic") {
-    const bool window = key("network.analytic.slow_start") == "true", acks = key("network.analytic.acks") == "true";
+    const auto [window, acks] = sim::AnalyticFeaturesOf(sc);
     const bool host = sc.compute.host_bytes_per_s > 0.0;
     if (!window) {
       out["variant"] = "as flows (no TCP window, ACKs or hosts' work)";
@@ -445,7 +441,7 @@ nlohmann::json NetworkModelError(const core::Scenario& sc) {
       out["variant"] = std::string("TCP window without ") + (acks ? "the hosts' work" : host ? "ACKs" : "ACKs or the hosts' work") +
                        " (measured with both: 4.5% mean error)";
     }
-  } else if (sc.network.model == "ns3" && key("network.ns3.host_qdisc") == "drop_tail") {
+  } else if (sc.network.model == "ns3" && core::ResultKeys(sc.resolved_yaml)["network.ns3.host_qdisc"] == "drop_tail") {
     out["variant"] = "drop-tail queues at the hosts";
     out["mean_error"] = 0.030;
     out["max_error"] = 0.074;

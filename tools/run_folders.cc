@@ -210,11 +210,25 @@ double Num(const json& j, const char* key, double fallback) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
-size_t BaselineIndex(const json& results) {
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].value("baseline", false)) return i;
+namespace {
+
+// The first item whose summary (`summary_of(item)`) says "baseline": true, else 0.
+template <typename Items, typename SummaryOf>
+size_t FirstBaseline(const Items& items, SummaryOf summary_of) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (summary_of(items[i]).value("baseline", false)) return i;
   }
   return 0;
+}
+
+}  // namespace
+
+size_t BaselineIndex(const json& results) {
+  return FirstBaseline(results, [](const json& r) -> const json& { return r; });
+}
+
+size_t BaselineIndex(const Run& run) {
+  return FirstBaseline(run.entries, [](const Entry& e) -> const json& { return e.summary; });
 }
 
 double EntryTime(const json& summary) {

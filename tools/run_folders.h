@@ -94,6 +94,8 @@ double EntryTime(const nlohmann::json& summary);
 // The index of the baseline in summary.json's `results` (the entry with "baseline": true; in files
 // without the field, the first).
 size_t BaselineIndex(const nlohmann::json& results);
+// The same among a loaded run's entries (0 for a run without entries).
+size_t BaselineIndex(const Run& run);
 // A metrics line's time: virtual in the emulator, measured in a deployment.
 double TimeOf(const nlohmann::json& line);
 
