@@ -51,50 +51,82 @@ std::vector<const CodecPlugin*> RegisteredCodecs() {
   return Plugins().All();
 }
 
-CodecSpec ReadCodec(OptionReader& r, const std::string& key) {
-  std::vector<std::pair<std::string, std::string>> names;
-  for (const auto* p : RegisteredCodecs()) names.emplace_back(p->name, p->name);
+namespace {
+
+// The keys of a codec block that every codec has; each codec declares its own (core/codecs/).
+const KeyBlock kCodec("a codec", "How a message's floats travel: a format, and its keys and those of every codec.",
+                      "compare[].outer_gradient");
+const ChoiceKey kFormat(kCodec, "format", {}, "fp32", Doc("the codec"),
+                        "a registered codec: fp32, bf16, fp16, int8, int4, e3m0, topk, sign");
+const EnumKey<AllGather> kAllGather(kCodec, "all_gather",
+                                    {{"same", AllGather::kSame}, {"bf16", AllGather::kBf16}, {"fp32", AllGather::kFp32}},
+                                    AllGather::kSame,
+                                    Doc("dense lossy formats: how an owner sends its chunk's sum back"));
+const BoolKey kErrorFeedback(kCodec, "error_feedback", false,
+                             Doc("add what encoding lost to the next message (the wire's chunks and roundings included)"));
+const NumberKey kErrorFeedbackDecay(kCodec, "error_feedback_decay", 1.0, 0.0, 1.0,
+                                   Doc("error_feedback: add this times the residual (SparseLoCo's decaying accumulator)"));
+
+std::vector<std::string> CodecNames() {
+  std::vector<std::string> names;
+  for (const auto* p : RegisteredCodecs()) names.emplace_back(p->name);
+  return names;
+}
+
+// A codec block: its format, that codec's own keys, and the keys every codec has.
+CodecSpec ReadCodecBlock(OptionReader& block) {
   CodecSpec spec;
-  if (r.Has(key) && !r.HasMap(key)) {
-    spec.format = r.Enum<std::string>(key, "fp32", names);
-    spec.kernel = WithDefaults(Plugin(spec.format));
-    return spec;
-  }
-  OptionReader block = r.Sub(key);
-  spec.format = block.Enum<std::string>("format", "fp32", names);
+  spec.format = block.Choose(kFormat, "fp32", CodecNames());
   spec.kernel = Plugin(spec.format).make(block);
   if (!spec.kernel->sparse() && !spec.kernel->lossless()) {
-    spec.all_gather = block.Enum<AllGather>("all_gather", AllGather::kSame,
-                                            {{"same", AllGather::kSame}, {"bf16", AllGather::kBf16}, {"fp32", AllGather::kFp32}});
+    spec.all_gather = block.Enum(kAllGather);
   } else if (block.Has("all_gather")) {
-    block.String("all_gather", "");
+    block.Enum(kAllGather);
     block.ErrorAt("all_gather", spec.kernel->sparse()
                                     ? "a sparse format has no second phase (each replica's set is all-gathered and summed densely)"
                                     : "a lossless format has no second phase to choose");
   }
-  spec.error_feedback = block.Bool("error_feedback", false);
+  spec.error_feedback = block.Bool(kErrorFeedback);
   if (spec.error_feedback) {
-    spec.error_feedback_decay = block.Double("error_feedback_decay", 1.0, 0.0, 1.0);
+    spec.error_feedback_decay = block.Double(kErrorFeedbackDecay);
   } else if (block.Has("error_feedback_decay")) {
-    block.Double("error_feedback_decay", 1.0, 0.0, 1.0);
+    block.Double(kErrorFeedbackDecay);
     block.ErrorAt("error_feedback_decay", "needs error_feedback: true");
   }
   block.Finish();
   return spec;
 }
 
+}  // namespace
+
+CodecSpec ReadCodec(OptionReader& r, const ChoiceKey& key) {
+  if (r.Has(key.info.name) && !r.HasMap(key.info.name)) {
+    CodecSpec spec;
+    spec.format = r.Choose(key, "fp32", CodecNames());
+    spec.kernel = WithDefaults(Plugin(spec.format));
+    return spec;
+  }
+  OptionReader block = r.Sub(key.info);
+  return ReadCodecBlock(block);
+}
+
 Result<CodecSpec> ParseCodec(const std::string& yaml_text) {
-  YAML::Node root(YAML::NodeType::Map);
+  YAML::Node root;
   try {
-    root["codec"] = YAML::Load(yaml_text);
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("codec " + yaml_text + ": not valid YAML: " + e.msg);
   }
+  if (!root.IsMap()) {  // a codec's name
+    YAML::Node block(YAML::NodeType::Map);
+    block["format"] = root;
+    root = block;
+  }
   const internal::Origin origin{"codec", {}, {}};
   std::vector<std::string> errors;
-  internal::Section top(root, "", &origin, &errors, YAML::Node(YAML::NodeType::Map));
+  internal::Section top(root, "codec", &origin, &errors, YAML::Node(YAML::NodeType::Map));
   OptionReader r(&top);
-  CodecSpec spec = ReadCodec(r, "codec");
+  CodecSpec spec = ReadCodecBlock(r);
   if (!errors.empty()) return Status::InvalidArgument(errors.front());
   return spec;
 }

@@ -70,7 +70,7 @@ struct CodecSpec {
 };
 
 // `key` of `r`: a codec's name, or a block {format, error_feedback, and the codec's own keys}.
-CodecSpec ReadCodec(OptionReader& r, const std::string& key);
+CodecSpec ReadCodec(OptionReader& r, const ChoiceKey& key);
 // A codec from YAML text ("int8", "{format: topk, topk: 0.05}"): tests, benchmarks, the planner.
 Result<CodecSpec> ParseCodec(const std::string& yaml_text);
 

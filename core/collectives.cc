@@ -199,6 +199,11 @@ namespace {
 
 // AllReduceSumEncoded's chunk j over the encoded body, and its payload size in `kernel` (the tail
 // rides with the last chunk, as fp32).
+// Whether a range of the encoded body carries the buffer's unencoded tail after it (the chunk that
+// ends the body does).
+enum class Tail { kWithout, kWith };
+Tail TailIf(bool last) { return last ? Tail::kWith : Tail::kWithout; }
+
 struct EncodedChunk {
   int64_t begin, end, bytes;
 };
@@ -248,8 +253,8 @@ class EncodedReduce {
 
   // This rank's contribution to [begin, end) of the body, plus what encoding it lost last time,
   // encoded with `kernel` into `out` (after which `out` holds the tail's exact floats when
-  // `with_tail`); with error feedback, the new residual of that range goes to sent_.
-  void EncodeContribution(const CodecKernel& kernel, int64_t begin, int64_t end, bool with_tail, std::vector<uint8_t>* out) {
+  // `tail`); with error feedback, the new residual of that range goes to sent_.
+  void EncodeContribution(const CodecKernel& kernel, int64_t begin, int64_t end, Tail tail, std::vector<uint8_t>* out) {
     const int64_t len = end - begin;
     const float* values = data_ + begin;
     if (residuals_) {
@@ -259,8 +264,8 @@ class EncodedReduce {
       values = scratch_.data();
     }
     const int64_t bytes = kernel.EncodedBytes(len);
-    out->resize(static_cast<size_t>(bytes + (with_tail ? 4 * tail_ : 0)));
-    if (with_tail && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
+    out->resize(static_cast<size_t>(bytes + (tail == Tail::kWith ? 4 * tail_ : 0)));
+    if (tail == Tail::kWith && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
     if (len == 0) return;  // an empty chunk (fewer values than ranks): the tail alone
     kernel.Encode(values, len, out->data());
     if (residuals_) {
@@ -281,12 +286,12 @@ class EncodedReduce {
     for (int j = 0; j < n_; ++j) {
       if (j == p_) continue;
       const EncodedChunk c = EncodedChunkOf(first, body_, tail_, n_, j);
-      EncodeContribution(first, c.begin, c.end, j == n_ - 1, &payload);
+      EncodeContribution(first, c.begin, c.end, TailIf(j == n_ - 1), &payload);
       NARROWS_RETURN_IF_ERROR(t_.Send(Rank(j), o_.tag, payload.data(), payload.size()));
     }
     const EncodedChunk mine = EncodedChunkOf(first, body_, tail_, n_, p_);
     const bool last = p_ == n_ - 1;
-    EncodeContribution(first, mine.begin, mine.end, last, &own);
+    EncodeContribution(first, mine.begin, mine.end, TailIf(last), &own);
     // The owned chunk (and the tail, with the last chunk) becomes the sum, from zero in group order:
     // the same sum on whatever ring.
     std::fill(data_ + mine.begin, data_ + mine.end, 0.0f);
@@ -298,9 +303,9 @@ class EncodedReduce {
         NARROWS_RETURN_IF_ERROR(t_.Recv(Rank(r), o_.tag, payload.data(), payload.size(), o_.timeout_s));
         in = payload.data();
       }
-      AddDecoded(first, in, mine.begin, mine.end, last);
+      AddDecoded(first, in, mine.begin, mine.end, TailIf(last));
     }
-    EncodeSum(mine.begin, mine.end, last, &own);
+    EncodeSum(mine.begin, mine.end, TailIf(last), &own);
     for (int r = 0; r < n_; ++r) {
       if (r != p_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(r), o_.tag + 1, own.data(), own.size()));
     }
@@ -321,13 +326,13 @@ class EncodedReduce {
   }
 
   // Adds the decoding of `in` (values for [begin, end) in `kernel`, the tail after them when
-  // `with_tail`) into the data and its tail.
-  void AddDecoded(const CodecKernel& kernel, const uint8_t* in, int64_t begin, int64_t end, bool with_tail) {
+  // `tail`) into the data and its tail.
+  void AddDecoded(const CodecKernel& kernel, const uint8_t* in, int64_t begin, int64_t end, Tail tail) {
     const int64_t len = end - begin;
     decoded_.resize(static_cast<size_t>(len));
     if (len > 0) kernel.Decode(in, len, decoded_.data());
     for (int64_t i = 0; i < len; ++i) data_[begin + i] += decoded_[static_cast<size_t>(i)];
-    if (!with_tail) return;
+    if (tail == Tail::kWithout) return;
     const uint8_t* at = in + kernel.EncodedBytes(len);
     for (int64_t i = 0; i < tail_; ++i) {
       float v;
@@ -339,7 +344,7 @@ class EncodedReduce {
   // The owner of a whole sum (a ring's chunk, the star's or the tree's root): adds what re-encoding
   // its last sum of these elements lost, encodes the sum with the second phase's codec into `out`
   // (the tail exact after it) and keeps the decoding in the data. One rounding of the sum.
-  void EncodeSum(int64_t begin, int64_t end, bool with_tail, std::vector<uint8_t>* out) {
+  void EncodeSum(int64_t begin, int64_t end, Tail tail, std::vector<uint8_t>* out) {
     const CodecKernel& second = codec_.gather();
     const int64_t len = end - begin;
     std::vector<float> sum(data_ + begin, data_ + end);
@@ -347,12 +352,12 @@ class EncodedReduce {
       for (int64_t i = 0; i < len; ++i) sum[static_cast<size_t>(i)] += residuals_->owned[static_cast<size_t>(begin + i)];
     }
     const int64_t bytes = second.EncodedBytes(len);
-    out->resize(static_cast<size_t>(bytes + (with_tail ? 4 * tail_ : 0)));
+    out->resize(static_cast<size_t>(bytes + (tail == Tail::kWith ? 4 * tail_ : 0)));
     if (len > 0) {
       second.Encode(sum.data(), len, out->data());
       second.Decode(out->data(), len, data_ + begin);
     }
-    if (with_tail && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
+    if (tail == Tail::kWith && tail_ > 0) std::memcpy(out->data() + bytes, data_ + body_, static_cast<size_t>(tail_) * 4);
     NoteOwned(begin, sum.data(), len);
   }
 
@@ -376,16 +381,16 @@ class EncodedReduce {
     for (int s = 0; s < n_ - 1; ++s) {
       const int cs = Mod(p_ - s, n_), cr = Mod(p_ - s - 1, n_);
       const EncodedChunk send = EncodedChunkOf(first, body_, tail_, n_, cs);
-      EncodeContribution(first, send.begin, send.end, cs == n_ - 1, &out);
+      EncodeContribution(first, send.begin, send.end, TailIf(cs == n_ - 1), &out);
       NARROWS_RETURN_IF_ERROR(t_.Send(next, o_.tag, out.data(), out.size()));
       const EncodedChunk recv = EncodedChunkOf(first, body_, tail_, n_, cr);
       in.resize(static_cast<size_t>(recv.bytes));
       NARROWS_RETURN_IF_ERROR(t_.Recv(prev, o_.tag, in.data(), in.size(), o_.timeout_s));
-      AddDecoded(first, in.data(), recv.begin, recv.end, cr == n_ - 1);
+      AddDecoded(first, in.data(), recv.begin, recv.end, TailIf(cr == n_ - 1));
     }
     const int owned = Mod(p_ + 1, n_);
     const EncodedChunk mine = EncodedChunkOf(second, body_, tail_, n_, owned);
-    EncodeSum(mine.begin, mine.end, owned == n_ - 1, &out);
+    EncodeSum(mine.begin, mine.end, TailIf(owned == n_ - 1), &out);
     for (int s = 0; s < n_ - 1; ++s) {
       NARROWS_RETURN_IF_ERROR(t_.Send(next, o_.tag + 1, out.data(), out.size()));
       const int cr = Mod(p_ - s, n_);
@@ -406,7 +411,7 @@ class EncodedReduce {
     const CodecKernel& first = codec_.kernel();
     std::vector<uint8_t> payload;
     if (t_.rank() != root) {
-      EncodeContribution(first, 0, body_, true, &payload);
+      EncodeContribution(first, 0, body_, Tail::kWith, &payload);
       NARROWS_RETURN_IF_ERROR(t_.Send(root, o_.tag, payload.data(), payload.size()));
       payload.resize(static_cast<size_t>(codec_.gather().EncodedBytes(body_) + 4 * tail_));
       NARROWS_RETURN_IF_ERROR(t_.Recv(root, o_.tag + 1, payload.data(), payload.size(), o_.timeout_s));
@@ -422,9 +427,9 @@ class EncodedReduce {
         continue;
       }
       NARROWS_RETURN_IF_ERROR(t_.Recv(r, o_.tag, payload.data(), payload.size(), o_.timeout_s));
-      AddDecoded(first, payload.data(), 0, body_, true);
+      AddDecoded(first, payload.data(), 0, body_, Tail::kWith);
     }
-    EncodeSum(0, body_, true, &payload);
+    EncodeSum(0, body_, Tail::kWith, &payload);
     for (int r : o_.group) {
       if (r != root) NARROWS_RETURN_IF_ERROR(t_.Send(r, o_.tag + 1, payload.data(), payload.size()));
     }
@@ -444,17 +449,17 @@ class EncodedReduce {
     for (int child : {left, right}) {
       if (child >= n_) continue;
       NARROWS_RETURN_IF_ERROR(t_.Recv(Rank(child), o_.tag, payload.data(), payload.size(), o_.timeout_s));
-      AddDecoded(first, payload.data(), 0, body_, true);
+      AddDecoded(first, payload.data(), 0, body_, Tail::kWith);
     }
     if (p_ > 0) {
       const int parent = Rank((p_ - 1) / 2);
-      EncodeContribution(first, 0, body_, true, &payload);
+      EncodeContribution(first, 0, body_, Tail::kWith, &payload);
       NARROWS_RETURN_IF_ERROR(t_.Send(parent, o_.tag, payload.data(), payload.size()));
       payload.resize(static_cast<size_t>(codec_.gather().EncodedBytes(body_) + 4 * tail_));
       NARROWS_RETURN_IF_ERROR(t_.Recv(parent, o_.tag + 1, payload.data(), payload.size(), o_.timeout_s));
       KeepWhole(payload.data());
     } else {
-      EncodeSum(0, body_, true, &payload);
+      EncodeSum(0, body_, Tail::kWith, &payload);
     }
     for (int child : {left, right}) {
       if (child < n_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(child), o_.tag + 1, payload.data(), payload.size()));
@@ -478,7 +483,7 @@ class EncodedReduce {
   Status SparseAllGather() {
     const CodecKernel& kernel = codec_.kernel();
     std::vector<uint8_t> own, payload;
-    EncodeContribution(kernel, 0, body_, true, &own);
+    EncodeContribution(kernel, 0, body_, Tail::kWith, &own);
     for (int r = 0; r < n_; ++r) {
       if (r != p_) NARROWS_RETURN_IF_ERROR(t_.Send(Rank(r), o_.tag, own.data(), own.size()));
     }
@@ -490,7 +495,7 @@ class EncodedReduce {
         NARROWS_RETURN_IF_ERROR(t_.Recv(Rank(r), o_.tag, payload.data(), payload.size(), o_.timeout_s));
         in = payload.data();
       }
-      AddDecoded(kernel, in, 0, body_, true);
+      AddDecoded(kernel, in, 0, body_, Tail::kWith);
     }
     return Status::Ok();
   }

@@ -1,5 +1,5 @@
 // OptionReader: one mapping of the scenario file being read, as a plug-in (an algorithm, a network
-// model) sees its own block. Typed getters take a key, a default and a range; each records what it
+// model) sees its own block. Typed getters take a declared key (core/keys.h); each records what it
 // read (so that unknown keys are reported and the resolved scenario spells every default out) and
 // collects an error naming file:line:column and the key path instead of stopping at the first.
 // A reader lives as long as the ParseScenario call that handed it out; not thread-safe.
@@ -12,14 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "core/keys.h"
+
 namespace narrows::core {
 
 namespace internal {
 class Section;  // core/section.h
 }
-
-// Whether a range's lower bound is itself allowed.
-enum class Bound { kInclusive, kExclusive };
 
 class OptionReader {
  public:
@@ -28,25 +27,30 @@ class OptionReader {
   // Whether `key` is given (not null) here; whether it is given as a mapping.
   bool Has(const std::string& key) const;
   bool HasMap(const std::string& key) const;
-  // The mapping under `key` (empty if absent), read with the same rules.
-  OptionReader Sub(const std::string& key);
+  // The mapping under a declared key (empty if absent), read with the same rules.
+  OptionReader Sub(const StructureKey& key) { return Sub(key.info); }
+  OptionReader Sub(const KeyInfo& key);
 
-  int64_t Int(const std::string& key, int64_t fallback, int64_t min,
-              int64_t max = std::numeric_limits<int64_t>::max());
-  double Double(const std::string& key, double fallback, double min, double max, Bound lower = Bound::kInclusive);
-  bool Bool(const std::string& key, bool fallback);
-  std::string String(const std::string& key, const std::string& fallback);
-  // One of `names` (name, value); the fallback's name is what the resolved scenario shows.
+  // A declared key (core/keys.h): checked against its declaration, its default where absent. A
+  // default given here is one that depends on other keys, as the declaration's help says.
+  int64_t Int(const IntKey& key);
+  int64_t Int(const IntKey& key, int64_t fallback);
+  int64_t Int(const IntKey& key, int64_t fallback, int64_t min, int64_t max);  // a range from other keys
+  double Double(const NumberKey& key);
+  double Double(const NumberKey& key, double fallback);
+  bool Bool(const BoolKey& key);
+  bool Bool(const BoolKey& key, bool fallback);
+  std::string String(const TextKey& key);
   template <typename E>
-  E Enum(const std::string& key, E fallback, const std::vector<std::pair<std::string, E>>& names) {
-    std::vector<std::string> labels;
-    size_t fallback_index = 0;
-    for (size_t i = 0; i < names.size(); ++i) {
-      labels.push_back(names[i].first);
-      if (names[i].second == fallback) fallback_index = i;
-    }
-    return names[EnumIndex(key, fallback_index, labels)].second;
+  E Enum(const EnumKey<E>& key) {
+    return Enum(key, key.fallback_value);
   }
+  template <typename E>
+  E Enum(const EnumKey<E>& key, E fallback) {
+    return key.values[Choice(key, key.IndexOf(fallback), key.names)].second;
+  }
+  // A choice among `names`, which a registry gives at the call; `fallback` where absent.
+  std::string Choose(const ChoiceKey& key, const std::string& fallback, const std::vector<std::string>& names);
   // Records a resolved value that was not read from a key of this mapping (shorthand expansions).
   void Set(const std::string& key, const std::string& value);
 
@@ -60,7 +64,7 @@ class OptionReader {
   const std::string& path() const;
 
  private:
-  size_t EnumIndex(const std::string& key, size_t fallback, const std::vector<std::string>& names);
+  size_t Choice(const ChoiceKey& key, size_t fallback, const std::vector<std::string>& names);
 
   std::shared_ptr<internal::Section> owned_;  // a Sub's own section
   internal::Section* section_;

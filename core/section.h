@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/did_you_mean.h"
+#include "core/keys.h"
 #include "core/option_reader.h"
 #include "core/result_record.h"
 #include "core/scenario.h"
@@ -184,6 +185,58 @@ class Section {
                             (n.IsScalar() ? core::DidYouMean(n.Scalar(), all) : ""));
     resolved_[key] = fallback_name;
     return fallback;
+  }
+
+  // The declared keys (core/keys.h): the declaration's name, default and range; a default (and a
+  // range) given here is one that depends on other keys, as the declaration's help says.
+  int64_t Int(const IntKey& k) { NoteKeyRead(k.info); return Int(k.info.name, k.fallback, k.min, k.max); }
+  int64_t Int(const IntKey& k, int64_t fallback) { NoteKeyRead(k.info); return Int(k.info.name, fallback, k.min, k.max); }
+  int64_t Int(const IntKey& k, int64_t fallback, int64_t min, int64_t max) { NoteKeyRead(k.info); return Int(k.info.name, fallback, min, max); }
+  double Double(const NumberKey& k) { NoteKeyRead(k.info); return Double(k.info.name, k.fallback, k.min, k.max, k.lower); }
+  double Double(const NumberKey& k, double fallback) { NoteKeyRead(k.info); return Double(k.info.name, fallback, k.min, k.max, k.lower); }
+  double Double(const NumberKey& k, double fallback, double min, double max) {
+    NoteKeyRead(k.info);
+    return Double(k.info.name, fallback, min, max, k.lower);
+  }
+  bool Bool(const BoolKey& k) { NoteKeyRead(k.info); return Bool(k.info.name, k.fallback); }
+  bool Bool(const BoolKey& k, bool fallback) { NoteKeyRead(k.info); return Bool(k.info.name, fallback); }
+  std::string String(const TextKey& k) { NoteKeyRead(k.info); return String(k.info.name, k.fallback); }
+  std::string String(const TextKey& k, const std::string& fallback) { NoteKeyRead(k.info); return String(k.info.name, fallback); }
+  template <typename E>
+  E Enum(const EnumKey<E>& k) {
+    return Enum(k, k.fallback_value);
+  }
+  template <typename E>
+  E Enum(const EnumKey<E>& k, E fallback) {
+    NoteKeyRead(k.info);
+    return k.values[EnumIndex(k.info.name, k.IndexOf(fallback), k.names)].second;
+  }
+  // A choice among `names` (a registry's, at the call; the declaration's where empty).
+  std::string Choose(const ChoiceKey& k, const std::string& fallback, const std::vector<std::string>& names = {}) {
+    NoteKeyRead(k.info);
+    const std::vector<std::string>& all = names.empty() ? k.names : names;
+    size_t index = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i] == fallback) index = i;
+    }
+    return all.empty() ? fallback : all[EnumIndex(k.info.name, index, all)];
+  }
+  std::vector<double> DoubleList(const NumbersKey& k, size_t count) {
+    NoteKeyRead(k.info);
+    return DoubleList(k.info.name, k.fallback, count, k.min, k.max);
+  }
+  std::vector<std::vector<int>> IntLists(const StructureKey& k) {
+    NoteKeyRead(k.info);
+    return IntLists(k.info.name);
+  }
+  void Items(const StructureKey& k, const std::function<void(Section&, const YAML::Node&, size_t)>& fn) {
+    NoteKeyRead(k.info);
+    Items(k.info.name, fn);
+  }
+  Section Sub(const StructureKey& k) { return Sub(k.info); }
+  Section Sub(const KeyInfo& k) {
+    NoteKeyRead(k);
+    return Sub(k.name);
   }
 
   // Records a resolved value that was not read from a key of this mapping (shorthand expansions).

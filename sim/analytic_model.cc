@@ -462,15 +462,25 @@ struct AnalyticScenarioOptions : core::PluginOptions {
   bool acks = false;
 };
 
+const core::KeyBlock kAnalyticKeys("network.analytic", "The flow-level model (network.model: analytic; docs/network-models.md).");
+const core::NumberKey kMinRtoS(kAnalyticKeys, "min_rto_s", 1.0, 0.001, 60.0,
+                               core::Doc("the minimum retransmission timeout (1 s: RFC 6298; Linux hosts use 0.2)", "s"));
+const core::BoolKey kSlowStart(kAnalyticKeys, "slow_start", false,
+                               core::Doc("a congestion window per connection: slow start, and a restart after an idle RTO"));
+const core::IntKey kInitialWindow(kAnalyticKeys, "initial_window_segments", 10, 1, 1000,
+                                  core::Doc("slow_start: the initial and restart window", "segments"));
+const core::BoolKey kAcks(kAnalyticKeys, "acks", false,
+                          core::Doc("ACKs load the reverse path, one 52-byte ACK per two segments"));
+
 NetworkModelPlugin AnalyticPlugin() {
   NetworkModelPlugin p;
   p.parser.name = "analytic";
   p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
     auto o = std::make_shared<AnalyticScenarioOptions>();
-    o->min_rto_s = r.Double("min_rto_s", 1.0, 0.001, 60.0);
-    o->slow_start = r.Bool("slow_start", false);
-    o->initial_window_segments = static_cast<int>(r.Int("initial_window_segments", 10, 1, 1000));
-    o->acks = r.Bool("acks", false);
+    o->min_rto_s = r.Double(kMinRtoS);
+    o->slow_start = r.Bool(kSlowStart);
+    o->initial_window_segments = static_cast<int>(r.Int(kInitialWindow));
+    o->acks = r.Bool(kAcks);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {

@@ -1029,17 +1029,36 @@ void Ns3Model::Run(double limit, RunUntil until, std::vector<Delivery>* delivere
 namespace narrows::sim {
 namespace {
 
+const core::KeyBlock kNs3Keys("network.ns3", "ns-3's packet-level TCP (network.model: ns3; docs/network-models.md).");
+const core::EnumKey<std::string> kTcp(kNs3Keys, "tcp", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}}, "cubic",
+                                      core::Doc("congestion control"));
+const core::IntKey kQueuePackets(kNs3Keys, "queue_packets", 0, 0, 1'000'000,
+                                 core::Doc("every switch port's drop-tail queue; 0: queue_ms where set, else one "
+                                           "bandwidth-delay product of the longest path crossing it, at least 100",
+                                           "packets"));
+const core::BoolKey kFastForward(kNs3Keys, "fast_forward", true,
+                                 core::Doc("skip whole loss cycles of transfers that cycle steadily; false runs every packet"));
+const core::EnumKey<std::string> kHostQdisc(kNs3Keys, "host_qdisc", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}},
+                                            "fq_codel",
+                                            core::Doc("a worker's own egress: fq_codel over a 16-packet ring (Linux's), or "
+                                                      "a drop-tail queue like a switch port's"));
+const core::EnumKey<bool> kWindow(kNs3Keys, "window", {{"linux", true}, {"ns3", false}}, true,
+                                  core::Doc("Linux's window rules around NewReno and CUBIC, or ns-3 3.37's own"));
+const core::EnumKey<bool> kRto(kNs3Keys, "rto", {{"linux", true}, {"rfc6298", false}}, true,
+                               core::Doc("linux: srtt + max(4 rttvar, 200 ms), delayed ACKs 40 ms; rfc6298: at least 1 s, "
+                                         "delayed ACKs 200 ms"));
+
 NetworkModelPlugin Ns3Plugin() {
   NetworkModelPlugin p;
   p.parser.name = "ns3";
   p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
     auto o = std::make_shared<Ns3ScenarioOptions>();
-    o->tcp = r.Enum<std::string>("tcp", "cubic", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}});
-    o->queue_packets = r.Int("queue_packets", 0, 0, 1'000'000);
-    o->fast_forward = r.Bool("fast_forward", true);
-    o->host_qdisc = r.Enum<std::string>("host_qdisc", "fq_codel", {{"fq_codel", "fq_codel"}, {"drop_tail", "drop_tail"}});
-    o->linux_window = r.Enum<bool>("window", true, {{"linux", true}, {"ns3", false}});
-    o->linux_rto = r.Enum<bool>("rto", true, {{"linux", true}, {"rfc6298", false}});
+    o->tcp = r.Enum(kTcp);
+    o->queue_packets = r.Int(kQueuePackets);
+    o->fast_forward = r.Bool(kFastForward);
+    o->host_qdisc = r.Enum(kHostQdisc);
+    o->linux_window = r.Enum(kWindow);
+    o->linux_rto = r.Enum(kRto);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
   p.make = [](Topology topology, const core::Scenario& sc) -> std::unique_ptr<NetworkModel> {

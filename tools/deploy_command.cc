@@ -30,6 +30,7 @@
 #include "tools/linkemu_command.h"
 #include "tools/plan_command.h"
 #include "tools/run_command.h"
+#include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
 #include "trainer/warm_start.h"
 
@@ -356,10 +357,11 @@ Status HonouredByRealProcesses(const core::Scenario& sc) {
     }
     if (f.kind == core::FaultKind::kLeave || f.kind == core::FaultKind::kJoin) {
       for (const auto& e : sc.compare) {
-        if (e.algorithm == "async-diloco") {
-          return Status::InvalidArgument(at + "compare entry '" + e.name + "' (async-diloco): its server takes no "
-                                              "scheduled leave or join in real processes; launch it with --entry "
-                                              "after removing the fault, or run it in the emulator");
+        const trainer::AlgorithmPlugin* p = trainer::FindAlgorithm(e.algorithm);
+        const std::string why = p != nullptr && p->scheduled_membership ? p->scheduled_membership(e) : "";
+        if (!why.empty()) {
+          return Status::InvalidArgument(at + "compare entry '" + e.name + "' (" + e.algorithm + "): " + why +
+                                         "; launch it with --entry after removing the fault, or run it in the emulator");
         }
       }
     }

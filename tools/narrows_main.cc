@@ -19,6 +19,7 @@
 #include "tools/fit_command.h"
 #include "tools/format.h"
 #include "tools/plan_command.h"
+#include "tools/reference_command.h"
 #include "tools/replay_command.h"
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
@@ -292,9 +293,9 @@ Command AddPlan(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "tokens to train on, all workers (default: the scenario's, or 20 per parameter)");
   cmd->add_option("--batch-tokens", o->global_batch_tokens, "tokens per optimiser step, all workers");
   cmd->add_option("--flops", o->flops, "sustained FLOP/s of one worker (default: compute.device_flops)");
-  cmd->add_option("--fragments", o->fragments, "add Streaming DiLoCo with this many fragments")->check(CLI::PositiveNumber);
-  cmd->add_option("--overlap", o->overlap_steps, "Streaming DiLoCo: inner steps a fragment's sync hides behind");
-  cmd->add_option("--bits", o->bits, "Streaming DiLoCo rows: outer gradients in 32 (fp32), 16 (bf16), 8 (int8), 4 (int4) or 1 (sign) bits");
+  cmd->add_option("--entry", o->entries,
+                  "plan this entry too, written as a compare: item (repeatable): diloco-h100, or "
+                  "'{algorithm: streaming-diloco, inner_steps: 100, fragments: 4, outer_gradient: int4}'");
   auto fit = std::make_shared<std::string>();
   auto workers = std::make_shared<std::vector<int>>();
   cmd->add_option("--fit", *fit,
@@ -457,6 +458,15 @@ int ListAlgorithms() {
   return 0;
 }
 
+Command AddReference(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "reference", "print every scenario key (type, default, range, unit, meaning) as Markdown, from the keys' declarations");
+  return {cmd, [] {
+            std::cout << narrows::tools::KeyReference();
+            return 0;
+          }};
+}
+
 Command AddAlgorithms(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "algorithms", "list the registered algorithms (with their one-word entries), inner optimisers and outer-gradient codecs");
@@ -536,7 +546,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("narrows 0.1.0 (") + narrows::tools::BuildVersion() + ")");
   std::vector<Command> commands = {AddTrain(app), AddRun(app),    AddPlan(app),       AddSweep(app),
                                    AddTune(app),  AddReport(app), AddFit(app),        AddAlgorithms(app),
-                                   AddValidate(app), AddReplay(app), AddList(app)};
+                                   AddValidate(app), AddReplay(app), AddList(app), AddReference(app)};
 #ifdef NARROWS_WITH_DEPLOY
   for (auto add : {AddWorker, AddLaunch, AddKeygen, AddLinkEmu}) commands.push_back(add(app));
 #endif

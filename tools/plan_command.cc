@@ -41,21 +41,10 @@ double SlowestDelivery(const core::Scenario& sc, const std::vector<trainer::Plan
   return *std::max_element(delivered.begin(), delivered.end());
 }
 
-// --bits as a codec: 32 fp32, 16 bf16, 8 int8, 4 int4, 1 sign (the formats the trainer sends).
-core::Result<core::CodecSpec> CodecForBits(int bits) {
-  const std::map<int, const char*> names = {{32, "fp32"}, {16, "bf16"}, {8, "int8"}, {4, "int4"}, {1, "sign"}};
-  const auto it = names.find(bits);
-  if (it == names.end()) {
-    return Status::InvalidArgument("--bits: expected 32, 16, 8, 4 or 1 (fp32, bf16, int8, int4, sign), got " +
-                                   std::to_string(bits));
-  }
-  return core::ParseCodec(it->second);
-}
-
 // What every prediction starts from: the steps, and the compute of the workers at their speeds.
 // Every synchronisation waits for the slowest worker; utilisation is the workers' mean compute over
 // the time, as `narrows run` reports it.
-PlanInputs MakeInputs(const core::Scenario& sc, const Workload& w, double flops, const trainer::StreamingRequest& streaming) {
+PlanInputs MakeInputs(const core::Scenario& sc, const Workload& w, double flops) {
   const int m = sc.workers.count;
   const double slowest = *std::min_element(sc.workers.speed.begin(), sc.workers.speed.end());
   PlanInputs in;
@@ -68,18 +57,17 @@ PlanInputs MakeInputs(const core::Scenario& sc, const Workload& w, double flops,
   double mean_speed_inverse = 0;
   for (double s : sc.workers.speed) mean_speed_inverse += 1.0 / s / m;
   in.compute_s = in.steps * in.nominal_step_s * mean_speed_inverse;
-  in.streaming = streaming;
   in.slowest_delivery = [&sc](const std::vector<trainer::PlanMessage>& messages) { return SlowestDelivery(sc, messages); };
   in.deliveries = [&sc](const std::vector<trainer::PlanMessage>& messages) { return Deliveries(sc, messages); };
   return in;
 }
 
 // The entry's rows (its plug-in's prediction); none if its algorithm predicts nothing.
-std::vector<trainer::PlanRow> Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
-                             const trainer::StreamingRequest& streaming) {
+std::vector<trainer::PlanRow> Predict(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w,
+                                      double flops) {
   const trainer::AlgorithmPlugin* plugin = trainer::FindAlgorithm(a.algorithm);
   if (plugin == nullptr || !plugin->plan) return {};
-  std::vector<trainer::PlanRow> rows = plugin->plan(MakeInputs(sc, w, flops, streaming), a);
+  std::vector<trainer::PlanRow> rows = plugin->plan(MakeInputs(sc, w, flops), a);
   if (!rows.empty() && rows.front().name.empty()) rows.front().name = a.name;
   return rows;
 }
@@ -105,10 +93,10 @@ core::Scenario ScaledBandwidth(core::Scenario sc, double k) {
 
 // The access-link bandwidth at which row `row` of the entry reaches compute utilisation `target`
 // (bisection on a log scale between 1 kbit/s and 100 Tbit/s); infinity if even that is not enough.
-double BandwidthFor(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops,
-                    const trainer::StreamingRequest& streaming, size_t row, double target) {
+double BandwidthFor(const core::Scenario& sc, const core::AlgorithmSpec& a, const Workload& w, double flops, size_t row,
+                    double target) {
   auto util = [&](double k) {
-    const trainer::PlanRow r = Predict(ScaledBandwidth(sc, k), a, w, flops, streaming).at(row);
+    const trainer::PlanRow r = Predict(ScaledBandwidth(sc, k), a, w, flops).at(row);
     return r.compute_s / r.time_s;
   };
   const double base = sc.network.link.bandwidth_bps;
@@ -192,7 +180,7 @@ core::AlgorithmSpec ChooseCollective(const core::Scenario& sc, const core::Algor
                           core::CollectiveKind::kStar}) {
     core::AlgorithmSpec candidate = best;
     candidate.collective = kind;
-    const std::vector<trainer::PlanRow> rows = Predict(sc, candidate, entry_w, sc.compute.device_flops, {});
+    const std::vector<trainer::PlanRow> rows = Predict(sc, candidate, entry_w, sc.compute.device_flops);
     if (rows.empty()) return best;  // the algorithm predicts nothing: the ring
     if (rows.front().time_s < fastest * (1 - 1e-9)) {
       fastest = rows.front().time_s;
@@ -205,8 +193,19 @@ core::AlgorithmSpec ChooseCollective(const core::Scenario& sc, const core::Algor
 core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
   auto w = MakeWorkload(sc, o);
   if (!w.ok()) return w.status();
-  auto bits_codec = CodecForBits(o.bits);
-  if (!bits_codec.ok()) return bits_codec.status();
+  std::vector<core::AlgorithmSpec> entries = Entries(sc);
+  for (const std::string& text : o.entries) {
+    auto entry = core::ParseEntry(text, sc, "--entry " + text);
+    if (!entry.ok()) return entry.status();
+    if (entry->collective == core::CollectiveKind::kAuto) *entry = ChooseCollective(sc, *entry);
+    for (const auto& e : entries) {
+      if (e.name == entry->name) {
+        return Status::InvalidArgument("--entry " + text + ": an entry named '" + e.name +
+                                       "' is planned already; give it another name:");
+      }
+    }
+    entries.push_back(*entry);
+  }
   Plan plan;
   plan.params = w->params;
   plan.flops_per_token = w->flops_per_token;
@@ -214,10 +213,9 @@ core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
   plan.batch_tokens = w->batch_tokens;
   plan.flops_per_worker = o.flops > 0 ? o.flops : sc.compute.device_flops;
   plan.label = w->label;
-  const trainer::StreamingRequest streaming{o.fragments, o.overlap_steps, *bits_codec, o.bits};
-  for (const auto& a : Entries(sc)) {
+  for (const auto& a : entries) {
     const Workload entry_w = o.params.empty() ? EntryWorkload(sc, *w, a) : *w;
-    const std::vector<trainer::PlanRow> rows = Predict(sc, a, entry_w, plan.flops_per_worker, streaming);
+    const std::vector<trainer::PlanRow> rows = Predict(sc, a, entry_w, plan.flops_per_worker);
     if (rows.empty()) {
       plan.unpredicted.push_back(a.name + " (" + a.algorithm + ")");
       continue;
@@ -227,7 +225,7 @@ core::Result<Plan> MakePlan(const core::Scenario& sc, const PlanOptions& o) {
       tools::PlanRow row{r.name, r.time_s, r.compute_s, r.bytes_per_worker, r.syncs, {}, r.note};
       for (int t : {50, 80, 90, 95, 99}) {
         if (!o.bandwidths) break;
-        row.bandwidth_for[t] = BandwidthFor(sc, a, entry_w, plan.flops_per_worker, streaming, i, t / 100.0);
+        row.bandwidth_for[t] = BandwidthFor(sc, a, entry_w, plan.flops_per_worker, i, t / 100.0);
       }
       plan.rows.push_back(row);
     }
@@ -320,7 +318,7 @@ Workload SizedWorkload(const core::Scenario& sc, double params, double tokens, i
 // The entry's predicted time on `sc` (NaN where its algorithm predicts nothing).
 trainer::PlanRow TimeOf(const core::Scenario& sc, core::AlgorithmSpec a, const Workload& w, double flops) {
   if (a.collective == core::CollectiveKind::kAuto) a.collective = core::CollectiveKind::kRing;
-  const std::vector<trainer::PlanRow> rows = Predict(sc, a, w, flops, {});
+  const std::vector<trainer::PlanRow> rows = Predict(sc, a, w, flops);
   if (rows.empty()) return {a.name, NAN, NAN, NAN, 0, ""};
   return rows.front();
 }

@@ -24,9 +24,9 @@ struct PlanOptions {
   double tokens = 0;         // tokens to train on, all workers together (0: the scenario's steps)
   double global_batch_tokens = 0;  // tokens per optimiser step over all workers (0: the scenario's)
   double flops = 0;          // sustained FLOP/s of one worker (0: compute.device_flops)
-  int fragments = 0;         // > 0: add Streaming DiLoCo rows with this many fragments
-  double overlap_steps = 1;  // Streaming DiLoCo: inner steps a fragment's all-reduce may hide behind
-  int bits = 32;             // the streaming rows' outer-gradient format: 32 fp32, 16 bf16, 8 int8, 4 int4, 1 sign
+  // More entries to plan beside the scenario's, each as a compare: item ("diloco-h100",
+  // "{algorithm: streaming-diloco, fragments: 4, outer_gradient: int4}"), read by its algorithm.
+  std::vector<std::string> entries;
   bool bandwidths = true;    // search each row's bandwidth for 50-99% compute utilisation
 };
 

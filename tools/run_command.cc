@@ -28,9 +28,14 @@ namespace narrows::tools {
 std::vector<core::AlgorithmSpec> Entries(const core::Scenario& sc) {
   std::vector<core::AlgorithmSpec> entries = sc.compare;
   if (entries.empty()) {
-    auto ddp = core::ParseEntry("ddp", sc, "the default entry");
-    NARROWS_CHECK(ddp.ok()) << ddp.status().ToString();
-    entries.push_back(*ddp);
+    std::string algorithm;
+    for (const auto* p : trainer::RegisteredAlgorithms()) {
+      if (p->default_entry) algorithm = p->parser.name;
+    }
+    NARROWS_CHECK(!algorithm.empty()) << "no algorithm plug-in is the default entry";
+    auto entry = core::ParseEntry("{algorithm: " + algorithm + "}", sc, "the default entry");
+    NARROWS_CHECK(entry.ok()) << entry.status().ToString();
+    entries.push_back(*entry);
     entries.back().baseline = true;
   }
   for (auto& e : entries) {
@@ -474,8 +479,8 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
     merged.push_back(e);
   }
   // The baseline entry (the first unless one says baseline: true; the default entry alone).
-  std::string baseline = sc.compare.empty() ? "ddp" : sc.compare.front().name;
-  for (const auto& a : sc.compare) {
+  std::string baseline;
+  for (const auto& a : sc.compare.empty() ? Entries(sc) : sc.compare) {
     if (a.baseline) baseline = a.name;
   }
   for (auto& e : merged) e["baseline"] = e.value("name", std::string()) == baseline;

@@ -14,7 +14,7 @@
 #include "emu/network_from_scenario.h"
 #include "tools/build_version.h"
 #include "tools/format.h"
-#include "trainer/algorithms/outer.h"
+#include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
 
 namespace narrows::tools {
@@ -36,6 +36,7 @@ core::AllReduceAlgorithm AlgorithmOf(core::CollectiveKind k) {
 // every `every` steps.
 struct Schedule {
   int64_t every = 1;
+  bool outer_syncs = true;
   std::unique_ptr<core::Codec> codec;
 };
 
@@ -45,15 +46,20 @@ core::Result<Schedule> ScheduleOf(const core::AlgorithmSpec& e) {
     return core::Status::InvalidArgument("compare entry '" + e.name +
                                          "': --sizes-only has no hierarchical collective (ring, star, two-phase, tree)");
   }
-  if (e.algorithm == "ddp") return s;
-  if (e.algorithm == "diloco") {
-    const auto& o = e.Options<trainer::OuterOptions>();
-    s.every = o.inner_steps;
-    if (o.outer_gradient.format != "fp32") s.codec = std::make_unique<core::Codec>(o.outer_gradient);
-    return s;
+  const trainer::AlgorithmPlugin* plugin = trainer::FindAlgorithm(e.algorithm);
+  if (plugin == nullptr || !plugin->sizes_only) {
+    std::string modelled;
+    for (const auto* p : trainer::RegisteredAlgorithms()) {
+      if (p->sizes_only) modelled += (modelled.empty() ? "" : ", ") + p->parser.name;
+    }
+    return core::Status::InvalidArgument("compare entry '" + e.name + "' (" + e.algorithm +
+                                         "): --sizes-only models the entries of " + modelled + " only");
   }
-  return core::Status::InvalidArgument("compare entry '" + e.name + "' (" + e.algorithm +
-                                       "): --sizes-only models ddp and diloco entries only");
+  const trainer::SizesOnlySchedule own = plugin->sizes_only(e);
+  s.every = own.every;
+  s.outer_syncs = own.outer_syncs;
+  if (own.codec.format != "fp32") s.codec = std::make_unique<core::Codec>(own.codec);
+  return s;
 }
 
 double PeakRssMb() {
@@ -153,7 +159,7 @@ core::Result<nlohmann::json> RunSizesOnly(const core::Scenario& sc, const RunOpt
                         {"time_s", virtual_s},
                         {"virtual_time_s", virtual_s},
                         {"bytes_sent_per_worker", mean_sent},
-                        {"outer_syncs", e.algorithm == "ddp" ? 0 : syncs},
+                        {"outer_syncs", schedule.outer_syncs ? syncs : 0},
                         {"compute_utilization", utilization},
                         {"host_time_s", host_s},
                         {"host_s_per_virtual_s", virtual_s > 0 ? host_s / virtual_s : 0.0},

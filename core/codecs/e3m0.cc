@@ -63,11 +63,14 @@ class E3M0 final : public CodecKernel {
   int64_t block_;
 };
 
+const KeyBlock kE3m0Keys("a codec: e3m0", "4-bit floats (a sign and a 3-bit exponent), one fp32 scale per block.");
+const IntKey kBlock(kE3m0Keys, "block", 128, 1, 1 << 24, Doc("values per scale (the block's largest magnitude)", "values"));
+
 }  // namespace
 
 NARROWS_REGISTER_CODECS(e3m0, CodecPlugin{"e3m0", "4-bit floats: a sign and a 3-bit exponent, one fp32 scale per `block` values",
                                           [](OptionReader& r) {
-                                            return std::make_shared<const E3M0>(r.Int("block", 128, 1, 1 << 24));
+                                            return std::make_shared<const E3M0>(r.Int(kBlock));
                                           }});
 
 }  // namespace narrows::core::codecs

@@ -66,9 +66,12 @@ class IntBlock final : public CodecKernel {
   int64_t block_;
 };
 
+const KeyBlock kIntKeys("a codec: int8, int4", "Symmetric integers with one fp32 scale per block of values.");
+const IntKey kBlock(kIntKeys, "block", 128, 1, 1 << 24, Doc("values per scale", "values"));
+
 CodecPlugin IntPlugin(const char* name, const char* summary, int qmax) {
   return {name, summary, [qmax](OptionReader& r) {
-            return std::make_shared<const IntBlock>(qmax, r.Int("block", 128, 1, 1 << 24));
+            return std::make_shared<const IntBlock>(qmax, r.Int(kBlock));
           }};
 }
 

@@ -43,11 +43,14 @@ class Sign final : public CodecKernel {
   int64_t block_;
 };
 
+const KeyBlock kSignKeys("a codec: sign", "One bit per value, and the block's mean magnitude.");
+const IntKey kBlock(kSignKeys, "block", 128, 1, 1 << 24, Doc("values per magnitude", "values"));
+
 }  // namespace
 
 NARROWS_REGISTER_CODECS(sign, CodecPlugin{"sign", "1 bit per value and the block's mean magnitude per `block` values",
                                           [](OptionReader& r) {
-                                            return std::make_shared<const Sign>(r.Int("block", 128, 1, 1 << 24));
+                                            return std::make_shared<const Sign>(r.Int(kBlock));
                                           }});
 
 }  // namespace narrows::core::codecs

@@ -163,15 +163,24 @@ class TopK final : public CodecKernel {
   BinQuantiser quantiser_;  // bits 32: fp32 values
 };
 
+const KeyBlock kTopkKeys("a codec: topk", "The largest magnitudes as index and value; chunked, SparseLoCo's top-k.");
+const NumberKey kFraction(kTopkKeys, "topk", 0.1, 0.0, 1.0, Doc("the share of values sent (of each chunk, when chunked)"),
+                          Bound::kExclusive);
+const IntKey kChunk(kTopkKeys, "chunk", 0, 0, int64_t{1} << 31,
+                    Doc("values per chunk, indices in ceil(log2 chunk) bits; 0: one chunk, 32-bit indices", "values"));
+const IntKey kValueBits(kTopkKeys, "value_bits", 32, 2, 32, Doc("bits per value: 2, 4 or 8 (chunked only), or 32 (fp32)"));
+const NumberKey kRangeSigmas(kTopkKeys, "range_sigmas", 6.0, 0.0, 100.0,
+                             Doc("quantised values: the range, in standard deviations of the chunk's values"), Bound::kExclusive);
+
 }  // namespace
 
 NARROWS_REGISTER_CODECS(topk, CodecPlugin{"topk", "the `topk` share (default 0.1) of largest magnitudes, as index + value; "
                                           "per `chunk` values with compact indices if given",
                                           [](OptionReader& r) -> std::shared_ptr<const CodecKernel> {
-                                            const double fraction = r.Double("topk", 0.1, 0.0, 1.0, Bound::kExclusive);
-                                            const int64_t chunk = r.Int("chunk", 0, 0, int64_t{1} << 31);
-                                            const auto bits = static_cast<int>(r.Int("value_bits", 32, 2, 32));
-                                            const double sigmas = r.Double("range_sigmas", 6.0, 0.0, 100.0, Bound::kExclusive);
+                                            const double fraction = r.Double(kFraction);
+                                            const int64_t chunk = r.Int(kChunk);
+                                            const auto bits = static_cast<int>(r.Int(kValueBits));
+                                            const double sigmas = r.Double(kRangeSigmas);
                                             if (bits != 2 && bits != 4 && bits != 8 && bits != 32) {
                                               r.ErrorAt("value_bits", "expected 2, 4, 8 or 32");
                                             } else if (bits != 32 && chunk == 0) {

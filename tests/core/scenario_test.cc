@@ -231,6 +231,8 @@ TEST(ScenarioTest, FuzzerRegressionsAreRejectedWithAPosition) {
 struct EveryOptions : AlgorithmOptions {
   int64_t every = 0;
 };
+const KeyBlock kEveryKeys("compare[]: every", "A test's algorithm.");
+const IntKey kEvery(kEveryKeys, "every", 1, 1, kNoMax, Doc("steps between rounds; at most train.steps"));
 const bool kEveryRegistered = [] {
   RegisterAlgorithmParser({"every", "every-N",
                            [](const std::string& text) -> std::optional<ShorthandKeys> {
@@ -239,7 +241,7 @@ const bool kEveryRegistered = [] {
                            },
                            [](OptionReader& r, const Scenario& sc, const AlgorithmSpec&) -> ParsedOptions {
                              auto o = std::make_shared<EveryOptions>();
-                             o->every = r.Int("every", 1, 1, sc.train.steps);
+                             o->every = r.Int(kEvery, 1, 1, sc.train.steps);
                              return {o, "every-" + std::to_string(o->every)};
                            }});
   return true;
@@ -276,13 +278,15 @@ TEST(ScenarioTest, EntriesAreReadByTheParserTheirAlgorithmRegistered) {
 struct HeavyBallOptions : PluginOptions {
   double momentum = 0.0;
 };
+const KeyBlock kHeavyBallKeys("train.heavy-ball", "A test's optimiser.");
+const NumberKey kHeavyBallMomentum(kHeavyBallKeys, "momentum", 0.9, 0.0, 1.0, Doc("momentum"));
 const bool kOptimizersRegistered = [] {
   RegisterBlockParser(BlockSlot::kInnerOptimizer,
                       {"adamw", [](OptionReader&, const Scenario&) { return std::make_shared<const PluginOptions>(); }});
   RegisterBlockParser(BlockSlot::kInnerOptimizer,
                       {"heavy-ball", [](OptionReader& r, const Scenario& sc) -> std::shared_ptr<const PluginOptions> {
                          auto o = std::make_shared<HeavyBallOptions>();
-                         o->momentum = r.Double("momentum", 0.9, 0.0, 1.0, Bound::kInclusive);
+                         o->momentum = r.Double(kHeavyBallMomentum);
                          if (o->momentum > 0.0 && sc.train.grad_clip == 0.0) r.ErrorAt("momentum", "needs clipping");
                          return o;
                        }});

@@ -441,11 +441,11 @@ TEST_F(DistributedTest, PlanForLargeModelsAndTheBandwidthTheyNeed) {
   tools::PlanOptions o;
   o.params = "405B";
   o.flops = 4e17;
-  o.fragments = 4;
-  o.bits = 4;
+  o.entries = {"{algorithm: streaming-diloco, name: streaming-int4, inner_steps: 100, fragments: 2, outer_gradient: int4}"};
   auto plan = tools::MakePlan(sc, o);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->rows.size(), 3u);  // ddp, diloco-h100, its streaming variant
+  ASSERT_EQ(plan->rows.size(), 3u);  // ddp, diloco-h100, the entry added to the scenario's
+  EXPECT_EQ(plan->rows[2].name, "streaming-int4");
   EXPECT_DOUBLE_EQ(plan->params, 4.05e11);
   EXPECT_DOUBLE_EQ(plan->tokens, 20 * 4.05e11);
   for (const auto& r : plan->rows) {
@@ -462,6 +462,15 @@ TEST_F(DistributedTest, PlanForLargeModelsAndTheBandwidthTheyNeed) {
   EXPECT_GT(plan->rows[1].compute_s / plan->rows[1].time_s, 0.5);
   o.params = "seven billion";
   EXPECT_EQ(tools::MakePlan(sc, o).status().code(), core::StatusCode::kInvalidArgument);
+  // An added entry is read by its algorithm, with its errors; its name is its own.
+  o.params = "405B";
+  o.entries = {"{algorithm: streaming-diloco, inner_steps: 99, fragments: 2}"};
+  auto bad = tools::MakePlan(sc, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must be a multiple of fragments"), std::string::npos) << bad.status().ToString();
+  o.entries = {"diloco-h100"};
+  EXPECT_NE(tools::MakePlan(sc, o).status().message().find("an entry named 'diloco-h100' is planned already"),
+            std::string::npos);
 }
 
 }  // namespace
@@ -546,7 +555,7 @@ TEST_F(DistributedTest, SizesOnlyTimesLikeTraining) {
   const core::Scenario streaming = Make("workers: {count: 2}\ncompare: [{algorithm: streaming-diloco, inner_steps: 4}]\n");
   auto refused = tools::RunSizesOnly(streaming, quiet);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("--sizes-only models ddp and diloco entries only"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--sizes-only models the entries of ddp, diloco, toy-average only"), std::string::npos);
 }
 
 }  // namespace

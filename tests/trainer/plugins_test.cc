@@ -9,6 +9,7 @@
 #include "tests/trainer/distributed_fixture.h"
 #include "tools/fit.h"
 #include "tools/plan_command.h"
+#include "tools/sizes_only.h"
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/checkpoint.h"
@@ -52,9 +53,12 @@ class ToyAverage final : public RoundAlgorithm {
   const int64_t period_;
 };
 
+const core::KeyBlock kToyKeys("compare[]: toy-average", "A test's toy algorithm.");
+const core::IntKey kPeriod(kToyKeys, "period", 3, 1, core::kNoMax, core::Doc("steps between averages"));
+
 core::ParsedOptions ParseToy(core::OptionReader& r, const core::Scenario&, const core::AlgorithmSpec&) {
   auto o = std::make_shared<ToyOptions>();
-  o->period = r.Int("period", 3, 1);
+  o->period = r.Int(kPeriod);
   return {o, "toy-average"};
 }
 
@@ -69,6 +73,12 @@ AlgorithmPlugin ToyPlugin() {
   p.parser.parse = ParseToy;
   p.summary = "a test's toy: parameters averaged every `period` steps";
   p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<ToyAverage>(w); };
+  // `run --sizes-only`: the parameters' all-reduce every period steps.
+  p.sizes_only = [](const core::AlgorithmSpec& entry) {
+    SizesOnlySchedule s;
+    s.every = entry.Options<ToyOptions>().period;
+    return s;
+  };
   return p;  // no plan: `narrows plan` says "no prediction"
 }
 
@@ -105,12 +115,15 @@ class ToySgd final : public InnerOptimizer {
   const double momentum_;
 };
 
+const core::KeyBlock kToySgdKeys("train.toy-sgd", "A test's toy optimiser.");
+const core::NumberKey kToyMomentum(kToySgdKeys, "momentum", 0.0, 0.0, 1.0, core::Doc("heavy-ball momentum"));
+
 InnerOptimizerPlugin ToySgdPlugin() {
   InnerOptimizerPlugin p;
   p.parser.name = "toy-sgd";
   p.parser.parse = [](core::OptionReader& r, const core::Scenario&) -> std::shared_ptr<const core::PluginOptions> {
     auto o = std::make_shared<ToySgdOptions>();
-    o->momentum = r.Double("momentum", 0.0, 0.0, 1.0, core::Bound::kInclusive);
+    o->momentum = r.Double(kToyMomentum);
     return o;
   };
   p.summary = "a test's toy: SGD with heavy-ball momentum";
@@ -174,6 +187,17 @@ TEST_F(PluginsTest, AToyRegisteredFromATestFileRunsInTheEmulatorAndIsNotPredicte
   ASSERT_EQ(plan->rows.size(), 1u);  // ddp only
   EXPECT_EQ(plan->rows[0].name, "ddp");
   EXPECT_EQ(plan->unpredicted, (std::vector<std::string>{"toy-average (toy-average)", "toy2 (toy-average)"}));
+
+  // Sizes only, from what its file says it sends: the bytes of its trained run, three all-reduces.
+  sc.compare.erase(sc.compare.begin());
+  sc.output.dir = (dir_ / "sizes").string();
+  tools::RunOptions quiet;
+  quiet.progress = nullptr;
+  auto sizes = tools::RunSizesOnly(sc, quiet);
+  ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
+  const auto& toy = (*sizes)["results"][0];
+  EXPECT_EQ(toy["outer_syncs"].get<int64_t>(), 3);
+  EXPECT_NEAR(toy["bytes_sent_per_worker"].get<double>(), r.bytes_sent_per_worker, 0.01 * r.bytes_sent_per_worker);
 }
 
 // The decision on synthetic laws: losses are the laws', times the planner's; DDP is slower than

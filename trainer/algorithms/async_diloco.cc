@@ -509,11 +509,19 @@ class AsyncDiloco final : public Algorithm {  // owns its loop: no rounds
   bool joining_ = false;  // live: a restarted or resumed process, which joins the server first
 };
 
+const core::KeyBlock kAsyncKeys("compare[]: async-diloco",
+                                "Asynchronous DiLoCo: a server beside worker 0 applies each pseudo-gradient as it arrives.");
+const core::BoolKey kDylu(kAsyncKeys, "dylu", false,
+                          core::Doc("each worker's inner steps scaled to its measured speed from the second round (DyLU)"));
+const core::IntKey kNesterovDelay(kAsyncKeys, "nesterov_delay", 0, 0, 1 << 20,
+                                  core::Doc("Nesterov: the momentum takes the mean of the last N pseudo-gradients every N "
+                                            "arrivals; 0: N = the worker count; 1: plain Nesterov"));
+
 core::ParsedOptions ParseAsync(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
   auto o = std::make_shared<AsyncOptions>();
   ReadOuterOptions(r, o.get());
-  o->dylu = r.Bool("dylu", false);
-  o->nesterov_delay = r.Int("nesterov_delay", 0, 0, 1 << 20);
+  o->dylu = r.Bool(kDylu);
+  o->nesterov_delay = r.Int(kNesterovDelay);
   // Worker 0 hosts the server; the pool shrinks but never grows (a joiner would need the server's
   // state mid-flight, which is not built).
   for (const auto& f : sc.faults) {
@@ -595,6 +603,9 @@ AlgorithmPlugin AsyncPlugin() {
   p.plan = PlanAsync;
   p.replay = [](const core::AlgorithmSpec&) -> std::string { return ""; };  // the server follows the arrivals
   p.replay_trace = ReplayTrace::kArrivals;
+  p.scheduled_membership = [](const core::AlgorithmSpec&) -> std::string {
+    return "its server takes no scheduled leave or join in real processes";
+  };
   p.retime = [](const core::AlgorithmSpec&) -> std::string {
     return "its server applies outer gradients in the order they arrive, which the network decides";
   };

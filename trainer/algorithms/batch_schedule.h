@@ -24,21 +24,8 @@ struct BatchOptions {
   double eta = 0.2;
 };
 
-inline BatchOptions ReadBatchOptions(core::OptionReader& entry) {
-  BatchOptions b;
-  if (!entry.Has("batch")) return b;
-  core::OptionReader r = entry.Sub("batch");
-  b.schedule = r.Enum<BatchScheduleKind>("schedule", BatchScheduleKind::kConstant,
-                                         {{"constant", BatchScheduleKind::kConstant},
-                                          {"linear", BatchScheduleKind::kLinear},
-                                          {"norm-test", BatchScheduleKind::kNormTest}});
-  b.max_multiple = r.Int("max_multiple", 8, 1, 1 << 20);
-  b.ramp_steps = r.Int("ramp_steps", 0, 0);
-  b.test_every = r.Int("test_every", 10, 1);
-  b.eta = r.Double("eta", 0.2, 0.0, 1e6, core::Bound::kExclusive);
-  r.Finish();
-  return b;
-}
+// Reads an entry's `batch:` (trainer/algorithms/outer.cc, where its keys are declared).
+BatchOptions ReadBatchOptions(core::OptionReader& entry);
 
 // The norm test's T = [sum_j |g_j - g|^2 / (n - 1)] / (n |g|^2) of n gradient samples g_j and their
 // mean g, from sum_j |g_j|^2, |g|^2 and n (sum_j |g_j - g|^2 = sum_j |g_j|^2 - n |g|^2).

@@ -320,10 +320,17 @@ class Ddp final : public RoundAlgorithm {
   AdaptiveUpdates updates_;
 };
 
+const core::KeyBlock kDdpKeys("compare[]: ddp", "Synchronous data parallelism (PyTorch DDP), with a batch.");
+const core::BoolKey kOverlap(kDdpKeys, "overlap", true,
+                             core::Doc("all-reduce gradient buckets as backward produces them (needs grad_accum: 1); "
+                                       "false: one all-reduce after backward"));
+const core::NumberKey kBucketMb(kDdpKeys, "bucket_mb", 25.0, 0.001, 1e6,
+                                core::Doc("bucket size; the first bucket is at most 1 MB, as in PyTorch", "MB"));
+
 core::ParsedOptions ParseDdp(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
   auto o = std::make_shared<DdpOptions>();
-  o->overlap = r.Bool("overlap", true);
-  o->bucket_mb = r.Double("bucket_mb", 25.0, 0.001, 1e6);
+  o->overlap = r.Bool(kOverlap);
+  o->bucket_mb = r.Double(kBucketMb);
   o->batch = ReadBatchOptions(r);
   if (o->batch.schedule != BatchScheduleKind::kConstant && !sc.faults.empty()) {
     r.ErrorAt("batch", "adaptive batch sizes do not support faults");
@@ -417,6 +424,12 @@ AlgorithmPlugin DdpPlugin() {
     return "";
   };
   // Its batch sizes follow the gradients' noise where the norm test sets them; all else is by step.
+  p.default_entry = true;  // a scenario without compare: trains DDP
+  p.sizes_only = [](const core::AlgorithmSpec&) {
+    SizesOnlySchedule s;
+    s.outer_syncs = false;  // a gradient all-reduce every step
+    return s;
+  };
   p.retime = [](const core::AlgorithmSpec& entry) -> std::string {
     return entry.Options<DdpOptions>().batch.schedule == BatchScheduleKind::kNormTest
                ? "the norm test sets its batch sizes from the gradients"

@@ -249,11 +249,17 @@ std::optional<core::ShorthandKeys> DilocoShorthand(const std::string& text) {
   return keys;
 }
 
+const core::KeyBlock kDilocoKeys("compare[]: diloco", "DiLoCo (arXiv 2311.08105), with the outer step's keys and a batch.");
+const core::NumberKey kDropProbability(kDilocoKeys, "drop_probability", 0.0, 0.0, 1.0,
+                                       core::Doc("each worker's outer gradient is dropped with this probability per outer step"));
+const core::BoolKey kDylu(kDilocoKeys, "dylu", false,
+                          core::Doc("each worker's inner steps scaled to its measured speed from the second round (DyLU)"));
+
 core::ParsedOptions ParseDiloco(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
   auto o = std::make_shared<DilocoOptions>();
   ReadOuterOptions(r, o.get());
-  o->drop_probability = r.Double("drop_probability", 0.0, 0.0, 1.0);
-  o->dylu = r.Bool("dylu", false);
+  o->drop_probability = r.Double(kDropProbability);
+  o->dylu = r.Bool(kDylu);
   o->batch = ReadBatchOptions(r);
   if (o->batch.schedule != BatchScheduleKind::kConstant && !sc.faults.empty()) {
     r.ErrorAt("batch", "adaptive batch sizes do not support faults");
@@ -266,18 +272,10 @@ core::ParsedOptions ParseDiloco(core::OptionReader& r, const core::Scenario& sc,
   return {o, RoundsName("diloco", *o)};
 }
 
-// One fp32 (or encoded) all-reduce of the whole outer gradient every H steps; with --fragments,
-// also the streaming variant the command line asks for.
+// One fp32 (or encoded) all-reduce of the whole outer gradient every H steps.
 std::vector<PlanRow> PlanDiloco(const PlanInputs& in, const core::AlgorithmSpec& entry) {
   const DilocoOptions& o = entry.Options<DilocoOptions>();
-  std::vector<PlanRow> rows = {PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient, entry.collective)};
-  if (in.streaming.fragments > 0) {
-    rows.push_back(PredictOuterRounds(in, o.inner_steps, in.streaming.fragments, in.streaming.overlap_steps,
-                                      in.streaming.codec, entry.collective));
-    rows.back().name = entry.name + "-streaming-p" + std::to_string(in.streaming.fragments) + "-" +
-                       std::to_string(in.streaming.bits) + "bit";
-  }
-  return rows;
+  return {PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient, entry.collective)};
 }
 
 AlgorithmPlugin DilocoPlugin() {
@@ -303,6 +301,15 @@ AlgorithmPlugin DilocoPlugin() {
     return entry.Options<DilocoOptions>().batch.schedule == BatchScheduleKind::kNormTest
                ? "the norm test sets its batch sizes from the gradients"
                : "";
+  };
+  // Every H steps, the pseudo-gradient's all-reduce in its outer-gradient codec (drops and DyLU's
+  // unequal rounds are not modelled there).
+  p.sizes_only = [](const core::AlgorithmSpec& entry) {
+    const DilocoOptions& o = entry.Options<DilocoOptions>();
+    SizesOnlySchedule s;
+    s.every = o.inner_steps;
+    s.codec = o.outer_gradient;
+    return s;
   };
   return p;
 }

@@ -254,13 +254,24 @@ class Dipaco final : public RoundAlgorithm {
   float last_loss_ = 0.0f;
 };
 
+const core::KeyBlock kDipacoKeys("compare[]: dipaco", "DiPaCo (arXiv 2403.10616): paths through modules, routed by document.");
+const core::IntKey kLevels(kDipacoKeys, "levels", 2, 1, 64,
+                           core::Doc("L levels of consecutive blocks; model.n_layers a multiple of L"));
+const core::IntKey kModules(kDipacoKeys, "modules", 2, 1, 64,
+                            core::Doc("K modules per level: K^L paths, worker w trains path w mod K^L (at least K^L workers)"));
+const core::IntKey kDocumentTokens(kDipacoKeys, "document_tokens", 1024, 2, int64_t{1} << 30,
+                                   core::Doc("a routed document's length; above model.seq_len", "tokens"));
+const core::IntKey kRouteTokens(kDipacoKeys, "route_tokens", 256, 1, int64_t{1} << 30,
+                                core::Doc("a document is routed by the hashed histogram of its first this many tokens",
+                                          "tokens"));
+
 core::ParsedOptions ParseDipaco(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec& entry) {
   auto o = std::make_shared<DipacoOptions>();
   ReadOuterOptions(r, o.get());
-  o->levels = r.Int("levels", 2, 1, 64);
-  o->modules = r.Int("modules", 2, 1, 64);
-  o->document_tokens = r.Int("document_tokens", 1024, 2, int64_t{1} << 30);
-  o->route_tokens = r.Int("route_tokens", 256, 1, int64_t{1} << 30);
+  o->levels = r.Int(kLevels);
+  o->modules = r.Int(kModules);
+  o->document_tokens = r.Int(kDocumentTokens);
+  o->route_tokens = r.Int(kRouteTokens);
   if (o->levels * o->modules > 600) {
     r.ErrorAt("modules", "levels x modules must be at most 600 (one tag range per module)");
   }

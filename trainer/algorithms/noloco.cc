@@ -174,12 +174,22 @@ class Gossip final : public RoundAlgorithm {
   float last_loss_ = 0.0f;
 };
 
+const core::KeyBlock kNolocoKeys("compare[]: noloco",
+                                 "NoLoCo (arXiv 2506.10911): no all-reduce; each outer step averages with one random peer.");
+const core::IntKey kInnerSteps(kNolocoKeys, "inner_steps", 50, 1, core::kNoMax, core::Doc("H: inner steps between exchanges",
+                                                                                        "steps"));
+const core::NumberKey kOuterLr(kNolocoKeys, "outer_lr", 0.7, 0.0, 100.0, core::Doc("outer learning rate"),
+                               core::Bound::kExclusive);
+const core::NumberKey kOuterMomentum(kNolocoKeys, "outer_momentum", 0.3, 0.0, 0.9999, core::Doc("outer momentum"));
+const core::NumberKey kConsensusLr(kNolocoKeys, "consensus_lr", 0.7, 0.0, 100.0,
+                                   core::Doc("the pull towards the peer's parameters", "", "outer_lr"));
+
 core::ParsedOptions ParseGossip(core::OptionReader& r, const core::Scenario&, const core::AlgorithmSpec&) {
   auto o = std::make_shared<GossipOptions>();
-  o->inner_steps = r.Int("inner_steps", 50, 1);
-  o->step.outer_lr = r.Double("outer_lr", 0.7, 0.0, 100.0, core::Bound::kExclusive);
-  o->step.momentum = r.Double("outer_momentum", 0.3, 0.0, 0.9999);
-  o->step.consensus_lr = r.Double("consensus_lr", o->step.outer_lr, 0.0, 100.0);
+  o->inner_steps = r.Int(kInnerSteps);
+  o->step.outer_lr = r.Double(kOuterLr);
+  o->step.momentum = r.Double(kOuterMomentum);
+  o->step.consensus_lr = r.Double(kConsensusLr, o->step.outer_lr);
   return {o, "noloco-h" + std::to_string(o->inner_steps)};
 }
 

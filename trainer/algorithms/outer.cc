@@ -3,17 +3,67 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/algorithms/batch_schedule.h"
+
 namespace narrows::trainer {
 
+namespace {
+
+using core::Doc;
+
+const core::KeyBlock kOuter("an entry's outer step",
+                            "H inner steps between outer steps, the outer optimiser, and how pseudo-gradients travel.");
+const core::IntKey kInnerSteps(kOuter, "inner_steps", 50, 1, core::kNoMax,
+                               Doc("H: inner steps between outer steps (Streaming DiLoCo: each fragment every H)", "steps"));
+const core::EnumKey<OuterOptimizer> kOuterOptimizer(
+    kOuter, "outer_optimizer",
+    {{"sgd", OuterOptimizer::kSgd}, {"nesterov", OuterOptimizer::kNesterov}, {"adam", OuterOptimizer::kAdam}},
+    OuterOptimizer::kNesterov, Doc("the outer optimiser applied to the averaged pseudo-gradient (adam: beta 0.9/0.999)"));
+const core::NumberKey kOuterLr(kOuter, "outer_lr", 0.7, 0.0, 100.0, Doc("outer learning rate", "", "0.7 (0.1 with adam)"),
+                               core::Bound::kExclusive);
+const core::NumberKey kOuterMomentum(kOuter, "outer_momentum", 0.9, 0.0, 0.9999,
+                                     Doc("outer momentum (adam: beta1)", "", "0.9 (0 with sgd)"));
+const core::ChoiceKey kOuterGradient(kOuter, "outer_gradient", {}, "fp32",
+                                     Doc("how pseudo-gradients travel: a codec's name, or a codec block {format: ...}"),
+                                     "a registered codec (narrows algorithms), or a mapping");
+
+const core::KeyBlock kBatch("an entry's batch", "An adaptive batch size (Lau et al., arXiv 2412.21124): the multiple of "
+                            "train.batch_size one update accumulates; steps count base batches.");
+const core::EnumKey<BatchScheduleKind> kBatchSchedule(
+    kBatch, "schedule",
+    {{"constant", BatchScheduleKind::kConstant}, {"linear", BatchScheduleKind::kLinear}, {"norm-test", BatchScheduleKind::kNormTest}},
+    BatchScheduleKind::kConstant,
+    Doc("constant; linear from 1 to max_multiple over ramp_steps; or the norm test every test_every updates"));
+const core::IntKey kMaxMultiple(kBatch, "max_multiple", 8, 1, 1 << 20, Doc("the largest multiple"));
+const core::IntKey kRampSteps(kBatch, "ramp_steps", 0, 0, core::kNoMax, Doc("linear: the ramp's length; 0: half the run",
+                                                                            "steps"));
+const core::IntKey kTestEvery(kBatch, "test_every", 10, 1, core::kNoMax, Doc("norm-test: updates between tests"));
+const core::NumberKey kEta(kBatch, "eta", 0.2, 0.0, 1e6, Doc("norm-test: grow when the gradient noise exceeds eta^2"),
+                           core::Bound::kExclusive);
+const core::StructureKey kBatchKey(kBatch, "batch", core::KeyType::kMapping,
+                                   Doc("the schedule, read by ddp and diloco; absent: constant"), "an entry's batch");
+
+}  // namespace
+
 void ReadOuterOptions(core::OptionReader& r, OuterOptions* o) {
-  o->inner_steps = r.Int("inner_steps", o->inner_steps, 1);
-  o->outer_optimizer = r.Enum<OuterOptimizer>(
-      "outer_optimizer", o->outer_optimizer,
-      {{"sgd", OuterOptimizer::kSgd}, {"nesterov", OuterOptimizer::kNesterov}, {"adam", OuterOptimizer::kAdam}});
-  o->outer_lr = r.Double("outer_lr", o->outer_optimizer == OuterOptimizer::kAdam ? 0.1 : 0.7, 0.0, 100.0,
-                         core::Bound::kExclusive);
-  o->outer_momentum = r.Double("outer_momentum", o->outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9, 0.0, 0.9999);
-  o->outer_gradient = core::ReadCodec(r, "outer_gradient");
+  o->inner_steps = r.Int(kInnerSteps, o->inner_steps);
+  o->outer_optimizer = r.Enum(kOuterOptimizer, o->outer_optimizer);
+  o->outer_lr = r.Double(kOuterLr, o->outer_optimizer == OuterOptimizer::kAdam ? 0.1 : 0.7);
+  o->outer_momentum = r.Double(kOuterMomentum, o->outer_optimizer == OuterOptimizer::kSgd ? 0.0 : 0.9);
+  o->outer_gradient = core::ReadCodec(r, kOuterGradient);
+}
+
+BatchOptions ReadBatchOptions(core::OptionReader& entry) {
+  BatchOptions b;
+  if (!entry.Has("batch")) return b;
+  core::OptionReader r = entry.Sub(kBatchKey);
+  b.schedule = r.Enum(kBatchSchedule);
+  b.max_multiple = r.Int(kMaxMultiple);
+  b.ramp_steps = r.Int(kRampSteps);
+  b.test_every = r.Int(kTestEvery);
+  b.eta = r.Double(kEta);
+  r.Finish();
+  return b;
 }
 
 std::optional<core::ShorthandKeys> InnerStepsShorthand(const std::string& prefix, const std::string& text) {

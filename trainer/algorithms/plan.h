@@ -36,14 +36,6 @@ struct PlanRow {
   std::string note;  // what the prediction assumes, where the run may differ ("" if nothing)
 };
 
-// A streaming variant of DiLoCo the planner's command line asks for (--fragments, --overlap, --bits).
-struct StreamingRequest {
-  int64_t fragments = 0;  // 0: none asked for
-  double overlap_steps = 0;
-  core::CodecSpec codec;
-  int bits = 32;
-};
-
 struct PlanInputs {
   const core::Scenario* sc = nullptr;  // network bandwidths as the planner scales them
   Workload workload;                   // the entry's own size (its n_layers)
@@ -52,7 +44,6 @@ struct PlanInputs {
   double step_s = 0;                   // the same at the slowest worker's speed
   double critical_compute_s = 0;       // steps * step_s: every synchronisation waits for the slowest
   double compute_s = 0;                // the workers' mean compute time
-  StreamingRequest streaming;
   // When the last of `messages`, all sent at time 0, arrives on the scenario's network model.
   std::function<double(const std::vector<PlanMessage>&)> slowest_delivery;
   // When each of `messages`, all sent at time 0, arrives (in their order).

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/algorithm_registry.h"
+#include "core/codec.h"
 #include "trainer/algorithms/plan.h"
 
 namespace narrows::trainer {
@@ -28,6 +29,14 @@ struct WorkerContext;
 // back: the members of every round (outer syncs: `sync` events), of every step whose collective
 // lost a member (`step` events), or every push its server took, in order (`arrival` events).
 enum class ReplayTrace { kRounds, kSteps, kArrivals };
+
+// What an entry sends when `run --sizes-only` times it without training: an all-reduce of the
+// parameters (in `codec`) every `every` steps and at the last step.
+struct SizesOnlySchedule {
+  int64_t every = 1;
+  core::CodecSpec codec;    // fp32: the plain all-reduce
+  bool outer_syncs = true;  // whether its all-reduces are outer steps (summary.json's outer_syncs)
+};
 
 struct AlgorithmPlugin {
   core::AlgorithmParser parser;  // parser.name is the algorithm's name
@@ -43,6 +52,13 @@ struct AlgorithmPlugin {
   // if it can: what it computes must not depend on when its messages arrive, nor its messages on
   // its values. Unset: it cannot.
   std::function<std::string(const core::AlgorithmSpec&)> retime;
+  // The entry's communication as `--sizes-only` runs it. Unset: not modelled there (an error).
+  std::function<SizesOnlySchedule(const core::AlgorithmSpec&)> sizes_only;
+  // Why real processes cannot run the entry under a scenario's scheduled leaves and joins, or "".
+  // Unset: they can.
+  std::function<std::string(const core::AlgorithmSpec&)> scheduled_membership;
+  // Whether a scenario without `compare:` runs this algorithm's default entry (one plug-in at most).
+  bool default_entry = false;
 };
 
 // Registers `plugin` here and its parser with the scenario; returns true (for the macro below).

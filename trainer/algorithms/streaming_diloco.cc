@@ -371,21 +371,37 @@ class StreamingDiloco final : public RoundAlgorithm {
   int64_t sent_before_ = 0;
 };
 
+const core::KeyBlock kStreamingKeys("compare[]: streaming-diloco",
+                                    "Streaming DiLoCo (arXiv 2501.18512): fragments of blocks synchronised in turn, "
+                                    "beside the inner steps.");
+const core::IntKey kFragments(kStreamingKeys, "fragments", 2, 1, 1024,
+                              core::Doc("P fragments of transformer blocks; at most model.n_layers, inner_steps a multiple"));
+const core::EnumKey<FragmentPattern> kFragmentPattern(
+    kStreamingKeys, "fragment_pattern",
+    {{"strided", FragmentPattern::kStrided}, {"sequential", FragmentPattern::kSequential}}, FragmentPattern::kStrided,
+    core::Doc("strided: block b in fragment b mod P; sequential: consecutive blocks"));
+const core::BoolKey kEager(kStreamingKeys, "eager", false,
+                           core::Doc("eager outer updates: a fragment's all-reduce overlaps the whole next round"));
+const core::IntKey kOverlapSteps(kStreamingKeys, "overlap_steps", 1, 0, 1 << 20,
+                                 core::Doc("tau: inner steps a fragment's all-reduce runs beside; below inner_steps / "
+                                           "fragments; not with eager", "steps", "1 (eager: inner_steps / fragments)"));
+const core::NumberKey kMergeAlpha(kStreamingKeys, "merge_alpha", 0.5, 0.0, 1.0,
+                                  core::Doc("the local fragment becomes (1 - alpha) local + alpha global", "",
+                                            "0.5 (eager: 1)"));
+
 core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec& entry) {
   auto o = std::make_shared<StreamingOptions>();
   ReadOuterOptions(r, o.get());
-  o->fragments = r.Int("fragments", 2, 1, 1024);
-  o->fragment_pattern = r.Enum<FragmentPattern>(
-      "fragment_pattern", FragmentPattern::kStrided,
-      {{"strided", FragmentPattern::kStrided}, {"sequential", FragmentPattern::kSequential}});
-  o->eager = r.Bool("eager", false);
+  o->fragments = r.Int(kFragments);
+  o->fragment_pattern = r.Enum(kFragmentPattern);
+  o->eager = r.Bool(kEager);
   const int64_t spacing = o->inner_steps / o->fragments;
   if (o->eager && r.Has("overlap_steps")) {
     r.ErrorAt("overlap_steps", "eager outer updates overlap a fragment's all-reduce with the whole next round "
                                "(inner_steps / fragments steps): leave overlap_steps out");
   }
-  o->overlap_steps = o->eager ? spacing : r.Int("overlap_steps", 1, 0, 1 << 20);
-  o->merge_alpha = r.Double("merge_alpha", o->eager ? 1.0 : 0.5, 0.0, 1.0);
+  o->overlap_steps = o->eager ? spacing : r.Int(kOverlapSteps);
+  o->merge_alpha = r.Double(kMergeAlpha, o->eager ? 1.0 : 0.5);
   if (o->inner_steps % o->fragments != 0) {
     r.ErrorAt("fragments", "inner_steps (" + std::to_string(o->inner_steps) + ") must be a multiple of fragments (" +
                                std::to_string(o->fragments) +

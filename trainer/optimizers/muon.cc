@@ -74,20 +74,27 @@ std::vector<std::pair<std::string, torch::Tensor*>> Muon::State() {
 
 namespace {
 
+const core::KeyBlock kMuonKeys("train.muon", "Muon: orthogonalised momentum on the hidden matrices, AdamW elsewhere.");
+const core::NumberKey kMomentum(kMuonKeys, "momentum", 0.95, 0.0, 1.0, core::Doc("momentum of the hidden matrices' update"));
+const core::BoolKey kNesterov(kMuonKeys, "nesterov", true, core::Doc("Nesterov momentum"));
+const core::IntKey kNsSteps(kMuonKeys, "ns_steps", 5, 1, 100, core::Doc("Newton-Schulz iterations"));
+const core::EnumKey<MuonOptions::Scale> kScale(kMuonKeys, "scale",
+                                               {{"rms", MuonOptions::Scale::kRms}, {"spectral", MuonOptions::Scale::kSpectral}},
+                                               MuonOptions::Scale::kRms,
+                                               core::Doc("rms: the update's RMS matched to AdamW's; spectral: sqrt(fan_out / fan_in)"));
+
 InnerOptimizerPlugin MuonPlugin() {
   InnerOptimizerPlugin p;
   p.parser.name = "muon";
   p.parser.parse = [](core::OptionReader& r, const core::Scenario&) {
     auto o = std::make_shared<MuonOptions>();
-    o->momentum = r.Double("momentum", 0.95, 0.0, 1.0, core::Bound::kInclusive);
-    o->nesterov = r.Bool("nesterov", true);
-    o->ns_steps = r.Int("ns_steps", 5, 1, 100);
-    o->scale = r.Enum<MuonOptions::Scale>("scale", MuonOptions::Scale::kRms,
-                                          {{"rms", MuonOptions::Scale::kRms}, {"spectral", MuonOptions::Scale::kSpectral}});
+    o->momentum = r.Double(kMomentum);
+    o->nesterov = r.Bool(kNesterov);
+    o->ns_steps = r.Int(kNsSteps);
+    o->scale = r.Enum(kScale);
     return std::shared_ptr<const core::PluginOptions>(std::move(o));
   };
-  p.summary = "Muon: Newton-Schulz-orthogonalised momentum on the hidden matrices, AdamW elsewhere; "
-              "train.muon: momentum, nesterov, ns_steps, scale (rms|spectral)";
+  p.summary = "Muon: Newton-Schulz-orthogonalised momentum on the hidden matrices, AdamW elsewhere (train.muon)";
   p.make = [](Gpt& model, const core::TrainSpec& train) -> std::unique_ptr<InnerOptimizer> {
     const MuonOptions* o = train.OptimizerOptions<MuonOptions>();
     return std::make_unique<Muon>(model, train, o ? *o : MuonOptions{});
