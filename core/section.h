@@ -421,8 +421,19 @@ class Section {
 std::shared_ptr<const PluginOptions> ReadBlockPlugin(Section& s, BlockSlot slot, const std::string& key,
                                                      const std::string& chosen, const Scenario& sc);
 
-// The sections of ParseScenario that live in their own files.
-void ReadNetwork(Section n, Scenario& sc);  // core/scenario_network.cc
+// The sections of ParseScenario that live in their own files: core/scenario_blocks.cc,
+void ReadData(Section d, Scenario& sc);
+void ReadModel(Section s, ModelSpec* m, int64_t data_vocab);
+void ReadTrain(Section t, Scenario& sc);
+void ReadEval(Section e, Scenario& sc);
+void ReadOutput(Section o, Scenario& sc);
+void ReadWorkers(Section w, Scenario& sc);
+void ReadCompute(Section c, Scenario& sc);
+void ReadDeploy(Section d, Scenario& sc);
+FaultSpec ReadFault(Section& item, const YAML::Node& node, const Scenario& sc);  // an item of faults
+void ReadWarmStart(Section w, Scenario& sc);
+// and core/scenario_network.cc.
+void ReadNetwork(Section n, Scenario& sc);
 // Whether `name` names a link of the network (worker:N, wan:N) for a fault.
 bool ValidLinkName(const std::string& name, int workers, int islands);
 
