@@ -41,14 +41,18 @@ std::string Bound10(double v) {
   return Number(mantissa) + "e" + std::to_string(exponent);
 }
 
-std::string IntRange(int64_t min, int64_t max) {
+}  // namespace
+
+std::string IntRangeText(int64_t min, int64_t max) {
   return "[" + Bound10(static_cast<double>(min)) + ", " +
          (max == kNoMax ? std::string("inf)") : Bound10(static_cast<double>(max)) + "]");
 }
 
-std::string NumberRange(double min, double max, Bound lower) {
+std::string NumberRangeText(double min, double max, Bound lower) {
   return (lower == Bound::kExclusive ? "(" : "[") + Bound10(min) + ", " + Bound10(max) + "]";
 }
+
+namespace {
 
 std::string Joined(const std::vector<std::string>& names) {
   std::string out;
@@ -98,7 +102,7 @@ const std::vector<const KeyBlock*>& DeclaredBlocks() { return Blocks(); }
 const std::vector<const KeyInfo*>& DeclaredKeys() { return Keys(); }
 
 IntKey::IntKey(const KeyBlock& block, const char* name, int64_t fallback, int64_t min, int64_t max, Doc doc)
-    : info(Info(block, name, KeyType::kInteger, std::to_string(fallback), IntRange(min, max), doc)),
+    : info(Info(block, name, KeyType::kInteger, std::to_string(fallback), IntRangeText(min, max), doc)),
       fallback(fallback),
       min(min),
       max(max) {
@@ -107,7 +111,7 @@ IntKey::IntKey(const KeyBlock& block, const char* name, int64_t fallback, int64_
 
 NumberKey::NumberKey(const KeyBlock& block, const char* name, double fallback, double min, double max, Doc doc,
                      Bound lower)
-    : info(Info(block, name, KeyType::kNumber, Number(fallback), NumberRange(min, max, lower), doc)),
+    : info(Info(block, name, KeyType::kNumber, Number(fallback), NumberRangeText(min, max, lower), doc)),
       fallback(fallback),
       min(min),
       max(max),
@@ -135,7 +139,7 @@ ChoiceKey::ChoiceKey(const KeyBlock& block, const char* name, std::vector<std::s
 }
 
 NumbersKey::NumbersKey(const KeyBlock& block, const char* name, double fallback, double min, double max, Doc doc)
-    : info(Info(block, name, KeyType::kNumbers, Number(fallback), NumberRange(min, max, Bound::kInclusive), doc)),
+    : info(Info(block, name, KeyType::kNumbers, Number(fallback), NumberRangeText(min, max, Bound::kInclusive), doc)),
       fallback(fallback),
       min(min),
       max(max) {
@@ -144,6 +148,11 @@ NumbersKey::NumbersKey(const KeyBlock& block, const char* name, double fallback,
 
 StructureKey::StructureKey(const KeyBlock& block, const char* name, KeyType type, Doc doc, std::string items)
     : info(Info(block, name, type, type == KeyType::kMapping ? "{}" : "[]", items, doc)) {
+  // A mapping left out reads as one with every key at its default, unless its Doc says otherwise.
+  if (type == KeyType::kMapping && !info.derived) {
+    info.default_text = "its keys' defaults";
+    info.derived = true;
+  }
   Keys().push_back(&info);
 }
 

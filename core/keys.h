@@ -70,6 +70,10 @@ void NoteKeyRead(const KeyInfo& key);
 
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
+// Ranges as the reference and the errors write them: "[1, inf)", "(0, 1e9]", "[1, 2^20]".
+std::string IntRangeText(int64_t min, int64_t max);
+std::string NumberRangeText(double min, double max, Bound lower);
+
 // The declarations, one type per kind of value. A reader given a key reads its name, checks the
 // value against its range and falls back to its default; the reader's overloads with a default
 // (and a range) of their own are for defaults that depend on other keys, which the declaration's

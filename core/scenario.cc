@@ -39,7 +39,7 @@ const TextKey kDevice(kTop, "device", "cpu", Doc("`cpu`, `cuda` (= `cuda:0`) or 
                       "cpu, cuda, cuda:N");
 const IntKey kThreads(kTop, "threads", 0, 0, 4096, Doc("CPU intra-op threads; 0: all cores"));
 const NumberKey kTargetLoss(kTop, "target_loss", 0.0, 0.0, 100.0,
-                            Doc("the validation loss the table's time and bytes to target are measured at; 0: none"));
+                            Doc("the validation loss entries are compared at (time and bytes to target); 0: the worst entry's final loss"));
 const StructureKey kDataKey(kTop, "data", KeyType::kMapping, Doc("where the tokens come from"), "data");
 const StructureKey kModelKey(kTop, "model", KeyType::kMapping, Doc("the model every entry trains"), "model");
 const StructureKey kTrainKey(kTop, "train", KeyType::kMapping, Doc("the inner optimisation every entry shares"), "train");
@@ -53,7 +53,9 @@ const StructureKey kDeployKey(kTop, "deploy", KeyType::kMapping, Doc("a deployme
                               "deploy");
 const StructureKey kFaultsKey(kTop, "faults", KeyType::kList, Doc("leaves, joins, crashes and link outages"), "faults[]");
 const StructureKey kCompareKey(kTop, "compare", KeyType::kList,
-                               Doc("the entries compared: an algorithm's one-word shorthand or a mapping"), "compare[]");
+                               Doc("the entries compared: an algorithm's one-word entry or a mapping; absent or empty: "
+                                   "one ddp entry"),
+                               "compare[]");
 const StructureKey kWarmStartKey(kTop, "warm_start", KeyType::kMapping, Doc("pre-training shared by every entry"), "warm_start");
 
 const KeyBlock kCompare("compare[]",
@@ -66,7 +68,8 @@ const EnumKey<CollectiveKind> kEntryCollective(kCompare, "collective", {{"ring",
                                         {"two-phase", CollectiveKind::kTwoPhase},
                                         {"tree", CollectiveKind::kTree},
                                         {"auto", CollectiveKind::kAuto}}, CollectiveKind::kRing,
-                                 Doc("how its all-reduces run; auto: the one the planner predicts fastest", "", "collective"));
+                                 Doc("how its all-reduces run; auto: the fastest the planner predicts of ring, two-phase, tree and star", "",
+                                     "the top level's collective"));
 const BoolKey kBaseline(kCompare, "baseline", false,
                         Doc("the entry every other is compared with; where none says so, the first", "", "true on the first entry"));
 const TextKey kEntryName(kCompare, "name", "", Doc("names the entry's folder; unique", "", "its algorithm's name (diloco-h50)"));
@@ -234,7 +237,9 @@ void ReadTop(Section& top, const YAML::Node& root, const std::string& origin_nam
   sc.seeds = top.Int(kSeeds);
   sc.collective = top.Enum(kCollective);
   sc.device = top.String(kDevice);
-  if (sc.device != "cpu" && sc.device != "cuda" && sc.device.rfind("cuda:", 0) != 0) {
+  const std::string ordinal = sc.device.rfind("cuda:", 0) == 0 ? sc.device.substr(5) : "";
+  const bool numbered = !ordinal.empty() && ordinal.size() <= 4 && ordinal.find_first_not_of("0123456789") == std::string::npos;
+  if (sc.device != "cpu" && sc.device != "cuda" && !numbered) {
     top.Error(root["device"], "device", "expected cpu, cuda or cuda:N; got '" + sc.device + "'");
   }
   sc.threads = top.Int(kThreads);
@@ -269,7 +274,7 @@ void ReadCompare(Section& top, const YAML::Node& root, Scenario& sc) {
   std::set<std::string> names;
   for (const auto& a : sc.compare) {
     if (!names.insert(a.name).second) {
-      top.Error(root["compare"], "compare", "two entries are named '" + a.name + "'; give one a name:");
+      top.Error(root["compare"], "compare", "two entries are named '" + a.name + "'; give one of them another name: (name: ...)");
     }
   }
 }

@@ -324,8 +324,10 @@ void ReadDeploy(Section d, Scenario& sc) {
 // An item of faults: a leave, join, crash, corrupt or repeating sender, or a link outage.
 FaultSpec ReadFault(Section& item, const YAML::Node& node, const Scenario& sc) {
     FaultSpec f;
+    item.Require({"type"}, "a fault");
     f.kind = item.Enum(kType);
     if (f.kind == FaultKind::kLinkDown) {
+      item.Require({"link", "from_s", "to_s"}, "a link_down fault");
       f.link = item.String(kFaultLink);
       f.from_s = item.Double(kFromS);
       f.to_s = item.Double(kToS);
@@ -334,6 +336,11 @@ FaultSpec ReadFault(Section& item, const YAML::Node& node, const Scenario& sc) {
       }
       if (f.to_s <= f.from_s) item.Error(node, item.path() + ".to_s", "must be after from_s");
     } else {
+      std::string kind;
+      for (const auto& [name, k] : kType.values) {
+        if (k == f.kind) kind = name;
+      }
+      if (item.Has("type")) item.Require({"worker", "at_step"}, "a " + kind + " fault");
       f.worker = static_cast<int>(item.Int(kFaultWorker, 0, 0, sc.workers.count - 1));
       f.at_step = item.Int(kAtStep, 0, 0, sc.train.steps - 1);
       if (item.Has("after_sends")) {
@@ -378,6 +385,11 @@ void ReadCompute(Section c, Scenario& sc) {
   sc.compute.trace = c.String(kTrace);
   if (!sc.compute.trace.empty() && sc.compute.mode != ComputeMode::kModelled) {
     c.ErrorAt("trace", "replays a run's measured compute in modelled time: needs compute.mode: modelled");
+  } else if (!sc.compute.trace.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(sc.compute.trace, ec)) {
+      c.ErrorAt("trace", "'" + sc.compute.trace + "' is not a file (an entry's metrics.jsonl of a run logged every step)");
+    }
   }
   c.Finish();
 }

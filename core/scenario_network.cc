@@ -51,7 +51,9 @@ const NumberKey kBandwidthBps(kLink, "bandwidth_bps", 100e6, 1e3, 1e13, Doc("the
 const NumberKey kLatencyMs(kLink, "latency_ms", 30.0, 0.0, 1e5, Doc("one-way latency, end to end", "ms", "from the profile"));
 const NumberKey kLoss(kLink, "loss", 0.0, 0.0, 0.5, Doc("packet-loss probability"));
 const StructureKey kBurst(kLink, "burst", KeyType::kMapping,
-                          Doc("bursty loss (Gilbert-Elliott in time) on the same links; absent: none"), "a link's burst");
+                          Doc("bursty loss (Gilbert-Elliott in time) on the same links; {} turns it on with its defaults",
+                              "", "none"),
+                          "a link's burst");
 
 const KeyBlock kBurstBlock("a link's burst", "Good and bad stays, each exponential with its mean, from a seeded stream per link.",
                            "network.burst, network.intra.burst, network.workers[].burst");
@@ -66,7 +68,7 @@ const IntKey kOverrideWorker(kOverride, "worker", 0, 0, kNoMax, Doc("the worker;
 const KeyBlock kChange("network.schedule[]", "A bandwidth change: from a time on, a link runs at another rate.");
 const TextKey kChangeLink(kChange, "link", "worker:0", Doc("worker:N (both directions of its access link) or wan:K"));
 const NumberKey kAtS(kChange, "at_s", 0.0, 0.0, 1e12, Doc("when, in virtual time", "s"));
-const NumberKey kChangeBandwidth(kChange, "bandwidth_bps", 0.0, 0.0, 1e13, Doc("the rate from then on", "bit/s"));
+const NumberKey kChangeBandwidth(kChange, "bandwidth_bps", 1e3, 1e3, 1e13, Doc("the rate from then on", "bit/s"));
 
 struct Profile {
   const char* name;
@@ -99,6 +101,9 @@ LinkSpec ReadLink(Section& s, const std::string& default_profile, const LinkSpec
     }
   }
   if (profile_out) *profile_out = profile;
+  if (profile == "custom" && inherit == nullptr && (!s.Has("bandwidth_bps") || !s.Has("latency_ms"))) {
+    s.ErrorAt("profile", "custom needs bandwidth_bps and latency_ms (a profile gives both)");
+  }
   LinkSpec link;
   link.bandwidth_bps = s.Double(kBandwidthBps, base.bandwidth_bps);
   link.latency_ms = s.Double(kLatencyMs, base.latency_ms);
@@ -173,6 +178,7 @@ void ReadNetwork(Section n, Scenario& sc) {
   }
   n.Items(kLinkOverrides, [&](Section& item, const YAML::Node& node, size_t) {
     NetworkSpec::Override o;
+    item.Require({"worker"}, "a worker's link");
     o.worker = static_cast<int>(item.Int(kOverrideWorker, 0, 0, sc.workers.count - 1));
     o.link = ReadLink(item, "custom", &net.link);
     if (node.IsDefined() && !node.IsMap()) item.Error(node, item.path(), "expected a mapping");
@@ -181,6 +187,7 @@ void ReadNetwork(Section n, Scenario& sc) {
   const int num_islands = static_cast<int>(net.islands.size());
   n.Items(kSchedule, [&](Section& item, const YAML::Node& node, size_t) {
     NetworkSpec::Change c;
+    item.Require({"link", "at_s", "bandwidth_bps"}, "a bandwidth change");
     c.link = item.String(kChangeLink);
     c.at_s = item.Double(kAtS);
     c.bandwidth_bps = item.Double(kChangeBandwidth);

@@ -92,7 +92,12 @@ class Section {
     }
   }
 
-  bool Has(const std::string& key) const { return Child(key).IsDefined() && !Child(key).IsNull(); }
+  // Whether `key` is given with a value. Asking makes it a key of this mapping: given with no value
+  // (`key:`), it takes its default, never "unknown key".
+  bool Has(const std::string& key) const {
+    seen_.insert(key);
+    return Child(key).IsDefined() && !Child(key).IsNull();
+  }
   bool HasMap(const std::string& key) const { return Child(key).IsMap(); }
 
   Section Sub(const std::string& key) {
@@ -108,10 +113,7 @@ class Section {
       if (!Convert(n, &value) || static_cast<double>(value) != std::floor(static_cast<double>(value))) {
         Error(n, Path(key), "expected an integer, got " + Describe(n));
       } else if (value < min || value > max) {
-        Error(n, Path(key), "expected an integer in [" + std::to_string(min) + ", " +
-                                (max == std::numeric_limits<int64_t>::max() ? "inf"
-                                                                            : std::to_string(max)) +
-                                "], got " + std::to_string(value));
+        Error(n, Path(key), "expected an integer in " + IntRangeText(min, max) + ", got " + std::to_string(value));
         // Nothing downstream is sized from a value out of range: it continues as the nearest bound.
         value = std::clamp(value, min, max);
       }
@@ -128,9 +130,7 @@ class Section {
         Error(n, Path(key), "expected a number, got " + Describe(n));
         value = fallback;
       } else if (value < min || value > max || (min_exclusive && value == min)) {
-        std::ostringstream range;
-        range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
-        Error(n, Path(key), "expected a number in " + range.str() + ", got " + n.Scalar());
+        Error(n, Path(key), "expected a number in " + NumberRangeText(min, max, lower) + ", got " + n.Scalar());
         value = fallback;
       }
     }
@@ -351,8 +351,19 @@ class Section {
         std::string known;
         for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
         Error(kv.first, Path(key),
-              "unknown key" + core::DidYouMean(key, {seen_.begin(), seen_.end()}) + " (known here: " + known + ")");
+              "unknown key" + core::DidYouMean(key, {seen_.begin(), seen_.end()}) +
+                  (known.empty() ? " (this block has no keys)" : " (known here: " + known + ")"));
       }
+    }
+  }
+
+  // An error for each of `keys` this mapping (an item of a list: `what`) does not give.
+  void Require(const std::vector<std::string>& keys, const std::string& what) {
+    if (!node_.IsMap()) return;  // not a mapping: its own error
+    std::string all;
+    for (const auto& k : keys) all += (all.empty() ? "" : ", ") + k;
+    for (const auto& k : keys) {
+      if (!Has(k)) Error(node_, Path(k), "missing: " + what + " needs " + all);
     }
   }
 
@@ -412,7 +423,7 @@ class Section {
   const Origin* origin_;
   std::vector<std::string>* errors_;
   YAML::Node resolved_;
-  std::set<std::string> seen_;
+  mutable std::set<std::string> seen_;
 };
 
 // The block plug-in `chosen` (the value of `key` in `s`) of `slot`: every registered plug-in of the

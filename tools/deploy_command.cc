@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -172,17 +173,47 @@ core::Result<Placement> ResolvePlacement(const WorkerOptions& o, const std::map<
   }
   p.master = o.master;
   if (p.master.empty()) {
-    const auto addr = env.find("MASTER_ADDR");
-    if (addr == env.end()) {
-      return Status::InvalidArgument("no rendezvous: pass --master HOST:PORT, or set MASTER_ADDR (and MASTER_PORT)");
+    std::string host;
+    if (const auto addr = env.find("MASTER_ADDR"); addr != env.end()) {
+      host = addr->second;
+    } else {
+      // Under Slurm, rank 0 runs on the first node of the step, as torchrun users expect.
+      for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+        const auto list = env.find(name);
+        if (list == env.end() || list->second.empty()) continue;
+        auto first = FirstSlurmHost(list->second);
+        if (!first.ok()) return first.status();
+        host = *first;
+        break;
+      }
+    }
+    if (host.empty()) {
+      return Status::InvalidArgument(
+          "no rendezvous: pass --master HOST:PORT, or set MASTER_ADDR (and MASTER_PORT), or run under Slurm");
     }
     const auto port = env.find("MASTER_PORT");
     std::string port_text = port == env.end() ? "29500" : port->second;
     auto n = ParseInt(port_text, "MASTER_PORT");
     if (!n.ok()) return n.status();
-    p.master = addr->second + ":" + port_text;
+    p.master = host + ":" + port_text;
   }
   return p;
+}
+
+core::Result<std::string> FirstSlurmHost(const std::string& nodelist) {
+  // A plain list (node1,node2) needs no expansion; a range (node[01-04]) is Slurm's to expand.
+  if (nodelist.find('[') == std::string::npos) return nodelist.substr(0, nodelist.find(','));
+  const std::string command = "scontrol show hostnames '" + nodelist + "' 2>&1";
+  std::string out;
+  if (nodelist.find('\'') == std::string::npos) {
+    if (FILE* pipe = ::popen(command.c_str(), "r")) {
+      char buffer[256];
+      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+      if (::pclose(pipe) == 0 && !out.empty()) return out.substr(0, out.find('\n'));
+    }
+  }
+  return Status::InvalidArgument("the Slurm node list '" + nodelist + "' could not be expanded (scontrol show hostnames: " +
+                                 out.substr(0, out.find('\n')) + "); set MASTER_ADDR");
 }
 
 namespace {

@@ -54,6 +54,9 @@ struct Placement {
   std::string master;
 };
 core::Result<Placement> ResolvePlacement(const WorkerOptions& options, const std::map<std::string, std::string>& env);
+// The first host of a Slurm node list ("node[01-04],gpu7" -> node01), expanded by
+// `scontrol show hostnames` where it holds a range.
+core::Result<std::string> FirstSlurmHost(const std::string& nodelist);
 std::map<std::string, std::string> ProcessEnvironment();
 
 // `removed` (if given) is set when the run went on without this process: its members evicted it or

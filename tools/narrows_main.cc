@@ -190,7 +190,8 @@ Command AddWorker(CLI::App& app) {
   auto o = std::make_shared<narrows::tools::WorkerOptions>();
   CLI::App* cmd = app.add_subcommand(
       "worker", "run one rank of the scenario over ZeroMQ (rank, world and rendezvous from flags or from "
-                "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE)");
+                "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS/SLURM_STEP_NODELIST, "
+                "OMPI_COMM_WORLD_RANK/_SIZE)");
   args->AddWithQuiet(cmd);
   cmd->add_option("--rank", o->rank, "this worker's rank")->check(CLI::NonNegativeNumber);
   cmd->add_option("--world", o->world, "number of workers")->check(CLI::PositiveNumber);

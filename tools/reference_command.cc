@@ -124,7 +124,9 @@ std::string KeyReference() {
       for (const auto& n : r->second) names += (names.empty() ? "" : ", ") + Code(n);
       out << "\nRead by the entries of " << names << ".\n";
     }
-    out << "\n| key | type | default | range | unit | meaning |\n|---|---|---|---|---|---|\n";
+    const bool empty = std::none_of(core::DeclaredKeys().begin(), core::DeclaredKeys().end(),
+                                    [&](const KeyInfo* k) { return k->block == b; });
+    if (!empty) out << "\n| key | type | default | range | unit | meaning |\n|---|---|---|---|---|---|\n";
     for (const KeyInfo* k : core::DeclaredKeys()) {
       if (k->block != b) continue;
       std::string type = core::KeyTypeName(k->type);

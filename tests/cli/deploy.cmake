@@ -12,63 +12,7 @@ string(CONCAT common "seed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: c
            "train: {steps: 24, batch_size: 4, warmup_steps: 4}\neval: {every: 8, batches: 2, batch_size: 4}\n"
            "compute: {mode: modelled, device_flops: 1e9}\n")
 
-function(run_ok name)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK}
-                  TIMEOUT 300)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${name}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(out "${out}${err}" PARENT_SCOPE)
-endfunction()
-
-function(expect_in name text haystack)
-  string(FIND "${haystack}" "${text}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "${name}: lacks '${text}' in:\n${haystack}")
-  endif()
-endfunction()
-
-# Lines of metrics.jsonl `a` and `b` from step `from` on must agree on train_loss, val_loss, bytes_sent
-# (or on val_loss and the keys given after `from`).
-function(expect_same_metrics name a b from)
-  set(keys train_loss bytes_sent)
-  if(ARGN)
-    set(keys ${ARGN})
-  endif()
-  file(STRINGS ${a} la)
-  file(STRINGS ${b} lb)
-  list(LENGTH la na)
-  list(LENGTH lb nb)
-  if(NOT na EQUAL nb OR na EQUAL 0)
-    message(FATAL_ERROR "${name}: ${na} lines in ${a}, ${nb} in ${b}")
-  endif()
-  math(EXPR last "${na} - 1")
-  set(compared 0)
-  foreach(i RANGE ${last})
-    list(GET la ${i} x)
-    list(GET lb ${i} y)
-    string(JSON step GET "${x}" step)
-    if(step LESS ${from})
-      continue()
-    endif()
-    foreach(key ${keys})
-      string(JSON vx GET "${x}" ${key})
-      string(JSON vy GET "${y}" ${key})
-      if(NOT vx STREQUAL vy)
-        message(FATAL_ERROR "${name}: step ${step}: ${key} ${vx} != ${vy}")
-      endif()
-    endforeach()
-    string(JSON vx ERROR_VARIABLE no_x GET "${x}" val_loss)
-    string(JSON vy ERROR_VARIABLE no_y GET "${y}" val_loss)
-    if(NOT "${vx}${no_x}" STREQUAL "${vy}${no_y}")
-      message(FATAL_ERROR "${name}: step ${step}: val_loss ${vx} != ${vy}")
-    endif()
-    math(EXPR compared "${compared} + 1")
-  endforeach()
-  if(compared EQUAL 0)
-    message(FATAL_ERROR "${name}: no lines compared")
-  endif()
-endfunction()
+include(${SRC}/tests/cli/deploy_common.cmake)
 
 # 1. The default deployment (CURVE, with a key the launcher makes: ZeroMQ's control plane and the
 # bulk plane sealed, one connection a peer) equals the emulator, bit for bit.
@@ -454,6 +398,7 @@ expect_failure(bad_rank "RANK=x is not a non-negative integer" ${CMAKE_COMMAND} 
 expect_failure(no_rank "no rank: pass --rank, or set RANK" ${CMAKE_COMMAND} -E env --unset=RANK --unset=SLURM_PROCID
                --unset=OMPI_COMM_WORLD_RANK ${NARROWS} worker one.yaml --world 1 --master 127.0.0.1:1)
 expect_failure(no_master "no rendezvous: pass --master" ${CMAKE_COMMAND} -E env --unset=MASTER_ADDR
+               --unset=SLURM_STEP_NODELIST --unset=SLURM_JOB_NODELIST --unset=SLURM_NODELIST
                ${NARROWS} worker one.yaml --rank 0 --world 1)
 expect_failure(world_mismatch "the world has 2 workers but the scenario's workers.count is 1" ${NARROWS} worker
                one.yaml --rank 0 --world 2 --master 127.0.0.1:1)

@@ -148,7 +148,7 @@ TEST(ScenarioTest, BurstyLossPerLink) {
 }
 
 TEST(ScenarioTest, OutOfRangeIsReported) {
-  EXPECT_NE(ErrorOf("train: {steps: 0}\n").find("train.steps: expected an integer in [1, inf], got 0"),
+  EXPECT_NE(ErrorOf("train: {steps: 0}\n").find("train.steps: expected an integer in [1, inf), got 0"),
             std::string::npos);
   EXPECT_NE(ErrorOf("train: {lr: -1}\n").find("train.lr: expected a number in (0, 10], got -1"),
             std::string::npos);

@@ -24,8 +24,9 @@ struct BatchOptions {
   double eta = 0.2;
 };
 
-// Reads an entry's `batch:` (trainer/algorithms/outer.cc, where its keys are declared).
-BatchOptions ReadBatchOptions(core::OptionReader& entry);
+// Reads an entry's `batch:` (`key`, which the entry's algorithm declares; the schedule's own keys are
+// declared in trainer/algorithms/outer.cc).
+BatchOptions ReadBatchOptions(core::OptionReader& entry, const core::StructureKey& key);
 
 // The norm test's T = [sum_j |g_j - g|^2 / (n - 1)] / (n |g|^2) of n gradient samples g_j and their
 // mean g, from sum_j |g_j|^2, |g|^2 and n (sum_j |g_j - g|^2 = sum_j |g_j|^2 - n |g|^2).

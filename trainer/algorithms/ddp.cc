@@ -326,12 +326,14 @@ const core::BoolKey kOverlap(kDdpKeys, "overlap", true,
                                        "false: one all-reduce after backward"));
 const core::NumberKey kBucketMb(kDdpKeys, "bucket_mb", 25.0, 0.001, 1e6,
                                 core::Doc("bucket size; the first bucket is at most 1 MB, as in PyTorch", "MB"));
+const core::StructureKey kBatchKey(kDdpKeys, "batch", core::KeyType::kMapping,
+                                   core::Doc("an adaptive batch size; absent: constant", "", "none"), "an entry's batch");
 
 core::ParsedOptions ParseDdp(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
   auto o = std::make_shared<DdpOptions>();
   o->overlap = r.Bool(kOverlap);
   o->bucket_mb = r.Double(kBucketMb);
-  o->batch = ReadBatchOptions(r);
+  o->batch = ReadBatchOptions(r, kBatchKey);
   if (o->batch.schedule != BatchScheduleKind::kConstant && !sc.faults.empty()) {
     r.ErrorAt("batch", "adaptive batch sizes do not support faults");
   }

@@ -254,13 +254,15 @@ const core::NumberKey kDropProbability(kDilocoKeys, "drop_probability", 0.0, 0.0
                                        core::Doc("each worker's outer gradient is dropped with this probability per outer step"));
 const core::BoolKey kDylu(kDilocoKeys, "dylu", false,
                           core::Doc("each worker's inner steps scaled to its measured speed from the second round (DyLU)"));
+const core::StructureKey kBatchKey(kDilocoKeys, "batch", core::KeyType::kMapping,
+                                   core::Doc("an adaptive batch size; absent: constant", "", "none"), "an entry's batch");
 
 core::ParsedOptions ParseDiloco(core::OptionReader& r, const core::Scenario& sc, const core::AlgorithmSpec&) {
   auto o = std::make_shared<DilocoOptions>();
   ReadOuterOptions(r, o.get());
   o->drop_probability = r.Double(kDropProbability);
   o->dylu = r.Bool(kDylu);
-  o->batch = ReadBatchOptions(r);
+  o->batch = ReadBatchOptions(r, kBatchKey);
   if (o->batch.schedule != BatchScheduleKind::kConstant && !sc.faults.empty()) {
     r.ErrorAt("batch", "adaptive batch sizes do not support faults");
   }

@@ -40,8 +40,6 @@ const core::IntKey kRampSteps(kBatch, "ramp_steps", 0, 0, core::kNoMax, Doc("lin
 const core::IntKey kTestEvery(kBatch, "test_every", 10, 1, core::kNoMax, Doc("norm-test: updates between tests"));
 const core::NumberKey kEta(kBatch, "eta", 0.2, 0.0, 1e6, Doc("norm-test: grow when the gradient noise exceeds eta^2"),
                            core::Bound::kExclusive);
-const core::StructureKey kBatchKey(kBatch, "batch", core::KeyType::kMapping,
-                                   Doc("the schedule, read by ddp and diloco; absent: constant"), "an entry's batch");
 
 }  // namespace
 
@@ -53,10 +51,10 @@ void ReadOuterOptions(core::OptionReader& r, OuterOptions* o) {
   o->outer_gradient = core::ReadCodec(r, kOuterGradient);
 }
 
-BatchOptions ReadBatchOptions(core::OptionReader& entry) {
+BatchOptions ReadBatchOptions(core::OptionReader& entry, const core::StructureKey& key) {
   BatchOptions b;
-  if (!entry.Has("batch")) return b;
-  core::OptionReader r = entry.Sub(kBatchKey);
+  if (!entry.Has(key.info.name)) return b;
+  core::OptionReader r = entry.Sub(key);
   b.schedule = r.Enum(kBatchSchedule);
   b.max_multiple = r.Int(kMaxMultiple);
   b.ramp_steps = r.Int(kRampSteps);

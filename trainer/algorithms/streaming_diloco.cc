@@ -384,7 +384,7 @@ const core::BoolKey kEager(kStreamingKeys, "eager", false,
                            core::Doc("eager outer updates: a fragment's all-reduce overlaps the whole next round"));
 const core::IntKey kOverlapSteps(kStreamingKeys, "overlap_steps", 1, 0, 1 << 20,
                                  core::Doc("tau: inner steps a fragment's all-reduce runs beside; below inner_steps / "
-                                           "fragments; not with eager", "steps", "1 (eager: inner_steps / fragments)"));
+                                           "fragments; not with eager, which overlaps a whole round", "steps"));
 const core::NumberKey kMergeAlpha(kStreamingKeys, "merge_alpha", 0.5, 0.0, 1.0,
                                   core::Doc("the local fragment becomes (1 - alpha) local + alpha global", "",
                                             "0.5 (eager: 1)"));
@@ -397,6 +397,7 @@ core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& 
   o->eager = r.Bool(kEager);
   const int64_t spacing = o->inner_steps / o->fragments;
   if (o->eager && r.Has("overlap_steps")) {
+    r.Int(kOverlapSteps);  // read, so that the error below is the only one
     r.ErrorAt("overlap_steps", "eager outer updates overlap a fragment's all-reduce with the whole next round "
                                "(inner_steps / fragments steps): leave overlap_steps out");
   }

@@ -93,6 +93,10 @@ std::vector<std::pair<std::string, torch::Tensor*>> FlatAdamW::State() {
 
 namespace {
 
+const core::KeyBlock kAdamwKeys("train.adamw",
+                                 "AdamW (the default) has no keys of its own: train's beta1, beta2, eps and weight_decay "
+                                 "are its.");
+
 InnerOptimizerPlugin AdamWPlugin() {
   InnerOptimizerPlugin p;
   p.parser.name = "adamw";
