@@ -2,7 +2,10 @@
 # slurmd), `srun -n 2 narrows worker` with rank and world from SLURM_PROCID and SLURM_NTASKS and the
 # rendezvous on the first node of the step's node list (no MASTER_ADDR): the same losses, step by
 # step, as `narrows launch --local 2`. Skipped, with the reason, where the cluster cannot start
-# (not root, Slurm not installed). Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
+# (not root, Slurm not installed). Then a rank killed (its crash fault, a real SIGKILL) while the
+# others run on (`srun --kill-on-bad-exit=0`) comes back as a new step of its own (`srun -n 1 narrows
+# worker --rank 2 --world 3 --rejoin`) and the run completes with it.
+# Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
 include(${SRC}/tests/cli/deploy_corpus.cmake)
 include(${SRC}/tests/cli/deploy_common.cmake)
 
@@ -37,4 +40,35 @@ string(JSON workers GET "${summary}" results 0 workers)
 if(NOT workers EQUAL 2)
   message(FATAL_ERROR "srun's run has ${workers} workers, not 2:\n${summary}")
 endif()
+
+# The rejoin: rank 2's process dies at step 20; a watcher starts it again as a step of its own as
+# soon as fewer than three workers run.
+file(WRITE ${WORK}/rj.yaml "name: rj\nseed: 3\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+     "train: {steps: 60, batch_size: 4, warmup_steps: 4}\neval: {every: 20, batches: 2, batch_size: 4}\n"
+     "compute: {mode: modelled, device_flops: 1e9}\nworkers: {count: 3}\noutput: {dir: slurm, log_every: 10}\n"
+     "deploy: {security: plain, heartbeat_s: 0.1, timeout_s: 2.0, collective_timeout_s: 60}\n"
+     "faults: [{type: crash, worker: 2, at_step: 20}]\ncompare: [{algorithm: diloco, inner_steps: 20, name: dl}]\n")
+set(ENV{MASTER_PORT} 29623)
+execute_process(
+  COMMAND srun -n 3 --kill-on-bad-exit=0 --time=5 ${NARROWS} worker rj.yaml -q
+  COMMAND sh -c "count() { pgrep -fc \"^$0 worker rj.yaml\"; }
+                 until [ \"$(count)\" -ge 3 ]; do sleep 0.1; done
+                 while [ \"$(count)\" -ge 3 ]; do sleep 0.05; done
+                 exec srun -n 1 --time=5 \"$0\" worker rj.yaml -q --rank 2 --world 3 --rejoin --entry dl" ${NARROWS}
+  RESULTS_VARIABLE rcs OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+set(events "")
+if(EXISTS ${WORK}/slurm/rj/dl/events.jsonl)
+  file(READ ${WORK}/slurm/rj/dl/events.jsonl events)
+endif()
+# The three-task step ends in failure (one of its tasks was killed); the restarted rank's succeeds.
+list(GET rcs 1 rejoined)
+if(NOT rejoined EQUAL 0)
+  message(FATAL_ERROR "the restarted rank's step: exits ${rcs}; events:\n${events}\n${out}${err}")
+endif()
+foreach(expected "\"type\":\"crash\"" "\"type\":\"join\",\"workers\":[2]" "\"participants\":[0,1,2],\"step\":60")
+  string(FIND "${events}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "rejoin under srun: events lack ${expected}:\n${events}\n${out}${err}")
+  endif()
+endforeach()
 execute_process(COMMAND ${SRC}/tools/slurm-down ${cluster} OUTPUT_QUIET)

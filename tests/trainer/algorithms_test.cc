@@ -484,8 +484,10 @@ TEST_F(AlgorithmsTest, AComputeTraceChargesEachWorkersStepWhatTheRunMeasured) {
             std::string::npos);
   EXPECT_NE(refused({"compute.trace=" + write("gap.jsonl", 12, 5)}).find("gap.jsonl:6: step 6 follows step 4"),
             std::string::npos);
-  EXPECT_NE(refused({"compute.trace=" + (dir_ / "none.jsonl").string()}).find("none.jsonl: cannot be read"),
-            std::string::npos);
+  // A trace that is no file is refused when the scenario is read, before anything runs.
+  auto missing = core::ParseScenario("compute: {mode: modelled, trace: " + (dir_ / "none.jsonl").string() + "}\n", "t.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("none.jsonl' is not a file"), std::string::npos) << missing.status().message();
   EXPECT_NE(refused({"compute.trace=" + trace, "workers.count=3"}).find("has 2 workers, the scenario 3"), std::string::npos);
   auto measured = core::ParseScenario("compute: {mode: measured, trace: t.jsonl}\n", "m.yaml");
   ASSERT_FALSE(measured.ok());
