@@ -1,5 +1,5 @@
-# Included by the deployment tests (deploy, slurm): running a command that must succeed, and
-# comparing two runs' metrics line by line.
+# Included by the deployment tests (deploy, slurm, launcher): running a command that must succeed,
+# comparing two runs' metrics line by line, and a two-worker run that a launcher must match.
 function(run_ok name)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK}
                   TIMEOUT 300)
@@ -56,4 +56,26 @@ function(expect_same_metrics name a b from)
   if(compared EQUAL 0)
     message(FATAL_ERROR "${name}: no lines compared")
   endif()
+endfunction()
+
+# The launchers' reference: scenario `name` (2 workers, DDP and DiLoCo H = 4, seed `seed`) written
+# to ${WORK}/name.yaml and run with `narrows launch --local 2` into ${WORK}/local; a CURVE key in
+# ${WORK}/cluster.key for the launched workers.
+function(launch_two_workers_locally name seed)
+  string(CONCAT scenario "name: ${name}\nseed: ${seed}\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+         "train: {steps: 16, batch_size: 4, warmup_steps: 2}\neval: {every: 8, batches: 2, batch_size: 4}\n"
+         "compute: {mode: modelled, device_flops: 1e9}\nworkers: {count: 2}\noutput: {dir: local, log_every: 1}\n"
+         "compare: [ddp, diloco-h4]\n")
+  file(WRITE ${WORK}/${name}.yaml "${scenario}")
+  run_ok(local ${NARROWS} launch --local 2 ${name}.yaml -q)
+  run_ok(keygen ${NARROWS} keygen ${WORK}/cluster.key)
+endfunction()
+
+# Each entry of scenario `name` run into ${WORK}/`dir` equals launch_two_workers_locally's, step by
+# step: train losses, validation losses and bytes.
+function(expect_same_as_local name dir)
+  foreach(entry ddp diloco-h4)
+    expect_same_metrics(${dir}_${entry} ${WORK}/local/${name}/${entry}/metrics.jsonl ${WORK}/${dir}/${name}/${entry}/metrics.jsonl
+                        0 train_loss bytes_sent)
+  endforeach()
 endfunction()

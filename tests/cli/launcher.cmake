@@ -8,13 +8,7 @@
 include(${SRC}/tests/cli/deploy_corpus.cmake)
 include(${SRC}/tests/cli/deploy_common.cmake)
 
-string(CONCAT scenario "name: tr\nseed: 6\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
-       "train: {steps: 16, batch_size: 4, warmup_steps: 2}\neval: {every: 8, batches: 2, batch_size: 4}\n"
-       "compute: {mode: modelled, device_flops: 1e9}\nworkers: {count: 2}\noutput: {dir: local, log_every: 1}\n"
-       "compare: [ddp, diloco-h4]\n")
-file(WRITE ${WORK}/tr.yaml "${scenario}")
-run_ok(local ${NARROWS} launch --local 2 tr.yaml -q)
-run_ok(keygen ${NARROWS} keygen ${WORK}/cluster.key)
+launch_two_workers_locally(tr 6)
 set(worker ${NARROWS} worker tr.yaml -q --key ${WORK}/cluster.key --set output.dir=${LAUNCHER})
 if(LAUNCHER STREQUAL "torchrun")
   # --standalone: torchrun's own store takes a port of its own and MASTER_PORT names a free one for
@@ -28,7 +22,4 @@ elseif(LAUNCHER STREQUAL "mpirun")
 else()
   message(FATAL_ERROR "LAUNCHER=${LAUNCHER}: expected torchrun or mpirun")
 endif()
-foreach(entry ddp diloco-h4)
-  expect_same_metrics(${LAUNCHER}_${entry} ${WORK}/local/tr/${entry}/metrics.jsonl
-                      ${WORK}/${LAUNCHER}/tr/${entry}/metrics.jsonl 0 train_loss bytes_sent)
-endforeach()
+expect_same_as_local(tr ${LAUNCHER})

@@ -19,22 +19,13 @@ elseif(NOT rc EQUAL 0)
 endif()
 set(ENV{SLURM_CONF} ${cluster}/slurm.conf)
 
-string(CONCAT scenario "name: sl\nseed: 5\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
-       "train: {steps: 16, batch_size: 4, warmup_steps: 2}\neval: {every: 8, batches: 2, batch_size: 4}\n"
-       "compute: {mode: modelled, device_flops: 1e9}\nworkers: {count: 2}\noutput: {dir: local, log_every: 1}\n"
-       "compare: [ddp, diloco-h4]\n")
-file(WRITE ${WORK}/sl.yaml "${scenario}")
-run_ok(local ${NARROWS} launch --local 2 sl.yaml -q)
-run_ok(keygen ${NARROWS} keygen ${WORK}/cluster.key)
+launch_two_workers_locally(sl 5)
 # A port of this test's own, so that a run beside it on 29500 does not collide.
 set(ENV{MASTER_PORT} 29617)
 unset(ENV{MASTER_ADDR})
 run_ok(srun srun -n 2 --kill-on-bad-exit=1 --time=5 ${NARROWS} worker sl.yaml -q --key ${WORK}/cluster.key
        --set output.dir=slurm)
-foreach(entry ddp diloco-h4)
-  expect_same_metrics(slurm_${entry} ${WORK}/local/sl/${entry}/metrics.jsonl ${WORK}/slurm/sl/${entry}/metrics.jsonl 0
-                      train_loss bytes_sent)
-endforeach()
+expect_same_as_local(sl slurm)
 file(READ ${WORK}/slurm/sl/summary.json summary)
 string(JSON workers GET "${summary}" results 0 workers)
 if(NOT workers EQUAL 2)
