@@ -92,6 +92,17 @@ using internal::ReadWarmStart;
 using internal::ReadWorkers;
 
 
+// Whether the mapping path `dotted` leads to the scalar `auto`.
+bool GivenAsAuto(const YAML::Node& root, const std::string& dotted) {
+  std::vector<YAML::Node> chain{root};
+  std::stringstream ss(dotted);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (!chain.back().IsMap()) return false;
+    chain.push_back(chain.back()[part]);
+  }
+  return chain.back().IsScalar() && chain.back().Scalar() == "auto";
+}
+
 Status ApplyOverride(YAML::Node root, const Override& o) {
   std::vector<std::string> parts;
   std::stringstream ss(o.key_path);
@@ -356,6 +367,7 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   }
   Origin origin{origin_name, {}, {}};
   for (const auto& o : overrides) {
+    if (o.only_where_auto && !GivenAsAuto(root, o.key_path)) continue;
     NARROWS_RETURN_IF_ERROR(ApplyOverride(root, o));
     origin.overrides[o.key_path] = o.flag + " " + o.text;
   }

@@ -308,6 +308,9 @@ struct Override {
   std::string value;
   std::string text;  // as the user typed it, for error messages
   std::string flag = "--set";  // the option that gave it (a sweep's and a tune's grid: --grid)
+  // Applied only where the scenario gives the key as `auto` (a launcher's world size for
+  // `workers.count: auto`); elsewhere it changes nothing.
+  bool only_where_auto = false;
 };
 
 // Parses "a.b.c=value". InvalidArgument if there is no '=' or the key is empty.

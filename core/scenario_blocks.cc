@@ -117,7 +117,9 @@ const IntKey kLogEvery(kOutput, "log_every", 10, 1, kNoMax,
                        Doc("steps between metrics.jsonl lines (evaluations and the last step are always logged)", "steps"));
 
 const KeyBlock kWorkers("workers", "The replicas: how many, and how fast each computes.");
-const IntKey kCount(kWorkers, "count", 1, 1, 4096, Doc("number of workers (replicas) M"));
+const IntKey kCount(kWorkers, "count", 1, 1, 4096,
+                     Doc("number of workers (replicas) M; auto: the world size of the launcher that starts `narrows worker` "
+                         "(torchrun, srun, mpirun)"));
 const NumbersKey kSpeed(kWorkers, "speed", 1.0, 1e-3, 1e3,
                         Doc("compute speed factor, one for all or a list of M; 0.5 takes twice as long per step"));
 
@@ -371,6 +373,14 @@ void ReadOutput(Section o, Scenario& sc) {
 }
 
 void ReadWorkers(Section w, Scenario& sc) {
+  if (w.Has("count") && w.node()["count"].IsScalar() && w.node()["count"].Scalar() == "auto") {
+    // A launcher's world size replaces it (core::Override::only_where_auto) before the file is read.
+    w.ErrorAt("count", "auto takes the number of workers from a launcher (narrows worker under torchrun, srun or "
+                       "mpirun, which set the world size); give a number to run without one");
+    sc.workers.count = 1;
+    sc.workers.speed.assign(1, 1.0);
+    return;
+  }
   sc.workers.count = static_cast<int>(w.Int(kCount));
   sc.workers.speed = w.DoubleList(kSpeed, static_cast<size_t>(sc.workers.count));
   w.Finish();

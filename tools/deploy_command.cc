@@ -31,6 +31,7 @@
 #include "tools/linkemu_command.h"
 #include "tools/plan_command.h"
 #include "tools/run_command.h"
+#include "tools/worker_resume.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
 #include "trainer/warm_start.h"
@@ -224,11 +225,18 @@ struct EntrySelection {
   std::vector<core::AlgorithmSpec> entries;
 };
 
+// The entry a checkpoint folder (…/ENTRY/checkpoints/step-N) belongs to.
+std::string CheckpointEntry(const std::string& checkpoint) {
+  std::filesystem::path p = std::filesystem::path(checkpoint).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // a trailing slash
+  return p.parent_path().parent_path().filename();
+}
+
 core::Result<EntrySelection> SelectEntries(const core::Scenario& sc, const WorkerOptions& o) {
   EntrySelection sel;
   sel.only = o.entry;
   if (!o.resume.empty()) {
-    const std::string from_path = std::filesystem::path(o.resume).lexically_normal().parent_path().parent_path().filename();
+    const std::string from_path = CheckpointEntry(o.resume);
     if (!sel.only.empty() && sel.only != from_path) {
       return Status::InvalidArgument("--resume " + o.resume + " belongs to entry '" + from_path + "', not '" + sel.only + "'");
     }
@@ -295,7 +303,8 @@ core::Result<Experiments> CreateExperiments(const core::Scenario& sc, const std:
     eo.rejoin = o.rejoin;
     eo.checkpoint_dir = run_dir + "/" + entry.name + "/checkpoints";
     eo.spool_dir = run_dir + "/" + entry.name + "/spool";
-    eo.resume_from = o.resume;
+    // A resume names one entry's checkpoint; the entries after it start from the beginning.
+    if (!o.resume.empty() && CheckpointEntry(o.resume) == entry.name) eo.resume_from = o.resume;
     if (!o.rejoin) eo.before_step = [crashes](int, int64_t step) { crashes->BeforeStep(step); };
     auto e = trainer::Experiment::Create(sc, entry, *data, eo);
     if (!e.ok()) return e.status();
@@ -417,22 +426,52 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
   if (place->world != sc.workers.count) {
     return Status::InvalidArgument("the world has " + std::to_string(place->world) + " workers but the scenario's workers.count is " +
                                    std::to_string(sc.workers.count) + " (pass --set workers.count=" +
-                                   std::to_string(place->world) + ")");
+                                   std::to_string(place->world) + ", or write workers.count: auto to take the launcher's)");
   }
   if (sc.compute.mode == core::ComputeMode::kModelled) {
     if (rank == 0) std::fprintf(stderr, "narrows: compute.mode modelled is the emulator's; a deployment measures\n");
     sc.compute.mode = core::ComputeMode::kMeasured;
   }
-  auto selection = SelectEntries(sc, o);
-  if (!selection.ok()) return selection.status();
-  const auto& entries = selection->entries;
-  auto z = NodeOptions(sc, *place, o);
-  if (!z.ok()) return z.status();
   const std::string run_dir = sc.output.dir + "/" + sc.name;
-  // A restarted process does not crash again.
-  auto crashes = std::make_shared<CrashLayer>(o.rejoin ? core::Scenario{} : sc, rank);
+  WorkerOptions opts = o;
+  // The whole group started again (torchrun's elastic restart, or --resume latest): the entries
+  // finished are kept, the one in progress goes on from its newest complete checkpoint.
+  const int restarts = ElasticRestarts(ProcessEnvironment());
+  const bool again = o.resume == "latest" || (o.resume.empty() && o.entry.empty() && !o.rejoin && restarts > 0);
+  std::string resumed_entry, resumed_checkpoint;
+  if (again) {
+    if (!o.entry.empty()) return Status::InvalidArgument("--resume latest finds the entry in progress: drop --entry");
+    const ResumePoint at = LatestResumePoint(sc, run_dir, place->world);
+    if (at.entry.empty()) {
+      if (rank == 0) std::fprintf(stderr, "narrows: every entry of %s has finished\n", run_dir.c_str());
+      return Status::Ok();
+    }
+    resumed_entry = at.entry;
+    resumed_checkpoint = at.checkpoint;
+    if (rank == 0) {
+      const std::string why = restarts > 0 ? "started again by torchrun (restart " + std::to_string(restarts) + ")" : "--resume latest";
+      std::fprintf(stderr, "narrows: %s: %zu entries finished before; %s %s\n", why.c_str(), at.finished.size(),
+                   at.entry.c_str(),
+                   at.checkpoint.empty() ? "starts again (no complete checkpoint: deploy.checkpoint_every writes them)"
+                                         : ("goes on from " + at.checkpoint).c_str());
+    }
+  }
+  if (again) opts.resume.clear();
+  auto selection = SelectEntries(sc, opts);
+  if (!selection.ok()) return selection.status();
+  if (again) {  // the entry in progress, from its checkpoint, and those after it
+    auto& list = selection->entries;
+    const auto from = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.name == resumed_entry; });
+    list.erase(list.begin(), from);
+    opts.resume = resumed_checkpoint;
+  }
+  const auto& entries = selection->entries;
+  auto z = NodeOptions(sc, *place, opts);
+  if (!z.ok()) return z.status();
+  // A restarted process, or group, does not crash again.
+  auto crashes = std::make_shared<CrashLayer>(o.rejoin || again ? core::Scenario{} : sc, rank);
   z->before_send = [crashes](int, int, size_t bytes) { return crashes->BeforeSend(bytes); };
-  auto experiments = CreateExperiments(sc, entries, o, run_dir, crashes);
+  auto experiments = CreateExperiments(sc, entries, opts, run_dir, crashes);
   if (!experiments.ok()) return experiments.status();
   auto transport = deploy::ZmqTransport::Connect(*z);
   if (!transport.ok()) return transport.status();
@@ -461,7 +500,7 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
     }
     if (rank != 0) continue;
     results.push_back(*line);
-    auto written = WriteSummary(sc, run_dir, results, "wall", !selection->only.empty());
+    auto written = WriteSummary(sc, run_dir, results, "wall", !selection->only.empty() || again);
     if (!written.ok()) return written.status();
     summary = *written;
     summary["network_carried"] = NetworkCarried(sc, o.network);

@@ -102,8 +102,15 @@ struct ScenarioArgs {
     for (auto& s : RunFolderSets()) all.push_back(std::move(s));
     auto overrides = narrows::core::ParseOverrides(all);
     if (!overrides.ok()) return overrides.status();
+    if (launcher_world > 0) {
+      narrows::core::Override world{"workers.count", std::to_string(launcher_world),
+                                    "workers.count=" + std::to_string(launcher_world), "the launcher's world size"};
+      world.only_where_auto = true;
+      overrides->push_back(world);
+    }
     return narrows::core::LoadScenario(file, *overrides);
   }
+  int launcher_world = 0;  // `narrows worker`: the world size its launcher gave, for workers.count: auto
 };
 
 // A subcommand: its CLI11 node, and what it does once the command line parsed.
@@ -201,13 +208,21 @@ Command AddWorker(CLI::App& app) {
   cmd->add_option("--key", o->key_file, "CURVE key file (overrides deploy.key_file)");
   cmd->add_option("--entry", o->entry, "run only this entry of compare:");
   cmd->add_flag("--rejoin", o->rejoin, "restart this rank in a run in progress (with --entry)");
-  cmd->add_option("--resume", o->resume, "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N)");
+  cmd->add_option("--resume", o->resume,
+                  "continue from a checkpoint folder (…/ENTRY/checkpoints/step-N), or 'latest': keep the entries "
+                  "finished and continue the one in progress from its newest complete checkpoint (what a worker "
+                  "started again by torchrun's elastic agent does by itself)");
   cmd->add_option("--connect-timeout", o->connect_timeout_s, "seconds to wait for every worker");
   cmd->add_option("--network-carried", o->network,
                   "what the workers' bytes cross, for the table: scenario (narrows launch --network), loopback "
                   "(narrows launch), or the hosts' own network (default)")
       ->check(CLI::IsMember({"scenario", "loopback"}));
-  return {cmd, WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
+  return {cmd, [args, o] {
+            // workers.count: auto takes the world size from the flags or the launcher's environment.
+            auto place = narrows::tools::ResolvePlacement(*o, narrows::tools::ProcessEnvironment());
+            if (!place.ok()) return Fail(place.status());
+            args->launcher_world = place->world;
+            return WithScenario(args, [o](const narrows::core::Scenario& scenario, const ScenarioArgs& a) {
             o->progress = a.progress();
             bool removed = false;
             const Status s = narrows::tools::RunWorkerProcess(scenario, *o, &removed);
@@ -216,7 +231,8 @@ Command AddWorker(CLI::App& app) {
               return narrows::tools::kExitRemoved;  // the run goes on without this process
             }
             return Done(s);
-          })};
+          })();
+          }};
 }
 
 Command AddLaunch(CLI::App& app) {
@@ -335,14 +351,42 @@ Command AddSweep(CLI::App& app) {
   cmd->add_flag("--no-retime", *no_retime,
                 "train every point (by default, where only network keys vary and compute is modelled, the first point "
                 "trains and the others are timed with its losses)");
-  return {cmd, [args, grids, report, jobs, no_retime] {
+  auto slurm = std::make_shared<narrows::tools::SweepOptions::Slurm>();
+  auto point = std::make_shared<int>(-1);
+  cmd->add_flag("--slurm", slurm->submit,
+                "submit the unfinished points to Slurm as one job array (sbatch --array; --jobs caps how many run at "
+                "once) and return; again, it waits for them and writes the table, and submits again the points that "
+                "did not finish");
+  cmd->add_flag("--gather", slurm->gather,
+                "wait for the points submitted with --slurm and write the table; names the points that did not finish")
+      ->excludes("--jobs");
+  cmd->add_option("--partition", slurm->partition, "with --slurm: the partition (sbatch --partition)");
+  cmd->add_option("--time", slurm->time, "with --slurm: each point's time limit (sbatch --time, as MM, HH:MM:SS or D-HH)");
+  cmd->add_option("--sbatch-arg", slurm->sbatch_args,
+                  "with --slurm: one more option for sbatch, as it is (repeatable: --sbatch-arg=--account=A)")
+      ->allow_extra_args(false);
+  cmd->add_option("--point", *point, "run only this point of the grid (0-based, in the grid's order), in this process: "
+                                     "what each task of the Slurm job array does")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes("--slurm")
+      ->excludes("--gather");
+  return {cmd, [cmd, args, grids, report, jobs, no_retime, slurm, point] {
             narrows::tools::SweepOptions options;
+            options.slurm = *slurm;
+            options.point = *point;
+            if (!slurm->submit && (!slurm->partition.empty() || !slurm->time.empty() || !slurm->sbatch_args.empty())) {
+              return Fail(narrows::core::Status::InvalidArgument("--partition, --time and --sbatch-arg go with --slurm"));
+            }
+            if (slurm->submit && slurm->gather) {
+              return Fail(narrows::core::Status::InvalidArgument("--slurm submits and --gather waits: give one"));
+            }
+            if (slurm->submit && cmd->count("--jobs") > 0) options.slurm.max_running = *jobs;
             options.report = *report;
             options.retime = !*no_retime;
             options.scenario_file = args->file;
             options.sets = args->sets;
             if (args->seeds > 0) options.sets.push_back("seeds=" + std::to_string(args->seeds));
-            options.jobs = *jobs;
+            options.jobs = slurm->submit ? 1 : *jobs;
             options.quiet = args->quiet;
             options.output = args->output;
             options.existing = args->existing();

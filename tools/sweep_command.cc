@@ -18,11 +18,13 @@
 #include <optional>
 #include <sstream>
 
+#include "core/cores.h"
 #include "core/progress.h"
 #include "core/run_writer.h"
 #include "tools/report_command.h"
 #include "tools/run_command.h"
 #include "tools/run_folders.h"
+#include "tools/sweep_plan.h"
 #include "tools/this_program.h"
 
 extern char** environ;
@@ -101,28 +103,12 @@ std::vector<std::vector<size_t>> CrossProduct(const std::vector<SweepAxis>& axes
   return points;
 }
 
-namespace {
-
-// The sweep's points resolved to scenarios, each writing into the sweep folder. Every point is
-// checked before any runs: a typo in the last value fails now, not in an hour.
-struct Plan {
-  std::string dir;
-  // Per point, where only network keys set it apart from an earlier point and compute is modelled:
-  // that point, whose training it takes (timed, not trained); -1 where it trains.
-  std::vector<int> retime_from;
-  std::vector<bool> keep_training;  // per point: others take its training
-  std::string name;  // the base scenario's
-  std::vector<std::vector<size_t>> points;
-  std::vector<core::Scenario> scenarios;  // one per point
-  std::vector<std::vector<std::string>> sets;  // one per point: the overrides that make it from the file
-};
-
-core::Result<Plan> Resolve(const SweepOptions& o) {
+core::Result<SweepPlan> ResolveSweep(const SweepOptions& o) {
   auto sets = core::ParseOverrides(o.sets);
   if (!sets.ok()) return sets.status();
   auto base = core::LoadScenario(o.scenario_file, *sets);
   if (!base.ok()) return base.status();
-  Plan plan;
+  SweepPlan plan;
   plan.name = base->name;
   plan.dir = o.output.empty() ? base->output.dir + "/" + base->name + "-sweep" : o.output;
   plan.points = CrossProduct(o.axes);
@@ -161,13 +147,33 @@ core::Result<Plan> Resolve(const SweepOptions& o) {
   return plan;
 }
 
+std::string PointDir(const core::Scenario& sc) { return sc.output.dir + "/" + sc.name; }
+
+std::optional<nlohmann::json> FinishedPoint(const core::Scenario& sc) {
+  const std::string dir = PointDir(sc);
+  if (!SameScenario(dir, sc.resolved_yaml)) return std::nullopt;
+  return FinishedSummary(dir, Entries(sc).size(), static_cast<size_t>(sc.seeds));
+}
+
+Status RunPoint(const SweepPlan& plan, const SweepOptions& o, size_t i) {
+  RunOptions run;
+  run.progress = o.quiet ? nullptr : stderr;
+  run.data_root = o.data_root;
+  run.keep_training = plan.keep_training[i];
+  if (plan.retime_from[i] >= 0) run.retime_from = PointDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])]);
+  // The table of each point goes to stdout as `narrows run` prints it.
+  return RunScenario(plan.scenarios[i], run);
+}
+
+namespace {
+
 std::string ValueAt(const std::vector<SweepAxis>& axes, const std::vector<size_t>& point, size_t a) {
   return axes[a].values[point[a]];
 }
 
 // sweep.json: the axes and each point's folder, for `narrows report` and `narrows fit`; written
 // first, so an unfinished sweep can be reported too.
-Status WriteLayout(const Plan& plan, const std::vector<SweepAxis>& axes) {
+Status WriteLayout(const SweepPlan& plan, const std::vector<SweepAxis>& axes) {
   nlohmann::json layout = {{"scenario", plan.name}, {"axes", nlohmann::json::array()}, {"points", nlohmann::json::array()}};
   for (const auto& axis : axes) layout["axes"].push_back({{"key", axis.key}, {"values", axis.values}});
   for (size_t i = 0; i < plan.points.size(); ++i) {
@@ -178,24 +184,15 @@ Status WriteLayout(const Plan& plan, const std::vector<SweepAxis>& axes) {
   return core::WriteFileAtomic(plan.dir + "/sweep.json", layout.dump(2) + "\n");
 }
 
-std::string RunDir(const core::Scenario& sc) { return sc.output.dir + "/" + sc.name; }
-
-// A point's summary.json when its folder holds every entry of this very scenario (the point is
-// finished).
-std::optional<nlohmann::json> Finished(const core::Scenario& sc) {
-  const std::string dir = sc.output.dir + "/" + sc.name;
-  if (!SameScenario(dir, sc.resolved_yaml)) return std::nullopt;
-  return FinishedSummary(dir, Entries(sc).size(), static_cast<size_t>(sc.seeds));
-}
 
 // The points `todo`, o.jobs at a time, each `narrows run` in a process of its own writing its table
 // to <sweep folder>/<point>.log; the first point that fails stops the sweep (the others finish).
-Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector<size_t>& todo, core::Progress* done,
+Status RunInProcesses(const SweepPlan& plan, const SweepOptions& o, const std::vector<size_t>& todo, core::Progress* done,
                       int64_t* finished) {
   auto program = ThisProgram();
   if (!program.ok()) return Status::IoError("sweep --jobs: " + program.status().message());
   const char* self = program->c_str();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = static_cast<unsigned>(core::UsableCores());
   std::map<pid_t, size_t> running;
   Status first_failure = Status::Ok();
   size_t next = 0;
@@ -207,7 +204,7 @@ Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector
       for (const auto& set : plan.sets[i]) args.insert(args.end(), {"--set", set});
       if (plan.keep_training[i]) args.emplace_back("--keep-training");
       if (plan.retime_from[i] >= 0) {
-        args.insert(args.end(), {"--retime-from", RunDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])])});
+        args.insert(args.end(), {"--retime-from", PointDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])])});
       }
       if (sc.threads == 0) args.insert(args.end(), {"--set", "threads=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(o.jobs)))});
       const std::string log = plan.dir + "/" + sc.name + ".log";
@@ -249,20 +246,22 @@ Status RunInProcesses(const Plan& plan, const SweepOptions& o, const std::vector
   return first_failure;
 }
 
-Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
-  // Every point's folder is checked before any point runs; with --force every point runs again.
+// Every point's folder is checked before any point runs; with --force every point runs again.
+Status ClaimPoints(const SweepPlan& plan, const SweepOptions& o) {
   for (const auto& sc : plan.scenarios) {
-    auto use = ClaimResultFolder(sc.output.dir + "/" + sc.name, sc.resolved_yaml, o.existing, "sweep point's folder");
+    auto use = ClaimResultFolder(PointDir(sc), sc.resolved_yaml, o.existing, "sweep point's folder");
     if (!use.ok()) return Status::InvalidArgument("grid point " + sc.name + ": " + use.status().message());
   }
+  return Status::Ok();
+}
+
+Status RunUnfinished(const SweepPlan& plan, const SweepOptions& o) {
+  NARROWS_RETURN_IF_ERROR(ClaimPoints(plan, o));
   size_t done = 0;
-  for (const auto& sc : plan.scenarios) done += Finished(sc) ? 1 : 0;
+  for (const auto& sc : plan.scenarios) done += FinishedPoint(sc) ? 1 : 0;
   const size_t total = plan.scenarios.size();
   std::fprintf(stderr, "sweep: %zu points, %zu finished before, %zu to run -> %s\n", total, done, total - done,
                plan.dir.c_str());
-  RunOptions run;
-  run.progress = o.quiet ? nullptr : stderr;
-  run.data_root = o.data_root;
   const size_t trains = static_cast<size_t>(std::count(plan.retime_from.begin(), plan.retime_from.end(), -1));
   if (trains < total) {
     std::fprintf(stderr, "sweep: compute is modelled and %zu of %zu points differ from an earlier one in network keys "
@@ -278,7 +277,7 @@ Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
   for (const bool timed : {false, true}) {
     std::vector<size_t> todo;
     for (size_t i = 0; i < total; ++i) {
-      if ((plan.retime_from[i] >= 0) == timed && !Finished(plan.scenarios[i])) todo.push_back(i);
+      if ((plan.retime_from[i] >= 0) == timed && !FinishedPoint(plan.scenarios[i])) todo.push_back(i);
     }
     if (o.jobs > 1) {
       NARROWS_RETURN_IF_ERROR(RunInProcesses(plan, o, todo, &points_done, &ran));
@@ -287,11 +286,7 @@ Status RunUnfinished(const Plan& plan, const SweepOptions& o) {
     for (size_t i : todo) {
       const core::Scenario& sc = plan.scenarios[i];
       if (!o.quiet) std::fprintf(stderr, "sweep: point %zu/%zu %s\n", i + 1, total, sc.name.c_str());
-      RunOptions point = run;
-      point.keep_training = plan.keep_training[i];
-      if (timed) point.retime_from = RunDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])]);
-      // The table of each point goes to stdout as `narrows run` prints it.
-      NARROWS_RETURN_IF_ERROR(RunScenario(sc, point));
+      NARROWS_RETURN_IF_ERROR(RunPoint(plan, o, i));
       points_done.Update(++ran, sc.name + " done");
     }
   }
@@ -318,7 +313,7 @@ struct SpeedupTables {
 };
 
 // results.csv: one row per point and entry; speed-up over the point's baseline entry.
-core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<SweepAxis>& axes) {
+core::Result<SpeedupTables> WriteResults(const SweepPlan& plan, const std::vector<SweepAxis>& axes) {
   std::ostringstream csv;
   csv.precision(10);
   for (const auto& axis : axes) csv << Csv(axis.key) << ",";
@@ -330,7 +325,7 @@ core::Result<SpeedupTables> WriteResults(const Plan& plan, const std::vector<Swe
   };
   SpeedupTables speedups;
   for (size_t i = 0; i < plan.scenarios.size(); ++i) {
-    const auto summary = Finished(plan.scenarios[i]);
+    const auto summary = FinishedPoint(plan.scenarios[i]);
     if (!summary) return Status::Internal("point " + plan.scenarios[i].name + " has no complete summary.json");
     const auto& results = summary->at("results");
     const nlohmann::json& base = results.at(BaselineIndex(results));
@@ -398,11 +393,29 @@ void PrintSpeedups(const Speedups& speedups, const char* title) {
 }  // namespace
 
 Status RunSweep(const SweepOptions& o) {
-  auto plan = Resolve(o);
+  auto plan = ResolveSweep(o);
   if (!plan.ok()) return plan.status();
+  if (o.point >= 0) {
+    if (static_cast<size_t>(o.point) >= plan->scenarios.size()) {
+      return Status::InvalidArgument("--point " + std::to_string(o.point) + ": the grid has " +
+                                     std::to_string(plan->scenarios.size()) + " points (0 to " +
+                                     std::to_string(plan->scenarios.size() - 1) + ")");
+    }
+    const core::Scenario& sc = plan->scenarios[static_cast<size_t>(o.point)];
+    auto use = ClaimResultFolder(PointDir(sc), sc.resolved_yaml, OnOtherScenario::kRefuse, "sweep point's folder");
+    if (!use.ok()) return use.status();
+    return RunPoint(*plan, o, static_cast<size_t>(o.point));
+  }
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(plan->dir));
   NARROWS_RETURN_IF_ERROR(WriteLayout(*plan, o.axes));
-  NARROWS_RETURN_IF_ERROR(RunUnfinished(*plan, o));
+  if (o.slurm.submit || o.slurm.gather) {
+    if (o.slurm.submit) NARROWS_RETURN_IF_ERROR(ClaimPoints(*plan, o));
+    auto finished = SweepOnSlurm(*plan, o);
+    if (!finished.ok()) return finished.status();
+    if (!*finished) return Status::Ok();
+  } else {
+    NARROWS_RETURN_IF_ERROR(RunUnfinished(*plan, o));
+  }
   auto speedups = WriteResults(*plan, o.axes);
   if (!speedups.ok()) return speedups.status();
   const std::string base = speedups->baseline.empty() ? "the baseline" : speedups->baseline;

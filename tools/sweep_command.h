@@ -44,6 +44,22 @@ struct SweepOptions {
   // are timed with its losses (RunOptions::retime_from), entry by entry where the entry allows it;
   // false (--no-retime) trains every point.
   bool retime = true;
+  // Runs this one point of the grid (0-based, the grid's order) in this process and nothing else: what
+  // each task of the Slurm job array does. -1: the whole sweep.
+  int point = -1;
+  // Slurm (tools/sweep_slurm.cc): `submit` sends the unfinished points as one job array (sbatch
+  // --array; --jobs caps how many run at once) and returns; the same command again, or `gather`,
+  // waits for them and writes the table. A point that did not finish is named by `gather` and sent
+  // again by `submit`.
+  struct Slurm {
+    bool submit = false;
+    bool gather = false;
+    std::string partition;  // sbatch --partition ("" = the cluster's default)
+    std::string time;       // sbatch --time, per point ("" = the partition's default)
+    std::vector<std::string> sbatch_args;  // more of sbatch's options, as they are (--account=A, --gres=gpu:1)
+    int max_running = 0;  // tasks of the array run at once (sbatch --array=...%N); 0 = as many as Slurm allows
+    double poll_s = 5;  // how often squeue is asked while waiting
+  } slurm;
 };
 
 core::Status RunSweep(const SweepOptions& options);

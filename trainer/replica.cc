@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/cores.h"
 #include "core/heap.h"
 
 namespace narrows::trainer {
@@ -33,8 +34,7 @@ void Replica::FinishOnDevice() const {
 
 int ConfigureThreads(int64_t threads) {
   core::KeepLargeBlocksOnTheHeap();  // every step's activations are reused, not mapped afresh
-  const int n = threads > 0 ? static_cast<int>(threads)
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = threads > 0 ? static_cast<int>(threads) : core::UsableCores();
   at::set_num_threads(n);
   return at::get_num_threads();
 }

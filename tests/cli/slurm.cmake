@@ -4,7 +4,9 @@
 # step, as `narrows launch --local 2`. Skipped, with the reason, where the cluster cannot start
 # (not root, Slurm not installed). Then a rank killed (its crash fault, a real SIGKILL) while the
 # others run on (`srun --kill-on-bad-exit=0`) comes back as a new step of its own (`srun -n 1 narrows
-# worker --rank 2 --world 3 --rejoin`) and the run completes with it.
+# worker --rank 2 --world 3 --rejoin`) and the run completes with it. Last, `narrows sweep --slurm`
+# submits a grid as job arrays, a cancelled point is submitted again, and --gather's table equals
+# the same sweep's run here.
 # Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
 include(${SRC}/tests/cli/deploy_corpus.cmake)
 include(${SRC}/tests/cli/deploy_common.cmake)
@@ -62,4 +64,39 @@ foreach(expected "\"type\":\"crash\"" "\"type\":\"join\",\"workers\":[2]" "\"par
     message(FATAL_ERROR "rejoin under srun: events lack ${expected}:\n${events}\n${out}${err}")
   endif()
 endforeach()
+
+# sweep --slurm: a 2 x 2 grid as job arrays (the points that train, then those timed with their
+# losses, after them), held so that one task can be cancelled before it runs, as a preempted or
+# failed point would end; --gather waits and names it; --slurm again submits it alone; --gather
+# then writes the table, equal to the same sweep run on this machine.
+file(WRITE ${WORK}/sw.yaml "name: sw\nseed: 1\nthreads: 1\nmodel: {preset: nano}\ndata: {path: corpus.txt}\n"
+     "train: {steps: 6, batch_size: 4, warmup_steps: 2}\neval: {every: 6, batches: 1, batch_size: 4}\n"
+     "compute: {mode: modelled, device_flops: 1e9}\nworkers: {count: 2}\noutput: {dir: sweeps}\n"
+     "compare: [ddp, diloco-h2]\n")
+set(grid sw.yaml -q --grid train.lr=0.001,0.002 --grid network.profile=home-100m,dc-100g -o sweeps/sw)
+run_ok(submit ${NARROWS} sweep ${grid} --slurm --time=5 --sbatch-arg=--hold)
+expect_in(submit "submitted to Slurm as job" "${out}")
+file(READ ${WORK}/sweeps/sw/slurm.json state)
+string(JSON timed_job GET "${state}" jobs 1 id)
+string(JSON trained_job GET "${state}" jobs 0 id)
+# Point 1 (lr 0.001 on dc-100g) is timed with point 0's losses: cancelled before it runs.
+run_ok(cancel scancel ${timed_job}_1)
+run_ok(release scontrol release ${trained_job},${timed_job})
+execute_process(COMMAND ${NARROWS} sweep ${grid} --gather RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK} TIMEOUT 240)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "--gather with a cancelled point exits 0:\n${out}${err}")
+endif()
+expect_in(gather "1 of 4 points did not finish in Slurm" "${err}")
+expect_in(gather "lr-0.001_profile-dc-100g" "${err}")
+run_ok(resubmit ${NARROWS} sweep ${grid} --slurm --time=5)
+expect_in(resubmit "3 finished, 1 submitted again" "${out}")
+run_ok(gather ${NARROWS} sweep ${grid} --gather)
+expect_in(gather "sweep results: sweeps/sw/results.csv" "${out}")
+run_ok(here ${NARROWS} sweep sw.yaml -q --grid train.lr=0.001,0.002 --grid network.profile=home-100m,dc-100g -o sweeps/here)
+file(READ ${WORK}/sweeps/sw/results.csv on_slurm)
+file(READ ${WORK}/sweeps/here/results.csv on_this_machine)
+if(NOT on_slurm STREQUAL on_this_machine)
+  message(FATAL_ERROR "the sweep run by Slurm differs from the one run here:\n${on_slurm}\n---\n${on_this_machine}")
+endif()
 execute_process(COMMAND ${SRC}/tools/slurm-down ${cluster} OUTPUT_QUIET)

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     o.bulk_streams = 1;
     // Its 256 MB take a while to fill and send on a loaded machine: rank 0, busy zeroing its own
     // buffer, must not be taken for dead meanwhile (the message would never be sent).
-    o.timeout_s = 5.0;
+    o.timeout_s = 30.0;
   }
   auto t = ZmqTransport::Connect(o);
   if (!t.ok()) return 3;
