@@ -217,6 +217,9 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
   const AlgorithmParser* parser = FindAlgorithmParser(a.algorithm);
   if (parser == nullptr) return a;  // the error is recorded
   a.n_layers = s.Int(kEntryLayers);
+  if (a.n_layers > 0 && !sc.model.torchscript.empty()) {
+    s.ErrorAt("n_layers", "sets the built-in GPT's depth for this entry; a torchscript model's is its own");
+  }
   a.collective = s.Enum(kEntryCollective, sc.collective);
   a.baseline = s.Bool(kBaseline, baseline_by_default);
   OptionReader reader(&s);

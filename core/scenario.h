@@ -44,6 +44,10 @@ struct ModelSpec {
   int64_t base_depth = 4;
   int64_t base_width = 128;
   double depth_alpha = 1.0;  // completep: residual branches scaled by m_d^-depth_alpha (0.5 to 1)
+  // A TorchScript module of the user's instead of the built-in GPT (trainer/script_model.h); its
+  // parameters come from the file, its FLOPs per token from flops_per_token (0: 6 x parameters).
+  std::string torchscript;
+  double flops_per_token = 0.0;
 };
 
 struct DataSpec {

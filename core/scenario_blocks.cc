@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <cstdio>
+
 #include "core/scenario.h"
 #include "core/section.h"
 
@@ -47,6 +49,14 @@ const EnumKey<Parameterization> kParameterization(
     kModel, "parameterization",
     {{"standard", Parameterization::kStandard}, {"completep", Parameterization::kCompleteP}}, Parameterization::kStandard,
     Doc("GPT-2's, or CompleteP's depth and width scaling (arXiv 2505.01618)"));
+const TextKey kTorchScript(kModel, "torchscript", "",
+                           Doc("a TorchScript language model of the user's (torch.jit.script or trace, saved): forward(tokens "
+                               "int64 [B, T]) -> logits [B, T, vocab], or a tuple whose first item they are; its own shape "
+                               "replaces the preset's (docs/how-to/your-model.md)"));
+const NumberKey kFlopsPerToken(kModel, "flops_per_token", 0.0, 0.0, 1e18,
+                               Doc("a torchscript model's training FLOPs per token, for modelled compute and the planner "
+                                   "(0: 6 x its parameters)",
+                                   "FLOP"));
 const IntKey kBaseDepth(kModel, "base_depth", 4, 1, 1024,
                         Doc("the depth the hyper-parameters were tuned at (CompleteP)", "", "n_layers"));
 const IntKey kBaseWidth(kModel, "base_width", 128, 1, 65536,
@@ -247,6 +257,27 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
   m->base_depth = s.Int(kBaseDepth, m->n_layers);
   m->base_width = s.Int(kBaseWidth, m->d_model);
   m->depth_alpha = s.Double(kDepthAlpha);
+  // Read only where given, so that a scenario without them resolves as before the keys existed
+  // (its result folders stay its own).
+  if (s.Has("torchscript")) m->torchscript = s.String(kTorchScript);
+  if (s.Has("flops_per_token")) m->flops_per_token = s.Double(kFlopsPerToken);
+  if (!m->torchscript.empty()) {
+    if (!s.Has("n_layers")) m->n_layers = 0;  // unknown until the module is loaded
+    // The module has its own shape and initialisation: the keys that would shape the built-in GPT
+    // are refused rather than ignored. n_layers stays: the module's numbered blocks (checked when
+    // it is loaded), which Streaming DiLoCo's fragments and DiPaCo's levels split.
+    for (const char* key : {"preset", "d_model", "n_heads", "mlp_ratio", "positions", "init_std", "parameterization",
+                            "base_depth", "base_width", "depth_alpha"}) {
+      if (s.Has(key)) s.ErrorAt(key, std::string("shapes the built-in GPT; a torchscript model has its own (remove ") + key + ")");
+    }
+    if (std::FILE* f = std::fopen(m->torchscript.c_str(), "rb")) {
+      std::fclose(f);
+    } else {
+      s.ErrorAt("torchscript", "cannot read " + m->torchscript + " (paths are relative to the working directory)");
+    }
+  } else if (s.Has("flops_per_token")) {
+    s.ErrorAt("flops_per_token", "applies to a torchscript model; the built-in GPT's are counted");
+  }
   if (m->parameterization == Parameterization::kStandard && m->depth_alpha != 1.0) {
     s.ErrorAt("depth_alpha", "applies to parameterization: completep only");
   }
@@ -302,6 +333,9 @@ void ReadTrain(Section t, Scenario& sc) {
   tr.eps = t.Double(kEps);
   tr.grad_clip = t.Double(kGradClip);
   tr.precision = t.Enum(kPrecision);
+  if (tr.precision == Precision::kBf16 && !sc.model.torchscript.empty()) {
+    t.ErrorAt("precision", "bf16 is the built-in GPT's (its products in bfloat16); a torchscript model runs in float32");
+  }
   tr.optimizer = t.String(kOptimizer.info.name, kOptimizer.fallback);
   tr.optimizer_options = ReadBlockPlugin(t, BlockSlot::kInnerOptimizer, "optimizer", tr.optimizer, sc);
   t.Finish();

@@ -23,6 +23,7 @@
 #include "tools/replay_command.h"
 #include "tools/report_command.h"
 #include "tools/sweep_command.h"
+#include "trainer/script_model.h"
 #include "tools/tune_command.h"
 #include "tools/run_command.h"
 #include "tools/sizes_only.h"
@@ -108,7 +109,12 @@ struct ScenarioArgs {
       world.only_where_auto = true;
       overrides->push_back(world);
     }
-    return narrows::core::LoadScenario(file, *overrides);
+    auto scenario = narrows::core::LoadScenario(file, *overrides);
+    // A model of the user's is loaded and tried once now: a bad file fails before anything runs.
+    if (scenario.ok() && !scenario->model.torchscript.empty()) {
+      NARROWS_RETURN_IF_ERROR(narrows::trainer::CheckScriptModel(scenario->model));
+    }
+    return scenario;
   }
   int launcher_world = 0;  // `narrows worker`: the world size its launcher gave, for workers.count: auto
 };

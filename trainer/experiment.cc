@@ -1,6 +1,8 @@
 // Experiment: the entry's workers (trainer/algorithms/ over a WorkerContext) and its records.
 #include "trainer/experiment.h"
 
+#include "trainer/script_model.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
                                                              const ExperimentOptions& options) {
   auto device = ResolveDevice(scenario.device);
   if (!device.ok()) return device.status();
+  if (!scenario.model.torchscript.empty()) NARROWS_RETURN_IF_ERROR(CheckScriptModel(scenario.model));
   auto impl = std::make_unique<Impl>(scenario, algorithm, std::move(data));
   impl->device = *device;
   impl->opt = options;

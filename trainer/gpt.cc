@@ -2,17 +2,20 @@
 
 #include "trainer/attention.h"
 #include "trainer/gelu.h"
+#include "trainer/script_model.h"
+
+#include <torch/script.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cctype>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 namespace narrows::trainer {
 
-int64_t BlockOf(const ParamSlice& slice) {
-  if (slice.name.rfind("h.", 0) != 0) return -1;
-  return std::stoll(slice.name.substr(2, slice.name.find('.', 2) - 2));
-}
+int64_t BlockOf(const ParamSlice& slice) { return BlockOfName(slice.name); }
 
 struct Gpt::PendingParam {
   std::string name;
@@ -23,9 +26,50 @@ struct Gpt::PendingParam {
 
 Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
     : spec_(spec), scales_(ComputeScales(spec)), device_(device) {
+  if (!spec.torchscript.empty()) {
+    Flatten(LoadScript());
+    return;
+  }
   NARROWS_CHECK(spec.d_model % spec.n_heads == 0) << "d_model must divide by n_heads";
   Flatten(DrawInitialValues());
   BuildAttentionConstants();
+}
+
+std::vector<Gpt::PendingParam> Gpt::LoadScript() {
+  // Checked before (CheckScriptModel): a failure here is a file changed under the run.
+  torch::jit::Module m = torch::jit::load(spec_.torchscript, device_);
+  m.eval();
+  if (m.find_method("init_weights")) {
+    // Drawn from the seed the caller gave LibTorch, as the built-in model's are, one replica at a
+    // time (the global generator is the module's), leaving the generator as it was.
+    static std::mutex draw;
+    std::lock_guard<std::mutex> lock(draw);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();  // init_weights locks it as it draws
+    const uint64_t seed = gen.current_seed();
+    const at::Tensor state = gen.get_state();
+    gen.set_current_seed(seed);
+    torch::NoGradGuard no_grad;
+    m.run_method("init_weights");
+    gen.set_state(state);
+  }
+  std::vector<PendingParam> pending;
+  std::map<const void*, std::string> seen;  // a tensor listed twice (tied weights) is laid out once
+  script_slots_.reserve(m.named_parameters(true).size());
+  for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& t = p.value;
+    if (!seen.emplace(t.unsafeGetTensorImpl(), p.name).second) continue;
+    // Tables looked up by token or position: embedding; other matrices: hidden (Muon's); gains and
+    // biases inside a numbered block: vector; outside one (a final norm): final_norm.
+    std::string lower = p.name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool table = lower.find("emb") != std::string::npos || lower.rfind("wte", 0) == 0 || lower.rfind("wpe", 0) == 0;
+    ParamGroupKind group = BlockOfName(p.name) >= 0 ? ParamGroupKind::kVector : ParamGroupKind::kFinalNorm;
+    if (t.dim() == 2) group = table || t.size(0) == spec_.vocab_size ? ParamGroupKind::kEmbedding : ParamGroupKind::kHidden;
+    script_slots_.push_back(t);
+    pending.push_back({p.name, group, &script_slots_.back(), t.detach().clone().cpu()});
+  }
+  script_ = std::make_shared<torch::jit::Module>(m);
+  return pending;
 }
 
 std::vector<Gpt::PendingParam> Gpt::DrawInitialValues() {
@@ -96,7 +140,10 @@ void Gpt::Flatten(std::vector<PendingParam> pending) {
     const ParamSlice& s = slices_[i];
     // A leaf whose storage is a slice of the flat buffer. set_data (not a view op) keeps autograd
     // from treating the parameter as a view of the buffer, which costs view bookkeeping per use.
-    torch::Tensor param = torch::empty({0}, flat_params_.options());
+    // A module's own parameter (spec.torchscript; its slot holds it) keeps its identity and takes the
+    // slice as its storage, in place, so that whatever else in the module holds it (a GRU's list of
+    // flat weights) sees the same tensor.
+    torch::Tensor param = script_ ? *pending[i].slot : torch::empty({0}, flat_params_.options());
     param.set_data(flat_params_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes()));
     param.requires_grad_(true);
     param.mutable_grad() = flat_grads_.narrow(0, s.offset, s.numel).view(pending[i].init.sizes());
@@ -130,6 +177,9 @@ int64_t Gpt::num_non_embedding_params() const {
 }
 
 double Gpt::TrainFlopsPerToken() const {
+  if (script_) {
+    return spec_.flops_per_token > 0 ? spec_.flops_per_token : 6.0 * static_cast<double>(num_params());
+  }
   const double unembedding = static_cast<double>(spec_.vocab_size * spec_.d_model);
   const double n = static_cast<double>(num_non_embedding_params()) + unembedding;
   return 6.0 * n + 12.0 * static_cast<double>(spec_.n_layers * spec_.d_model * spec_.seq_len);
@@ -156,6 +206,11 @@ torch::Tensor Gpt::Attention(const Layer& l, const torch::Tensor& x) const {
 }
 
 torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {
+  if (script_) {
+    const c10::IValue out = script_->forward({tokens});
+    const torch::Tensor logits = out.isTuple() ? out.toTupleRef().elements()[0].toTensor() : out.toTensor();
+    return logits.to(torch::kFloat32);
+  }
   const int64_t t = tokens.size(1), d = spec_.d_model;
   NARROWS_CHECK(t <= spec_.seq_len) << "sequence of " << t << " tokens > seq_len " << spec_.seq_len;
   auto x = torch::embedding(wte_, tokens);

@@ -9,12 +9,17 @@
 // header out of widely included ones.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/scenario.h"
 #include "trainer/parameterization.h"
 #include "trainer/torch_pch.h"
+
+namespace torch::jit {
+struct Module;
+}
 
 namespace narrows::trainer {
 
@@ -38,6 +43,11 @@ class Gpt {
  public:
   // Initialises on the CPU from the global LibTorch generator (seed it first), then moves to
   // `device`, so that initial weights do not depend on the device.
+  // With spec.torchscript, hosts that module instead (trainer/script_model.h; check it first with
+  // CheckScriptModel): its parameters, as the file holds them or as its init_weights() method draws
+  // them from the seeded generator where it has one, become views into the flat buffers, grouped
+  // by shape (2-D tables whose rows are the vocabulary: embedding; other matrices: hidden; the
+  // rest: vector). Its buffers stay its own, one set per replica. It runs in eval mode (no dropout).
   Gpt(const core::ModelSpec& spec, torch::Device device);
 
   // tokens: [B, T] int64 with T <= seq_len. Returns logits [B, T, vocab].
@@ -92,6 +102,10 @@ class Gpt {
   std::vector<Layer> layers_;
   torch::Tensor causal_bias_;         // [T, T]: 0 on and below the diagonal, -inf above
   torch::Tensor rope_cos_, rope_sin_;  // [T, hd/2]
+  // The user's module (spec.torchscript), or null for the built-in GPT.
+  std::shared_ptr<torch::jit::Module> script_;
+  std::vector<torch::Tensor> script_slots_;  // its parameters, in the order they are laid out
+  std::vector<PendingParam> LoadScript();
   torch::Tensor flat_params_, flat_grads_;
   std::vector<ParamSlice> slices_;
   std::vector<torch::Tensor> parameters_;

@@ -275,7 +275,11 @@ core::ParsedOptions ParseDipaco(core::OptionReader& r, const core::Scenario& sc,
   if (o->levels * o->modules > 600) {
     r.ErrorAt("modules", "levels x modules must be at most 600 (one tag range per module)");
   }
-  const int64_t n_layers = entry.n_layers > 0 ? entry.n_layers : sc.model.n_layers;
+  if (!sc.model.torchscript.empty()) {
+    r.ErrorAt("levels", "DiPaCo's paths are made of the built-in GPT's blocks; a torchscript model has none of its own "
+                        "(use the built-in model, or another algorithm)");
+  }
+  const int64_t n_layers = entry.n_layers > 0 ? entry.n_layers : std::max<int64_t>(1, sc.model.n_layers);
   int64_t paths = 1;  // modules^levels, saturating above the worker count
   for (int64_t l = 0; l < o->levels && paths <= sc.workers.count; ++l) paths *= o->modules;
   if (n_layers % o->levels != 0) {

@@ -412,7 +412,10 @@ core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& 
                                    " (one fragment's all-reduce in flight at a time)");
   }
   const int64_t n_layers = entry.n_layers > 0 ? entry.n_layers : sc.model.n_layers;
-  if (o->fragments > n_layers) {
+  if (n_layers == 0) {
+    r.ErrorAt("fragments", "a fragment is a set of the model's blocks: give model.n_layers, the number of numbered "
+                           "blocks (layers.N, h.N, blocks.N) of the torchscript module");
+  } else if (o->fragments > n_layers) {
     r.ErrorAt("fragments", "expected at most the model's n_layers = " + std::to_string(n_layers) +
                                " fragments (a fragment is a set of transformer blocks)");
   }

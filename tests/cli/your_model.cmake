@@ -1,0 +1,83 @@
+# A model of the user's (model.torchscript): tools/export-model's three modules trained in the
+# emulator by DDP, DiLoCo and Streaming DiLoCo with int8 outer gradients (the GRU, without numbered
+# blocks, by DDP and DiLoCo), the GPT by two real processes (launch --local 2) to the emulator's
+# losses; and each bad module refused with exit 2, naming what is wrong, before anything runs.
+# Run by ctest as `cmake -P` with NARROWS, SRC, WORK and MODELS set.
+include(${SRC}/tests/cli/deploy_corpus.cmake)
+include(${SRC}/tests/cli/deploy_common.cmake)
+
+function(write_scenario name model blocks compare)
+  set(layers "")
+  if(blocks)
+    set(layers ", n_layers: ${blocks}")
+  endif()
+  file(WRITE ${WORK}/${name}.yaml "name: ${name}\nseed: 1\nthreads: 1\nmodel: {torchscript: ${model}${layers}, seq_len: 32}\n"
+       "data: {path: corpus.txt}\ntrain: {steps: 12, batch_size: 4, warmup_steps: 2}\n"
+       "eval: {every: 6, batches: 2, batch_size: 4}\ncompute: {mode: modelled, device_flops: 1e10}\n"
+       "workers: {count: 2}\noutput: {dir: runs, log_every: 1}\ncompare: ${compare}\n")
+endfunction()
+
+set(three "[ddp, diloco-h4, {algorithm: streaming-diloco, inner_steps: 4, fragments: 2, outer_gradient: int8, name: streaming-int8}]")
+write_scenario(gpt ${MODELS}/gpt.pt 4 "${three}")
+write_scenario(llama ${MODELS}/llama.pt 4 "${three}")
+write_scenario(gru ${MODELS}/gru.pt "" "[ddp, diloco-h4]")
+foreach(model gpt llama gru)
+  run_ok(${model} ${NARROWS} run ${model}.yaml -q)
+  file(READ ${WORK}/runs/${model}/summary.json summary)
+  string(JSON n LENGTH "${summary}" results)
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON name GET "${summary}" results ${i} name)
+    string(JSON loss GET "${summary}" results ${i} final_val_loss)
+    # Trained: below the uniform guess over 256 bytes, ln 256 = 5.545 nats.
+    if(NOT loss LESS 5.5)
+      message(FATAL_ERROR "${model} ${name}: final validation loss ${loss} after 12 steps")
+    endif()
+  endforeach()
+endforeach()
+
+# Real processes train the same module to the emulator's losses, step by step.
+write_scenario(pair ${MODELS}/gpt.pt 4 "[ddp, diloco-h4]")
+run_ok(emulated ${NARROWS} run pair.yaml -q -o runs/emulated)
+run_ok(launched ${NARROWS} launch --local 2 pair.yaml -q -o runs/launched)
+foreach(entry ddp diloco-h4)
+  expect_same_metrics(launched_${entry} ${WORK}/runs/emulated/${entry}/metrics.jsonl
+                      ${WORK}/runs/launched/${entry}/metrics.jsonl 0 train_loss)
+endforeach()
+
+# Bad modules: exit 2, the file and what is wrong named, no run folder written.
+file(WRITE ${WORK}/text.pt "not a module\n")
+# (torch.jit.script reads the class's source: a file, not python3 -c.)
+file(WRITE ${WORK}/flat.py "
+import torch
+class NoVocab(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.float() * self.w
+torch.jit.script(NoVocab()).save('${WORK}/flat.pt')
+")
+execute_process(COMMAND /usr/bin/python3 ${WORK}/flat.py RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "exporting the bad module: ${err}")
+endif()
+run_ok(vocab300 ${SRC}/tools/export-model ${WORK}/v300 --only gpt --vocab 300)
+foreach(case "missing.pt|cannot read missing.pt"
+             "text.pt|not a TorchScript module saved by torch.jit.save"
+             "flat.pt|returned [2, 8]; expected logits [2, 8, 256]"
+             "v300/gpt.pt|returned [2, 8, 300]; expected logits [2, 8, 256] (the data's vocabulary has 256 tokens)")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 file)
+  list(GET parts 1 expected)
+  string(MAKE_C_IDENTIFIER "${file}" id)
+  execute_process(COMMAND ${NARROWS} run gru.yaml -q --set model.torchscript=${file} -o runs/bad-${id}
+                  RESULT_VARIABLE rc ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "${file}: exit ${rc}, not 2: ${err}")
+  endif()
+  expect_in(${file} "${expected}" "${err}")
+  if(EXISTS ${WORK}/runs/bad-${id})
+    message(FATAL_ERROR "${file}: a run folder was written for a module refused")
+  endif()
+endforeach()

@@ -1,0 +1,102 @@
+#include "trainer/script_model.h"
+
+#include <torch/script.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace narrows::trainer {
+
+int64_t BlockOfName(const std::string& name) {
+  std::stringstream parts(name);
+  for (std::string part; std::getline(parts, part, '.');) {
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) return std::stoll(part);
+  }
+  return -1;
+}
+
+namespace {
+
+std::string Shape(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+core::Status Check(const core::ModelSpec& spec) {
+  const std::string at = "model.torchscript " + spec.torchscript + ": ";
+  torch::jit::Module m;
+  try {
+    m = torch::jit::load(spec.torchscript, torch::kCPU);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    return core::Status::InvalidArgument(at + "not a TorchScript module saved by torch.jit.save (" +
+                                         what.substr(0, what.find('\n')) + ")");
+  }
+  if (!m.find_method("forward")) return core::Status::InvalidArgument(at + "the module has no forward method");
+  int64_t params = 0;
+  std::set<int64_t> blocks;
+  for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+    if (p.value.scalar_type() != torch::kFloat32) {
+      return core::Status::InvalidArgument(at + "parameter " + p.name + " is " + std::string(c10::toString(p.value.scalar_type())) +
+                                           "; narrows keeps parameters in float32 (export the module in float32)");
+    }
+    params += p.value.numel();
+    if (const int64_t b = BlockOfName(p.name); b >= 0) blocks.insert(b);
+  }
+  if (params == 0) return core::Status::InvalidArgument(at + "the module has no parameters to train");
+  if (spec.n_layers > 0 && static_cast<int64_t>(blocks.size()) != spec.n_layers) {
+    return core::Status::InvalidArgument(at + "model.n_layers is " + std::to_string(spec.n_layers) + " but the module has " +
+                                         std::to_string(blocks.size()) + " numbered blocks (layers.N, h.N, ...)");
+  }
+  const int64_t t = std::min<int64_t>(spec.seq_len, 8);
+  const torch::Tensor tokens = torch::randint(std::min<int64_t>(spec.vocab_size, 256), {2, t}, torch::kInt64);
+  torch::Tensor logits;
+  try {
+    torch::NoGradGuard no_grad;
+    m.eval();
+    const c10::IValue out = m.forward({tokens});
+    if (out.isTensor()) {
+      logits = out.toTensor();
+    } else if (out.isTuple() && !out.toTupleRef().elements().empty() && out.toTupleRef().elements()[0].isTensor()) {
+      logits = out.toTupleRef().elements()[0].toTensor();
+    } else {
+      return core::Status::InvalidArgument(at + "forward returned " + out.tagKind() +
+                                           "; expected logits [B, T, vocab], or a tuple whose first item they are");
+    }
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    return core::Status::InvalidArgument(at + "forward(tokens int64 [2, " + std::to_string(t) + "]) failed: " +
+                                         what.substr(0, what.find('\n')));
+  }
+  if (logits.dim() != 3 || logits.size(0) != 2 || logits.size(1) != t || logits.size(2) != spec.vocab_size) {
+    return core::Status::InvalidArgument(at + "forward(tokens int64 [2, " + std::to_string(t) + "]) returned " +
+                                         Shape(logits) + "; expected logits [2, " + std::to_string(t) + ", " +
+                                         std::to_string(spec.vocab_size) + "] (the data's vocabulary has " +
+                                         std::to_string(spec.vocab_size) + " tokens)");
+  }
+  if (!logits.is_floating_point()) {
+    return core::Status::InvalidArgument(at + "forward returned " + std::string(c10::toString(logits.scalar_type())) +
+                                         " logits; expected floating point");
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace
+
+core::Status CheckScriptModel(const core::ModelSpec& spec) {
+  static std::mutex mu;
+  static std::map<std::string, core::Status> checked;  // file, shape asked -> verdict
+  const std::string key = spec.torchscript + "|" + std::to_string(spec.vocab_size) + "|" + std::to_string(spec.seq_len) +
+                          "|" + std::to_string(spec.n_layers);
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = checked.find(key);
+  if (it != checked.end()) return it->second;
+  const core::Status s = Check(spec);
+  checked.emplace(key, s);
+  return s;
+}
+
+}  // namespace narrows::trainer
