@@ -416,6 +416,21 @@ Status HonouredByRealProcesses(const core::Scenario& sc) {
   return Status::Ok();
 }
 
+// A crash fault ends its worker's process; nothing starts it again but a restart (--rejoin,
+// --chaos, torchrun's agent), so the entries after the one it happens in would run without that
+// worker, compared as equals with those before. Refused where no restart can come.
+Status CrashesSpareLaterEntries(const core::Scenario& sc, size_t entries, bool restarts_possible) {
+  if (entries <= 1 || restarts_possible) return Status::Ok();
+  for (size_t i = 0; i < sc.faults.size(); ++i) {
+    if (sc.faults[i].kind != core::FaultKind::kCrash) continue;
+    return Status::InvalidArgument(
+        "faults[" + std::to_string(i) + "]: a crash ends worker " + std::to_string(sc.faults[i].worker) +
+        "'s process, and the " + std::to_string(entries - 1) + " entries after the first would run without it: run one "
+        "entry at a time (--entry NAME), or restart it (launch --chaos, torchrun --max_restarts)");
+  }
+  return Status::Ok();
+}
+
 Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, bool* removed) {
   NARROWS_RETURN_IF_ERROR(OneSeed(scenario));
   NARROWS_RETURN_IF_ERROR(HonouredByRealProcesses(scenario));
@@ -466,6 +481,18 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
     opts.resume = resumed_checkpoint;
   }
   const auto& entries = selection->entries;
+  const auto env = ProcessEnvironment();
+  const auto max_restarts = env.find("TORCHELASTIC_MAX_RESTARTS");
+  const bool restartable = max_restarts != env.end() && std::atoi(max_restarts->second.c_str()) > 0;
+  if (!o.rejoin && !again) NARROWS_RETURN_IF_ERROR(CrashesSpareLaterEntries(sc, entries.size(), restartable));
+  // Rank 0 writes the run folder: one holding another scenario's results is refused before anything
+  // runs (as launch refuses it); entries run one at a time may differ in compare: and deploy:. A
+  // folder without a record may hold what the other ranks, started first, began to write (spools).
+  if (rank == 0 && IsFile(run_dir + "/scenario.yaml")) {
+    auto use = ClaimResultFolder(run_dir, sc.resolved_yaml, OnOtherScenario::kRefuse, "run folder", {"compare", "deploy"},
+                                 "wall");
+    if (!use.ok()) return use.status();
+  }
   auto z = NodeOptions(sc, *place, opts);
   if (!z.ok()) return z.status();
   // A restarted process, or group, does not crash again.
@@ -723,6 +750,8 @@ Status WriteChaosEvents(const Chaos& chaos, const std::string& run_dir, const st
 Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
   NARROWS_RETURN_IF_ERROR(OneSeed(sc));
   NARROWS_RETURN_IF_ERROR(HonouredByRealProcesses(sc));
+  NARROWS_RETURN_IF_ERROR(CrashesSpareLaterEntries(sc, lo.entry.empty() && lo.resume.empty() ? Entries(sc).size() : 1,
+                                                   !lo.chaos.empty()));
   const int n = lo.local;
   if (n != sc.workers.count) {
     return Status::InvalidArgument("launch --local " + std::to_string(n) + " but the scenario's workers.count is " +

@@ -405,3 +405,12 @@ expect_failure(world_mismatch "the world has 2 workers but the scenario's worker
 expect_failure(no_key "deploy.security is curve: give deploy.key_file or --key" ${NARROWS} worker one.yaml
                --rank 0 --world 1 --master 127.0.0.1:1 --set deploy.security=curve)
 expect_failure(launch_count "launch --local 2 but the scenario's workers.count is 1" ${NARROWS} launch --local 2 one.yaml)
+# A crash fault's worker stays dead: the entries after the first would run without it, compared as
+# equals. Refused without a restart (one entry at a time, or --chaos).
+expect_failure(launch_crash_entries "faults[0]: a crash ends worker 1's process, and the 2 entries after the first"
+               ${NARROWS} launch eq.yaml -q --set "faults=[{type: crash, worker: 1, at_step: 3}]"
+               --set "compare=[ddp, diloco-h8, diloco-h4]")
+# A worker's rank 0 refuses a folder holding another scenario's results, as launch does.
+expect_failure(worker_other_folder "out/one holds the results of another scenario: train.steps is 2 there and 3 here"
+               ${NARROWS} worker one.yaml -q --set train.steps=3 --rank 0 --world 1 --master 127.0.0.1:${port2}
+               --bind 127.0.0.1)
