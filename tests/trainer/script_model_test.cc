@@ -1,8 +1,13 @@
 // A model of the user's (trainer/script_model.h): tools/export-model's modules hosted by Gpt, their
 // parameters in the flat buffers; the nanoGPT-style module equal to the built-in `tiny` model given
-// its weights, in the forward and over 50 AdamW steps; and the checks a bad module meets.
+// its weights, in the forward and over 50 AdamW steps, and to a plain PyTorch loop in Python over 20;
+// and the checks a bad module meets.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -105,6 +110,59 @@ TEST(ScriptModelTest, TheExportedGptEqualsTheBuiltInTinyModel) {
     const double a = built.TrainStep(batch, 3e-3).loss, b = script.TrainStep(batch, 3e-3).loss;
     ASSERT_NEAR(a, b, 1e-4 * a) << "step " << step;
   }
+}
+
+// The same module trained 20 steps by narrows and by a plain PyTorch loop in Python (Debian's
+// python3-torch): the same initial parameters, batches and AdamW (decay on the matrices only, the
+// gradient clipped at train.grad_clip), the losses within 1e-4 relative, step by step.
+TEST(ScriptModelTest, TrainsAsAPlainPyTorchLoopDoes) {
+  if (std::system("/usr/bin/python3 -c 'import torch, numpy' 2> /dev/null") != 0) {
+    GTEST_SKIP() << "needs /usr/bin/python3 with torch and numpy (tools/setup installs python3-torch)";
+  }
+  const std::string dir = testing::TempDir() + "torch_loop";
+  std::filesystem::create_directories(dir);
+  core::TrainSpec train;
+  torch::manual_seed(5);
+  Replica replica(Script("gpt.pt", 4), train, torch::kCPU);
+  Gpt& model = replica.model();
+  nlohmann::json index = {{"model", kModels + "/gpt.pt"}, {"steps", 20}, {"batch", 4}, {"seq_len", 64},
+                          {"lr", 3e-3}, {"weight_decay", train.weight_decay}, {"beta1", train.beta1},
+                          {"beta2", train.beta2}, {"eps", train.eps}, {"grad_clip", train.grad_clip}};
+  for (const auto& s : model.slices()) {
+    const bool decay = s.group == ParamGroupKind::kEmbedding || s.group == ParamGroupKind::kHidden;
+    index["params"].push_back({{"name", s.name}, {"offset", s.offset}, {"numel", s.numel}, {"decay", decay}});
+  }
+  std::ofstream(dir + "/index.json") << index.dump();
+  const torch::Tensor params = model.flat_params().contiguous();
+  std::ofstream(dir + "/params.f32", std::ios::binary)
+      .write(reinterpret_cast<const char*>(params.data_ptr<float>()), params.numel() * 4);
+  // Rows that count up from a random byte: learnable, so that the losses fall and a difference in
+  // what the two loops learn shows.
+  torch::manual_seed(6);
+  const torch::Tensor data =
+      (torch::randint(0, 256, {20, 4, 1}, torch::kInt64) + torch::arange(65, torch::kInt64)).remainder(256).contiguous();
+  std::ofstream(dir + "/batches.i64", std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data_ptr<int64_t>()), data.numel() * 8);
+  const std::string command = "/usr/bin/python3 " NARROWS_SOURCE_DIR "/tests/trainer/torch_loop.py " + dir + " > " + dir +
+                              "/losses.json";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(dir + "/losses.json");
+  const auto python = nlohmann::json::parse(in);
+  ASSERT_EQ(python.size(), 20u);
+  const int64_t* p = data.data_ptr<int64_t>();
+  for (int64_t step = 0; step < 20; ++step) {
+    TokenBatch batch;
+    batch.batch = 4;
+    batch.seq_len = 64;
+    for (int64_t r = 0; r < 4; ++r) {
+      const int64_t* row = p + (step * 4 + r) * 65;
+      batch.inputs.insert(batch.inputs.end(), row, row + 64);
+      batch.targets.insert(batch.targets.end(), row + 1, row + 65);
+    }
+    const double ours = replica.TrainStep(batch, 3e-3).loss, theirs = python[step].get<double>();
+    EXPECT_NEAR(ours, theirs, 1e-4 * theirs) << "step " << step;
+  }
+  EXPECT_LT(python[19].get<double>(), 0.8 * python[0].get<double>()) << "the loops learned too little to compare";
 }
 
 TEST(ScriptModelTest, ABadModuleIsRefusedNamingWhatIsWrong) {
