@@ -2,6 +2,7 @@
 // tools/bench/trainer, which runs tools/bench/bench_trainer.py on the same shapes beside it.
 //
 //   bench_trainer PRESET BATCH THREADS STEPS WARMUP [DEVICE [PRECISION]]
+// PRESET: a preset's name, or a TorchScript module's file (tools/export-model's gpt.pt, ...).
 // Prints one JSON line: {"impl": "narrows", "tokens_per_s": ..., "step_ms": ..., ...}. DEVICE: cpu
 // (default), cuda or cuda:N; PRECISION: fp32 (default) or bf16 (train.precision).
 //   bench_trainer gemm THREADS [DEVICE]
@@ -17,6 +18,7 @@
 #include "core/scenario.h"
 #include "sim/network_registry.h"
 #include "trainer/replica.h"
+#include "trainer/script_model.h"
 
 namespace {
 
@@ -72,9 +74,16 @@ int main(int argc, char** argv) {
   (void)narrows::sim::RegisteredNetworkModels();
   // GPT-2 small with its own vocabulary (the other presets read bytes), as bench_trainer.py's PRESETS.
   const std::string vocab = preset == "gpt2-124m" ? "50257" : "256";
-  auto scenario = narrows::core::ParseScenario("model: {preset: " + preset + "}\ndata: {vocab_size: " + vocab +
+  // A TorchScript module (tools/export-model's): bytes, sequences of 128.
+  const bool script = preset.size() > 3 && preset.substr(preset.size() - 3) == ".pt";
+  const std::string model = script ? "{torchscript: '" + preset + "', seq_len: 128}" : "{preset: " + preset + "}";
+  auto scenario = narrows::core::ParseScenario("model: " + model + "\ndata: {vocab_size: " + vocab +
                                                    "}\ntrain: {precision: " + precision + "}\n",
                                                "bench");
+  if (scenario.ok() && script) {
+    const narrows::core::Status checked = narrows::trainer::CheckScriptModel(scenario->model);
+    if (!checked.ok()) scenario = checked;
+  }
   if (!scenario.ok()) {
     std::fprintf(stderr, "%s\n", scenario.status().message().c_str());
     return 2;

@@ -6,6 +6,7 @@ F.scaled_dot_product_attention (flash), AdamW with fused=True, bf16 through torc
 optionally torch.compile.
 
     python3 bench_trainer.py PRESET BATCH THREADS STEPS WARMUP [DEVICE [PRECISION [compile]]]
+PRESET may be one of tools/export-model's files (gpt.pt, llama.pt, gru.pt): its module in eager mode.
 Prints one JSON line like the C++ benchmark."""
 import json
 import math
@@ -74,6 +75,35 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+class WithLoss(nn.Module):
+    """A module that returns logits, with the loss narrows computes from them."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, idx, targets):
+        logits = self.inner(idx).float()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def ExportedModel(path):
+    import importlib.machinery
+    import importlib.util
+    import os
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "export-model")
+    loader = importlib.machinery.SourceFileLoader("export_model", source)
+    spec = importlib.util.spec_from_loader("export_model", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    name = os.path.basename(path)[:-3]
+    makers = {"gpt": lambda: module.Gpt(256, 128), "llama": lambda: module.Llama(256, 128),
+              "gru": lambda: module.GruLm(256)}
+    if name not in makers:
+        sys.exit(f"bench_trainer.py: {path}: a Python twin exists only for {', '.join(makers)}.pt")
+    return WithLoss(makers[name]())
+
+
 def main():
     preset, batch, threads, steps, warmup = sys.argv[1], *map(int, sys.argv[2:6])
     device = torch.device(sys.argv[6] if len(sys.argv) > 6 else "cpu")
@@ -82,8 +112,13 @@ def main():
     gpu = device.type == "cuda"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    d, layers, h, t, vocab = PRESETS[preset]
-    model = GPT(d, layers, h, t, vocab).to(device)
+    if preset.endswith(".pt"):
+        # tools/export-model's module of the same name, in eager mode (not scripted).
+        model, t, vocab = ExportedModel(preset), 128, 256
+        model = model.to(device)
+    else:
+        d, layers, h, t, vocab = PRESETS[preset]
+        model = GPT(d, layers, h, t, vocab).to(device)
     forward = torch.compile(model) if compiled else model
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
