@@ -1,16 +1,17 @@
 // Experiment: the entry's workers (trainer/algorithms/ over a WorkerContext) and its records.
 #include "trainer/experiment.h"
 
-#include "trainer/script_model.h"
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
+#include <set>
 #include <cmath>
 
 #include "core/run_writer.h"
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/checkpoint.h"
+#include "trainer/script_model.h"
 #include "trainer/worker.h"
 
 namespace narrows::trainer {
@@ -133,12 +134,54 @@ core::Status Experiment::MergePart(const std::string& part) {
   }
 }
 
+namespace {
+
+// N of a checkpoint folder …/step-N; -1 for none.
+int64_t ResumedStep(const std::string& checkpoint) {
+  if (checkpoint.empty()) return -1;
+  std::string name = checkpoint;
+  while (!name.empty() && name.back() == '/') name.pop_back();
+  name = name.substr(name.rfind('/') + 1);
+  if (name.rfind("step-", 0) != 0) return -1;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
 int Experiment::GatherLeftoverSpools() {
   Impl& x = *impl_;
   if (x.opt.spool_dir.empty()) return 0;
-  const auto leftovers = Spool::TakeLeftovers(x.opt.spool_dir);
+  auto leftovers = Spool::TakeLeftovers(x.opt.spool_dir);
   std::lock_guard<std::mutex> lock(x.mu);
-  for (const auto& l : leftovers) {
+  // A run resumed from step N holds every worker's records up to N from the checkpoint: what a
+  // process of the run before the resume left is kept only where the checkpoint lacks it (a worker
+  // and step not recorded yet), and only up to N; past N that run's training was done again. A
+  // process of this run (killed after the resume) starts past N and is kept whole.
+  const int64_t resumed_at = ResumedStep(x.opt.resume_from);
+  std::set<std::pair<int, int64_t>> recorded;
+  if (resumed_at >= 0) {
+    for (const auto& r : x.records) recorded.emplace(r.worker, r.step);
+  }
+  for (auto& l : leftovers) {
+    int64_t first = std::numeric_limits<int64_t>::max();
+    for (const auto& r : l.records) first = std::min(first, r.step);
+    if (resumed_at >= 0 && first <= resumed_at) {
+      std::vector<StepRecord> kept;
+      for (const auto& r : l.records) {
+        if (r.step < resumed_at && recorded.count({r.worker, r.step}) == 0) kept.push_back(r);
+      }
+      std::vector<nlohmann::json> events;
+      for (const auto& e : l.events) {
+        const int64_t step = e.contains("step") && e["step"].is_number_integer() ? e["step"].get<int64_t>() : 0;
+        if (step <= resumed_at && std::find(x.events.begin(), x.events.end(), e) == x.events.end()) events.push_back(e);
+      }
+      l.records = std::move(kept);
+      l.events = std::move(events);
+    }
     x.records.insert(x.records.end(), l.records.begin(), l.records.end());
     x.events.insert(x.events.end(), l.events.begin(), l.events.end());
     x.host_rates.insert(x.host_rates.end(), l.rates.begin(), l.rates.end());

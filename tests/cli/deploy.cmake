@@ -312,6 +312,21 @@ run_ok(checkpointed ${NARROWS} launch --local 3 ck.yaml -q)
 file(COPY_FILE ${WORK}/out/ck/dl/metrics.jsonl ${WORK}/uninterrupted.jsonl)
 run_ok(resumed ${NARROWS} launch --local 3 ck.yaml -q --resume out/ck/dl/checkpoints/step-000016)
 expect_same_metrics(resume ${WORK}/uninterrupted.jsonl ${WORK}/out/ck/dl/metrics.jsonl 0)
+# Killed whole (every process SIGKILLed, as by a lost machine, their spools left behind) after the
+# step-16 checkpoint, and resumed from it: what the dead processes recorded past the checkpoint was
+# done again, and what they recorded before it the checkpoint holds, so neither counts twice: the
+# same losses, bytes and tokens as the uninterrupted run. Paced (workers.speed) so that the kill
+# lands mid-run.
+execute_process(COMMAND sh -c "setsid '${NARROWS}' launch --local 3 ck.yaml -q --set name=ckk --set 'workers.speed=[0.3, 0.3, 0.3]' > /dev/null 2>&1 &
+    pid=$!
+    for i in $(seq 1 1500); do [ -f out/ckk/dl/checkpoints/step-000016/rank-2.ckpt ] && break; sleep 0.02; done
+    kill -KILL -$pid; wait $pid; exit 0" WORKING_DIRECTORY ${WORK})
+run_ok(resumed_after_kill ${NARROWS} launch --local 3 ck.yaml -q --set name=ckk --set "workers.speed=[0.3, 0.3, 0.3]"
+       --resume out/ckk/dl/checkpoints/step-000016)
+file(READ ${WORK}/out/ckk/dl/events.jsonl events)
+expect_in(resumed_after_kill_gathered "\"type\":\"gathered_spool\"" "${events}")
+expect_same_metrics(resume_after_kill ${WORK}/uninterrupted.jsonl ${WORK}/out/ckk/dl/metrics.jsonl 0 train_loss bytes_sent
+                    tokens)
 # DDP (a checkpoint every 8 steps) and DiPaCo resume the same way.
 file(WRITE ${WORK}/ck2.yaml "name: ck2\n${common}workers: {count: 4}\noutput: {dir: out, log_every: 1}\n"
      "deploy: {security: plain, checkpoint_every: 8}\n"
