@@ -406,6 +406,7 @@ Status RunSweep(const SweepOptions& o) {
     if (!use.ok()) return use.status();
     return RunPoint(*plan, o, static_cast<size_t>(o.point));
   }
+  if (o.slurm.submit || o.slurm.gather) NARROWS_RETURN_IF_ERROR(CheckSlurmGrid(plan->dir, o));
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(plan->dir));
   NARROWS_RETURN_IF_ERROR(WriteLayout(*plan, o.axes));
   if (o.slurm.submit || o.slurm.gather) {

@@ -42,5 +42,8 @@ core::Status RunPoint(const SweepPlan& plan, const SweepOptions& o, size_t i);
 // squeue), then submits those unfinished as a job array (--slurm) or names them (--gather, an error).
 // True when every point has finished and the table can be written.
 core::Result<bool> SweepOnSlurm(const SweepPlan& plan, const SweepOptions& o);
+// InvalidArgument where the folder's points went to Slurm with another grid than `o`'s (slurm.json
+// names points by their place in it); checked before anything in the folder is written.
+core::Status CheckSlurmGrid(const std::string& dir, const SweepOptions& o);
 
 }  // namespace narrows::tools

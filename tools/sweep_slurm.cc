@@ -71,6 +71,17 @@ core::Result<std::map<size_t, std::string>> ActivePoints(const nlohmann::json& s
   return active;
 }
 
+// The grid as --grid texts, as slurm.json records it: its tasks name points by their index in it.
+nlohmann::json GridTexts(const SweepOptions& o) {
+  nlohmann::json grid = nlohmann::json::array();
+  for (const auto& axis : o.axes) {
+    std::string values;
+    for (const auto& v : axis.values) values += (values.empty() ? "" : ",") + v;
+    grid.push_back(axis.key + "=" + values);
+  }
+  return grid;
+}
+
 std::vector<size_t> Unfinished(const SweepPlan& plan) {
   std::vector<size_t> out;
   for (size_t i = 0; i < plan.scenarios.size(); ++i) {
@@ -177,6 +188,20 @@ std::string Names(const SweepPlan& plan, const std::vector<size_t>& points) {
 
 }  // namespace
 
+core::Status CheckSlurmGrid(const std::string& dir, const SweepOptions& o) {
+  const std::string path = dir + "/slurm.json";
+  if (!IsFile(path)) return core::Status::Ok();
+  auto state = ReadJson(path);
+  if (!state.ok()) return state.status();
+  if (!state->contains("grid") || (*state)["grid"] == GridTexts(o)) return core::Status::Ok();
+  std::string given, recorded;
+  for (const auto& g : GridTexts(o)) given += " --grid " + g.get<std::string>();
+  for (const auto& g : (*state)["grid"]) recorded += " --grid " + g.get<std::string>();
+  return Status::InvalidArgument(dir + ": its points were submitted to Slurm with" + recorded + "; this command gives" +
+                                 given + " (the tasks name points by their place in the grid): give the same grid, or "
+                                 "another folder with -o DIR");
+}
+
 core::Result<bool> SweepOnSlurm(const SweepPlan& plan, const SweepOptions& o) {
   // Every point finished (its folder says so): Slurm has nothing to add.
   if (Unfinished(plan).empty()) return true;
@@ -197,12 +222,21 @@ core::Result<bool> SweepOnSlurm(const SweepPlan& plan, const SweepOptions& o) {
     std::string detail;
     for (size_t p : unfinished) {
       const std::string log = plan.dir + "/" + plan.scenarios[p].name + ".log";
-      const std::string tail = LastLines(log, 3);
-      detail += "\n  " + plan.scenarios[p].name + ": " + (tail.empty() ? "no log (" + log + "); see " + plan.dir + "/slurm/" : log + ":\n" + tail);
+      std::string tail = LastLines(log, 3), from = log;
+      if (tail.empty()) {  // never ran, or ended before narrows wrote a line: what Slurm said of its task
+        for (const auto& job : (*state)["jobs"]) {
+          const std::string out = plan.dir + "/slurm/" + job.at("id").get<std::string>() + "_" + std::to_string(p) + ".out";
+          if (const std::string said = LastLines(out, 2); !said.empty()) tail = said, from = out;
+        }
+      }
+      detail += "\n  " + plan.scenarios[p].name + ": " +
+                (!tail.empty() ? from + ":\n" + tail
+                 : submitted_before ? "nothing written (" + log + " is empty or absent): its task never started"
+                                    : "never submitted");
     }
     return Status::Internal(std::to_string(unfinished.size()) + " of " + std::to_string(total) + " points " +
                             (submitted_before ? "did not finish in Slurm" : "were never submitted") + ":" + detail +
-                            "\nthe same sweep with --slurm submits them (again)");
+                            (submitted_before ? "\nthe same sweep with --slurm submits them again" : "\nthe same sweep with --slurm submits them"));
   }
   // The points that train first; those timed with another point's losses after them.
   std::vector<size_t> trains, timed;
@@ -221,11 +255,17 @@ core::Result<bool> SweepOnSlurm(const SweepPlan& plan, const SweepOptions& o) {
     second = *id;
     (*state)["jobs"].push_back({{"id", second}, {"points", timed}});
   }
+  (*state)["grid"] = GridTexts(o);
   NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(StatePath(plan), state->dump(2) + "\n"));
   const std::string jobs = first.empty() ? second : second.empty() ? first : first + " and " + second + " (after " + first + ")";
   std::printf("sweep: %zu points, %zu finished, %zu %s to Slurm as job %s: %s\n", total, total - unfinished.size(),
               unfinished.size(), submitted_before ? "submitted again" : "submitted", jobs.c_str(),
               Names(plan, unfinished).c_str());
+  if (plan.scenarios.front().compute.mode == core::ComputeMode::kMeasured) {
+    std::printf("sweep: compute.mode is measured: each point's times are those of the node and cores its task "
+                "gets, beside whatever else runs there; compute.mode: modelled gives times that do not depend on "
+                "where a point runs\n");
+  }
   std::printf("sweep: each point's output in %s/<point>.log; the same command with --gather (or again with --slurm) "
               "waits for them and writes the table\n",
               plan.dir.c_str());

@@ -8,6 +8,11 @@
 # submits a grid as job arrays, a cancelled point is submitted again, and --gather's table equals
 # the same sweep's run here.
 # Run by ctest as `cmake -P` with NARROWS, SRC and WORK set.
+# A cluster an earlier run of this test left up (it failed before its end) is stopped before its
+# folder is emptied, so that its daemons do not hold the ports.
+if(EXISTS ${WORK}/cluster/slurmctld.pid)
+  execute_process(COMMAND ${SRC}/tools/slurm-down ${WORK}/cluster OUTPUT_QUIET ERROR_QUIET)
+endif()
 include(${SRC}/tests/cli/deploy_corpus.cmake)
 include(${SRC}/tests/cli/deploy_common.cmake)
 
@@ -89,10 +94,21 @@ if(rc EQUAL 0)
 endif()
 expect_in(gather "1 of 4 points did not finish in Slurm" "${err}")
 expect_in(gather "lr-0.001_profile-dc-100g" "${err}")
+expect_in(gather "its task never started" "${err}")
 run_ok(resubmit ${NARROWS} sweep ${grid} --slurm --time=5)
 expect_in(resubmit "3 finished, 1 submitted again" "${out}")
 run_ok(gather ${NARROWS} sweep ${grid} --gather)
 expect_in(gather "sweep results: sweeps/sw/results.csv" "${out}")
+# Another grid for the same folder: refused before anything there changes (the tasks name points by
+# their place in the grid).
+execute_process(COMMAND ${NARROWS} sweep sw.yaml -q --grid train.lr=0.001,0.003 --grid network.profile=home-100m,dc-100g
+                -o sweeps/sw --gather RESULT_VARIABLE rc ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "--gather with another grid: exit ${rc}, not 2: ${err}")
+endif()
+expect_in(other_grid "its points were submitted to Slurm with --grid train.lr=0.001,0.002" "${err}")
+file(READ ${WORK}/sweeps/sw/sweep.json layout)
+expect_in(other_grid_layout "0.002" "${layout}")
 run_ok(here ${NARROWS} sweep sw.yaml -q --grid train.lr=0.001,0.002 --grid network.profile=home-100m,dc-100g -o sweeps/here)
 file(READ ${WORK}/sweeps/sw/results.csv on_slurm)
 file(READ ${WORK}/sweeps/here/results.csv on_this_machine)
