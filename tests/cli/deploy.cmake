@@ -319,7 +319,8 @@ expect_same_metrics(resume ${WORK}/uninterrupted.jsonl ${WORK}/out/ck/dl/metrics
 # lands mid-run.
 execute_process(COMMAND sh -c "setsid '${NARROWS}' launch --local 3 ck.yaml -q --set name=ckk --set 'workers.speed=[0.3, 0.3, 0.3]' > /dev/null 2>&1 &
     pid=$!
-    for i in $(seq 1 1500); do [ -f out/ckk/dl/checkpoints/step-000016/rank-2.ckpt ] && break; sleep 0.02; done
+    c=out/ckk/dl/checkpoints/step-000016
+    for i in $(seq 1 1500); do [ -f $c/rank-0.ckpt ] && [ -f $c/rank-1.ckpt ] && [ -f $c/rank-2.ckpt ] && break; sleep 0.02; done
     kill -KILL -$pid; wait $pid; exit 0" WORKING_DIRECTORY ${WORK})
 run_ok(resumed_after_kill ${NARROWS} launch --local 3 ck.yaml -q --set name=ckk --set "workers.speed=[0.3, 0.3, 0.3]"
        --resume out/ckk/dl/checkpoints/step-000016)

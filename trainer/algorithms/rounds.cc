@@ -155,6 +155,8 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     if (!step.ok()) return step.status();
     first = *step;
     w.StartDataAt(first);  // this worker's data order
+    // The run folder says where it went on from.
+    if (w.rank == 0) w.records.Event({{"type", "resumed"}, {"step", first}, {"time", w.Now()}, {"from", x.opt.resume_from}});
   }
   // Live: the leader of a round welcomes this worker and sends it the shared state; the step it
   // trains from. A restarted process starts its data stream there; one out by the scenario's
