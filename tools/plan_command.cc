@@ -530,6 +530,11 @@ nlohmann::json DecisionPage(const core::Scenario& sc, const Decision& d) {
 }  // namespace
 
 core::Status DecideScenario(const core::Scenario& sc, const std::string& sweep_dir, const DecideOptions& o) {
+  if (sweep_dir.size() > 4 && sweep_dir.compare(sweep_dir.size() - 4, 4, ".csv") == 0) {
+    return Status::InvalidArgument("--fit " + sweep_dir + ": plan --fit needs a sweep folder, whose points' scenarios "
+                                   "give the entries and the tokens per parameter the decision extrapolates at; a CSV of "
+                                   "points holds neither (narrows fit reads it for the laws alone)");
+  }
   auto sweep = LoadSweep(sweep_dir);
   if (!sweep.ok()) return sweep.status();
   auto fits = FitSweep(*sweep);
