@@ -153,7 +153,9 @@ void PrintComparison(const nlohmann::json& summary) {
                   profile.c_str());
       over = " over loopback";
     } else if (carried == "hosts") {
-      std::printf("over the hosts' own network, not the scenario's network: section (%s)\n", profile.c_str());
+      std::printf("over the hosts' own network: the scenario's network (%s) applies to the emulator, not to these "
+                  "times\n",
+                  profile.c_str());
       over = " over the hosts' network";
     } else {
       over = " over the emulated " + profile;
