@@ -95,25 +95,6 @@ constexpr int kTagPartSize = core::tags::kDeployPartSize;
 constexpr int kTagPart = core::tags::kDeployPart;
 constexpr int kTagAck = core::tags::kDeployAck;
 
-core::Result<int> ParseInt(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1'000'000) {
-    return Status::InvalidArgument(what + "=" + text + " is not a non-negative integer");
-  }
-  return static_cast<int>(v);
-}
-
-// The first of `names` set in `env`, parsed; -1 if none is.
-core::Result<int> FromEnv(const std::map<std::string, std::string>& env, const std::vector<std::string>& names) {
-  for (const auto& n : names) {
-    const auto it = env.find(n);
-    if (it != env.end()) return ParseInt(it->second, n);
-  }
-  return -1;
-}
-
 // Sends this process's part of the entry to rank 0; rank 0 merges every live rank's.
 Status Gather(deploy::ZmqTransport& t, trainer::Experiment& e, std::vector<int>* missing) {
   if (t.rank() != 0) {
@@ -141,81 +122,6 @@ Status Gather(deploy::ZmqTransport& t, trainer::Experiment& e, std::vector<int>*
 
 
 }  // namespace
-
-std::map<std::string, std::string> ProcessEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-  }
-  return env;
-}
-
-core::Result<Placement> ResolvePlacement(const WorkerOptions& o, const std::map<std::string, std::string>& env) {
-  // A flag, else the first of the launchers' variables that is set.
-  auto resolve = [&](int flag, const std::vector<std::string>& names, const std::string& what) -> core::Result<int> {
-    if (flag >= 0) return flag;
-    auto v = FromEnv(env, names);
-    if (!v.ok()) return v.status();
-    if (*v < 0) return Status::InvalidArgument("no " + what);
-    return *v;
-  };
-  Placement p;
-  auto rank = resolve(o.rank, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"},
-                      "rank: pass --rank, or set RANK (torchrun), SLURM_PROCID or OMPI_COMM_WORLD_RANK");
-  if (!rank.ok()) return rank.status();
-  auto world = resolve(o.world, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"},
-                       "world size: pass --world, or set WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE");
-  if (!world.ok()) return world.status();
-  p.rank = *rank;
-  p.world = *world;
-  if (p.world < 1 || p.rank >= p.world) {
-    return Status::InvalidArgument("rank " + std::to_string(p.rank) + " is not in a world of " + std::to_string(p.world));
-  }
-  p.master = o.master;
-  if (p.master.empty()) {
-    std::string host;
-    if (const auto addr = env.find("MASTER_ADDR"); addr != env.end()) {
-      host = addr->second;
-    } else {
-      // Under Slurm, rank 0 runs on the first node of the step, as torchrun users expect.
-      for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-        const auto list = env.find(name);
-        if (list == env.end() || list->second.empty()) continue;
-        auto first = FirstSlurmHost(list->second);
-        if (!first.ok()) return first.status();
-        host = *first;
-        break;
-      }
-    }
-    if (host.empty()) {
-      return Status::InvalidArgument(
-          "no rendezvous: pass --master HOST:PORT, or set MASTER_ADDR (and MASTER_PORT), or run under Slurm");
-    }
-    const auto port = env.find("MASTER_PORT");
-    std::string port_text = port == env.end() ? "29500" : port->second;
-    auto n = ParseInt(port_text, "MASTER_PORT");
-    if (!n.ok()) return n.status();
-    p.master = host + ":" + port_text;
-  }
-  return p;
-}
-
-core::Result<std::string> FirstSlurmHost(const std::string& nodelist) {
-  // A plain list (node1,node2) needs no expansion; a range (node[01-04]) is Slurm's to expand.
-  if (nodelist.find('[') == std::string::npos) return nodelist.substr(0, nodelist.find(','));
-  const std::string command = "scontrol show hostnames '" + nodelist + "' 2>&1";
-  std::string out;
-  if (nodelist.find('\'') == std::string::npos) {
-    if (FILE* pipe = ::popen(command.c_str(), "r")) {
-      char buffer[256];
-      while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
-      if (::pclose(pipe) == 0 && !out.empty()) return out.substr(0, out.find('\n'));
-    }
-  }
-  return Status::InvalidArgument("the Slurm node list '" + nodelist + "' could not be expanded (scontrol show hostnames: " +
-                                 out.substr(0, out.find('\n')) + "); set MASTER_ADDR");
-}
 
 namespace {
 
@@ -435,7 +341,8 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
   NARROWS_RETURN_IF_ERROR(OneSeed(scenario));
   NARROWS_RETURN_IF_ERROR(HonouredByRealProcesses(scenario));
   core::Scenario sc = scenario;
-  auto place = ResolvePlacement(o, ProcessEnvironment());
+  const auto env = ProcessEnvironment();
+  auto place = ResolvePlacement(o, env);
   if (!place.ok()) return place.status();
   const int rank = place->rank;
   if (place->world != sc.workers.count) {
@@ -451,7 +358,7 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
   WorkerOptions opts = o;
   // The whole group started again (torchrun's elastic restart, or --resume latest): the entries
   // finished are kept, the one in progress goes on from its newest complete checkpoint.
-  const int restarts = ElasticRestarts(ProcessEnvironment());
+  const int restarts = ElasticRestarts(env);
   const bool again = o.resume == "latest" || (o.resume.empty() && o.entry.empty() && !o.rejoin && restarts > 0);
   std::string resumed_entry, resumed_checkpoint;
   if (again) {
@@ -481,10 +388,9 @@ Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, 
     opts.resume = resumed_checkpoint;
   }
   const auto& entries = selection->entries;
-  const auto env = ProcessEnvironment();
-  const auto max_restarts = env.find("TORCHELASTIC_MAX_RESTARTS");
-  const bool restartable = max_restarts != env.end() && std::atoi(max_restarts->second.c_str()) > 0;
-  if (!o.rejoin && !again) NARROWS_RETURN_IF_ERROR(CrashesSpareLaterEntries(sc, entries.size(), restartable));
+  if (!o.rejoin && !again) {
+    NARROWS_RETURN_IF_ERROR(CrashesSpareLaterEntries(sc, entries.size(), ElasticMaxRestarts(env) > 0));
+  }
   // Rank 0 writes the run folder: one holding another scenario's results is refused before anything
   // runs (as launch refuses it); entries run one at a time may differ in compare: and deploy:. A
   // folder without a record may hold what the other ranks, started first, began to write (spools).

@@ -24,6 +24,17 @@ namespace {
 
 using core::Status;
 
+// The grid as --grid texts, as slurm.json records it: its tasks name points by their index in it.
+nlohmann::json GridTexts(const SweepOptions& o) {
+  nlohmann::json grid = nlohmann::json::array();
+  for (const auto& axis : o.axes) {
+    std::string values;
+    for (const auto& v : axis.values) values += (values.empty() ? "" : ",") + v;
+    grid.push_back(axis.key + "=" + values);
+  }
+  return grid;
+}
+
 std::string StatePath(const SweepPlan& plan) { return plan.dir + "/slurm.json"; }
 
 core::Result<nlohmann::json> ReadState(const SweepPlan& plan) {
@@ -71,17 +82,6 @@ core::Result<std::map<size_t, std::string>> ActivePoints(const nlohmann::json& s
   return active;
 }
 
-// The grid as --grid texts, as slurm.json records it: its tasks name points by their index in it.
-nlohmann::json GridTexts(const SweepOptions& o) {
-  nlohmann::json grid = nlohmann::json::array();
-  for (const auto& axis : o.axes) {
-    std::string values;
-    for (const auto& v : axis.values) values += (values.empty() ? "" : ",") + v;
-    grid.push_back(axis.key + "=" + values);
-  }
-  return grid;
-}
-
 std::vector<size_t> Unfinished(const SweepPlan& plan) {
   std::vector<size_t> out;
   for (size_t i = 0; i < plan.scenarios.size(); ++i) {
@@ -118,11 +118,7 @@ core::Result<std::string> TaskCommand(const SweepPlan& plan, const SweepOptions&
   if (!self.ok()) return self.status();
   std::vector<std::string> args = {*self, "sweep", o.scenario_file, "--quiet", "-o", plan.dir};
   for (const auto& set : o.sets) args.insert(args.end(), {"--set", set});
-  for (const auto& axis : o.axes) {
-    std::string values;
-    for (const auto& v : axis.values) values += (values.empty() ? "" : ",") + v;
-    args.insert(args.end(), {"--grid", axis.key + "=" + values});
-  }
+  for (const auto& grid : GridTexts(o)) args.insert(args.end(), {"--grid", grid.get<std::string>()});
   if (!o.data_root.empty()) args.insert(args.end(), {"--data-root", o.data_root});
   if (!o.retime) args.emplace_back("--no-retime");
   std::string command = "exec";

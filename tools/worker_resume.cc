@@ -56,8 +56,10 @@ ResumePoint LatestResumePoint(const core::Scenario& sc, const std::string& run_d
   return point;
 }
 
-int ElasticRestarts(const std::map<std::string, std::string>& env) {
-  const auto it = env.find("TORCHELASTIC_RESTART_COUNT");
+namespace {
+
+int NonNegative(const std::map<std::string, std::string>& env, const char* name) {
+  const auto it = env.find(name);
   if (it == env.end()) return 0;
   try {
     return std::max(0, std::stoi(it->second));
@@ -65,5 +67,11 @@ int ElasticRestarts(const std::map<std::string, std::string>& env) {
     return 0;
   }
 }
+
+}  // namespace
+
+int ElasticRestarts(const std::map<std::string, std::string>& env) { return NonNegative(env, "TORCHELASTIC_RESTART_COUNT"); }
+
+int ElasticMaxRestarts(const std::map<std::string, std::string>& env) { return NonNegative(env, "TORCHELASTIC_MAX_RESTARTS"); }
 
 }  // namespace narrows::tools

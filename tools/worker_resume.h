@@ -27,5 +27,7 @@ ResumePoint LatestResumePoint(const core::Scenario& sc, const std::string& run_d
 // TORCHELASTIC_RESTART_COUNT: how many times torchrun has started this worker group again (0 at
 // first, and without torchrun).
 int ElasticRestarts(const std::map<std::string, std::string>& env);
+// TORCHELASTIC_MAX_RESTARTS: how many restarts torchrun's agent allows (0 without torchrun).
+int ElasticMaxRestarts(const std::map<std::string, std::string>& env);
 
 }  // namespace narrows::tools
