@@ -20,6 +20,8 @@
 namespace narrows::core {
 
 enum class Positions { kLearned, kRope };
+// A torchscript module's float32 buffers: each replica's own, or averaged among a round's members.
+enum class ModelBuffers { kLocal, kAveraged };
 enum class Parameterization { kStandard, kCompleteP };
 enum class DataFormat { kAuto, kAusten, kMulti, kText, kShards };
 enum class Sampling { kIid, kNonIid, kByDomain };
@@ -45,9 +47,11 @@ struct ModelSpec {
   int64_t base_width = 128;
   double depth_alpha = 1.0;  // completep: residual branches scaled by m_d^-depth_alpha (0.5 to 1)
   // A TorchScript module of the user's instead of the built-in GPT (trainer/script_model.h); its
-  // parameters come from the file, its FLOPs per token from flops_per_token (0: 6 x parameters).
+  // parameters come from the file, its FLOPs per token from flops_per_token (0: measured from a
+  // profiled step), its float32 buffers kept per replica or averaged (buffers).
   std::string torchscript;
   double flops_per_token = 0.0;
+  ModelBuffers buffers = ModelBuffers::kLocal;
 };
 
 struct DataSpec {
@@ -186,8 +190,9 @@ struct ComputeSpec {
 
 // kCorrupt, a deployment's only: from at_step on, the worker's process sends every message to
 // another short of its last 4 bytes (well-formed, authenticated frames a collective cannot use: a
-// broken or hostile peer), so that its members evict it (docs/deploy.md). kRepeat, likewise: from
-// at_step on it sends every message twice under one sequence number (a duplicating peer).
+// broken or hostile peer), so that its members evict it (docs/explanation/deployment.md).
+// kRepeat, likewise: from at_step on it sends every message twice under one sequence number (a
+// duplicating peer).
 enum class FaultKind { kLeave, kJoin, kCrash, kLinkDown, kCorrupt, kRepeat };
 struct FaultSpec {
   FaultKind kind = FaultKind::kLeave;

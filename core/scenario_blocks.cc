@@ -55,8 +55,14 @@ const TextKey kTorchScript(kModel, "torchscript", "",
                                "replaces the preset's (docs/how-to/your-model.md)"));
 const NumberKey kFlopsPerToken(kModel, "flops_per_token", 0.0, 0.0, 1e18,
                                Doc("a torchscript model's training FLOPs per token, for modelled compute and the planner "
-                                   "(0: 6 x its parameters)",
+                                   "(0: measured once from a profiled step of the module: its matrix products, forward "
+                                   "and backward)",
                                    "FLOP"));
+const EnumKey<ModelBuffers> kBuffers(kModel, "buffers", {{"local", ModelBuffers::kLocal}, {"averaged", ModelBuffers::kAveraged}},
+                                     ModelBuffers::kLocal,
+                                     Doc("a torchscript model's float32 buffers (running statistics, tables): each replica "
+                                         "keeps its own, or they are averaged among the members at every round's end "
+                                         "(every step under DDP, every outer step under DiLoCo), their bytes counted"));
 const IntKey kBaseDepth(kModel, "base_depth", 4, 1, 1024,
                         Doc("the depth the hyper-parameters were tuned at (CompleteP)", "", "n_layers"));
 const IntKey kBaseWidth(kModel, "base_width", 128, 1, 65536,
@@ -108,7 +114,8 @@ const NumberKey kEps(kTrain, "eps", 1e-8, 0.0, 1.0, Doc("AdamW's epsilon"), Boun
 const NumberKey kGradClip(kTrain, "grad_clip", 1.0, 0.0, 1e9, Doc("global L2 norm; 0 disables"));
 const EnumKey<Precision> kPrecision(kTrain, "precision", {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}},
                                     Precision::kFp32,
-                                    Doc("bf16: matrix products, attention and GELU in bfloat16, the rest float32 (autocast)"));
+                                    Doc("bf16: matrix products, attention and GELU in bfloat16, the rest float32 (a torchscript model: under "
+                                        "LibTorch's bf16 autocast, as torch.autocast)"));
 const ChoiceKey kOptimizer(kTrain, "optimizer", {}, "adamw",
                            Doc("the inner optimiser, a registered plug-in that reads its own block train.<optimizer>"),
                            "a registered inner optimiser (adamw, muon)");
@@ -261,6 +268,7 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
   // (its result folders stay its own).
   if (s.Has("torchscript")) m->torchscript = s.String(kTorchScript);
   if (s.Has("flops_per_token")) m->flops_per_token = s.Double(kFlopsPerToken);
+  if (s.Has("buffers")) m->buffers = s.Enum(kBuffers);
   if (!m->torchscript.empty()) {
     if (!s.Has("n_layers")) m->n_layers = 0;  // unknown until the module is loaded
     // The module has its own shape and initialisation: the keys that would shape the built-in GPT
@@ -275,8 +283,9 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
     } else {
       s.ErrorAt("torchscript", "cannot read " + m->torchscript + " (paths are relative to the working directory)");
     }
-  } else if (s.Has("flops_per_token")) {
-    s.ErrorAt("flops_per_token", "applies to a torchscript model; the built-in GPT's are counted");
+  } else {
+    if (s.Has("flops_per_token")) s.ErrorAt("flops_per_token", "applies to a torchscript model; the built-in GPT's are counted");
+    if (s.Has("buffers")) s.ErrorAt("buffers", "applies to a torchscript model; the built-in GPT has no buffers");
   }
   if (m->parameterization == Parameterization::kStandard && m->depth_alpha != 1.0) {
     s.ErrorAt("depth_alpha", "applies to parameterization: completep only");
@@ -333,9 +342,6 @@ void ReadTrain(Section t, Scenario& sc) {
   tr.eps = t.Double(kEps);
   tr.grad_clip = t.Double(kGradClip);
   tr.precision = t.Enum(kPrecision);
-  if (tr.precision == Precision::kBf16 && !sc.model.torchscript.empty()) {
-    t.ErrorAt("precision", "bf16 is the built-in GPT's (its products in bfloat16); a torchscript model runs in float32");
-  }
   tr.optimizer = t.String(kOptimizer.info.name, kOptimizer.fallback);
   tr.optimizer_options = ReadBlockPlugin(t, BlockSlot::kInnerOptimizer, "optimizer", tr.optimizer, sc);
   t.Finish();

@@ -15,6 +15,7 @@ constexpr int kCollectiveSpan = 3;
 
 constexpr int kReduce = 100;        // trainer: WorkerContext::Reduce, one collective
 constexpr int kJoin = 200;          // trainer: the shared state sent to joiners
+constexpr int kBuffers = 250;       // trainer: a torchscript model's buffers averaged at a round's end
 constexpr int kWelcome = 300;       // trainer: a live roster's welcome of restarted workers
 constexpr int kSettleNotice = 301;  // trainer: a live roster's "my attempt at this collective failed"
 constexpr int kSettleResult = 302;  // ... answered with the result by a member whose attempt succeeded

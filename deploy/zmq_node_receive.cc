@@ -229,8 +229,9 @@ void ZmqTransport::Node::OnRegister(int src, const std::string& identity, const 
   if (const std::string digest = body.value("digest", std::string()); digest != opt.run_digest) {
     // A process started with another scenario (or another build's reading of it) would train
     // something else and send pieces of other sizes: refuse it before it joins.
-    const std::string why = RankName(src) + "'s scenario differs from rank 0's (digest " + digest + ", rank 0 has " +
-                            opt.run_digest + "): start every process with the same scenario and --set options";
+    const std::string why = RankName(src) + "'s scenario or model differs from rank 0's (digest " + digest +
+                            ", rank 0 has " + opt.run_digest +
+                            "): start every process with the same scenario, --set options and model file";
     Log("refused a registration: " + why);
     SendHello(identity, Json{{"error", why}}.dump());
     return;

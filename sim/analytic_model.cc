@@ -462,7 +462,7 @@ struct AnalyticScenarioOptions : core::PluginOptions {
   bool acks = false;
 };
 
-const core::KeyBlock kAnalyticKeys("network.analytic", "The flow-level model (network.model: analytic; docs/network-models.md).");
+const core::KeyBlock kAnalyticKeys("network.analytic", "The flow-level model (network.model: analytic; docs/explanation/network-models.md).");
 const core::NumberKey kMinRtoS(kAnalyticKeys, "min_rto_s", 1.0, 0.001, 60.0,
                                core::Doc("the minimum retransmission timeout (1 s: RFC 6298; Linux hosts use 0.2)", "s"));
 const core::BoolKey kSlowStart(kAnalyticKeys, "slow_start", false,

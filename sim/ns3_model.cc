@@ -117,8 +117,8 @@ std::string TcpTypeName(const std::string& tcp) {
 //   whatever it acknowledges, so with delayed ACKs its window grows half a segment a round trip,
 //   not one. Under random loss, where the window lives in this growth, that costs up to sqrt(2)
 //   of the throughput: at 1% loss the fidelity runs' ns-3 predictions went from 45-48% slower
-//   than the link emulator's Linux to 15-19% faster (docs/fidelity.md). NewReno only (ns-3's
-//   CUBIC counts the segments acknowledged already).
+//   than the link emulator's Linux to 15-19% faster (docs/results/fidelity.md). NewReno only
+//   (ns-3's CUBIC counts the segments acknowledged already).
 // - Growth only while the window is used (tcp_is_cwnd_limited, RFC 7661): in slow start while at
 //   least half of it was in flight in the last window of data, after it while it was full. ns-3
 //   grows on every ACK, so a flow of messages smaller than the path grew a window far past them.
@@ -1029,7 +1029,7 @@ void Ns3Model::Run(double limit, RunUntil until, std::vector<Delivery>* delivere
 namespace narrows::sim {
 namespace {
 
-const core::KeyBlock kNs3Keys("network.ns3", "ns-3's packet-level TCP (network.model: ns3; docs/network-models.md).");
+const core::KeyBlock kNs3Keys("network.ns3", "ns-3's packet-level TCP (network.model: ns3; docs/explanation/network-models.md).");
 const core::EnumKey<std::string> kTcp(kNs3Keys, "tcp", {{"cubic", "cubic"}, {"newreno", "newreno"}, {"bbr", "bbr"}}, "cubic",
                                       core::Doc("congestion control"));
 const core::IntKey kQueuePackets(kNs3Keys, "queue_packets", 0, 0, 1'000'000,

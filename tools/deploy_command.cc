@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/progress.h"
+#include "core/result_record.h"
 #include "core/run_writer.h"
 #include "core/tags.h"
 #include "deploy/zmq_transport.h"
@@ -168,6 +169,14 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   z.timeout_s = sc.deploy.timeout_s;
   z.connect_timeout_s = o.connect_timeout_s;
   z.run_digest = core::RunDigest(sc);
+  if (!sc.model.torchscript.empty()) {
+    // The same path may hold another module on another host: the file's own digest and parameter
+    // count join the scenario's, so that rank 0 refuses a process whose module differs, naming both.
+    std::ifstream in(sc.model.torchscript, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    z.run_digest += " (model " + sc.model.torchscript + ": " + std::to_string(trainer::CostOf(sc.model).params) +
+                    " parameters, file " + core::ResultDigest(bytes).substr(0, 12) + ")";
+  }
   z.bulk_streams = static_cast<int>(sc.deploy.bulk_streams == core::DeploySpec::kAutoBulkStreams
                                         ? deploy::BulkStreamsFor(sc.network.link.bandwidth_bps, 2e-3 * sc.network.link.latency_ms)
                                         : sc.deploy.bulk_streams);

@@ -112,7 +112,7 @@ struct ScenarioArgs {
     auto scenario = narrows::core::LoadScenario(file, *overrides);
     // A model of the user's is loaded and tried once now: a bad file fails before anything runs.
     if (scenario.ok() && !scenario->model.torchscript.empty()) {
-      NARROWS_RETURN_IF_ERROR(narrows::trainer::CheckScriptModel(scenario->model));
+      NARROWS_RETURN_IF_ERROR(narrows::trainer::CheckScriptModel(scenario->model, scenario->train.precision));
     }
     return scenario;
   }

@@ -283,10 +283,13 @@ void AddEqualQualityOf(const core::Scenario& sc, const std::vector<std::vector<E
   (*summary)["eval_every"] = sc.eval.every;
   // Relative to the baseline's.
   const size_t b = BaselineIndex(results);
-  const auto [first_time, first_bytes] = b < results.size() ? Reach(entry_evals[b], target) : std::pair{-1.0, -1.0};
+  const auto [first_time, first_bytes] = b < results.size() && !results[b].value("diverged", false)
+                                             ? Reach(entry_evals[b], target)
+                                             : std::pair{-1.0, -1.0};
   for (size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
-    const auto [time, bytes] = Reach(entry_evals[i], target);
+    // A diverged entry never reaches the target, whatever it passed on the way.
+    const auto [time, bytes] = r.value("diverged", false) ? std::pair{-1.0, -1.0} : Reach(entry_evals[i], target);
     r["time_to_target_s"] = time >= 0 ? nlohmann::json(time) : nlohmann::json();
     r["bytes_to_target"] = bytes >= 0 ? nlohmann::json(bytes) : nlohmann::json();
     r["speedup_at_target"] = time > 0 && first_time > 0 ? nlohmann::json(first_time / time) : nlohmann::json();
@@ -425,11 +428,11 @@ void AddStability(const core::Scenario& sc, const std::vector<std::vector<Evalua
 }  // namespace
 
 // The emulator's network model, and how far its predictions were measured from real runs of real
-// TCP through the link emulator (tools/bench/fidelity --linkemu; docs/fidelity.md): each step's
-// time over the four loss-free networks (home-100m, near-100m, shallow-100m, shallow-1g; DDP and
-// DiLoCo), mean and max of the relative error. The table's footer states it.
+// TCP through the link emulator (tools/bench/fidelity --linkemu; docs/results/fidelity.md): each
+// step's time over the four loss-free networks (home-100m, near-100m, shallow-100m, shallow-1g;
+// DDP and DiLoCo), mean and max of the relative error. The table's footer states it.
 nlohmann::json NetworkModelError(const core::Scenario& sc) {
-  nlohmann::json out = {{"model", sc.network.model}, {"measured", "docs/fidelity.md"}};
+  nlohmann::json out = {{"model", sc.network.model}, {"measured", "docs/results/fidelity.md"}};
   if (sc.network.model == "analytic") {
     const auto [window, acks] = sim::AnalyticFeaturesOf(sc);
     const bool host = sc.compute.host_bytes_per_s > 0.0;
@@ -487,6 +490,12 @@ core::Result<nlohmann::json> WriteSummary(const core::Scenario& sc, const std::s
   nlohmann::json summary = {{"scenario", sc.name}, {"scenario_digest", core::ResultDigest(sc.resolved_yaml)},
                             {"clock", clock}, {"narrows", BuildVersion()}, {"results", merged}};
   if (clock == "virtual") summary["network_model"] = NetworkModelError(sc);
+  if (!sc.model.torchscript.empty()) {
+    // A module of the user's: its size and FLOPs per token, and where those come from.
+    const trainer::ModelCost cost = trainer::CostOf(sc.model);
+    summary["model"] = {{"torchscript", sc.model.torchscript}, {"parameters", cost.params},
+                        {"flops_per_token", cost.train_flops_per_token}, {"flops_per_token_from", cost.flops_source}};
+  }
   const auto entry_evals = EntryEvaluations(run_dir, summary["results"]);  // read once, for both
   AddEqualQualityOf(sc, entry_evals, &summary);
   AddStability(sc, entry_evals, &summary);

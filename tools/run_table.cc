@@ -15,8 +15,13 @@ void PrintHost(const nlohmann::json& summary) {
               1e3 * h.value("step_s", 0.0), 1e3 * h.value("step_s_p10", 0.0), 1e3 * h.value("step_s_p90", 0.0),
               Si(h.value("flops_per_s", 0.0), "FLOP/s").c_str());
   if (!h.contains("modelled_flops_per_s")) return;
-  std::printf("compute modelled at %s per worker (compute.device_flops); at this host's rate",
-              Si(h.value("modelled_flops_per_s", 0.0), "FLOP/s").c_str());
+  std::printf("compute modelled at %s per worker (compute.device_flops)", Si(h.value("modelled_flops_per_s", 0.0), "FLOP/s").c_str());
+  if (summary.contains("model")) {
+    const auto& m = summary["model"];
+    std::printf(", %s per token (%s)", Si(m.value("flops_per_token", 0.0), "FLOP").c_str(),
+                m.value("flops_per_token_from", std::string()).c_str());
+  }
+  std::printf("; at this host's rate");
   const auto& planned = h.value("planned_speedup", nlohmann::json::object());
   if (planned.empty()) std::printf(" the planner predicts none of the entries");
   std::string untrusted;
@@ -48,6 +53,7 @@ namespace {
 
 // The curve column of an entry's row: "ok", or its instability in short.
 std::string CurveNote(const nlohmann::json& r) {
+  if (r.value("diverged", false)) return "DIVERGED";
   if (!r.contains("instability")) return "ok";
   const auto& u = r["instability"];
   const bool rise = u.value("kind", std::string()) == "rise";
@@ -58,8 +64,15 @@ std::string CurveNote(const nlohmann::json& r) {
 // Below the table: what the curve column's words mean where one is used, and that the entries share
 // untuned settings where they do.
 void PrintSettingsNote(const nlohmann::json& summary) {
-  bool unstable = false;
-  for (const auto& r : summary.at("results")) unstable = unstable || r.contains("instability");
+  bool unstable = false, diverged = false;
+  for (const auto& r : summary.at("results")) {
+    unstable = unstable || r.contains("instability");
+    diverged = diverged || r.value("diverged", false);
+  }
+  if (diverged) {
+    std::printf("curve: DIVERGED, the final validation loss is not finite, above the uniform guess ln(vocab), or 50%% "
+                "above the first evaluation's: that entry counts as never reaching the target loss\n");
+  }
   if (unstable) {
     std::printf("curve: UNSTABLE, the validation loss rose by more than %.0f%% between two evaluations; STALLED, it "
                 "gained less than %.1f%% over %d evaluations and fell later: that entry's settings do not suit it\n",
@@ -93,7 +106,7 @@ std::string NetworkModelLine(const nlohmann::json& summary) {
   } else {
     line += "; its error against real runs is not measured";
   }
-  return line + " (" + m.value("measured", std::string("docs/fidelity.md")) + ")";
+  return line + " (" + m.value("measured", std::string("docs/results/fidelity.md")) + ")";
 }
 
 void PrintRetimed(const nlohmann::json& summary) {
@@ -175,6 +188,11 @@ void PrintComparison(const nlohmann::json& summary) {
                                         : "evaluated at the end only";
   std::printf("\nat equal loss (%.4f, %s; %s) relative to %s:", summary.value("target_loss", 0.0),
               summary.value("target_source", std::string()).c_str(), cadence.c_str(), first.c_str());
+  if (results[b].value("diverged", false)) {
+    std::printf(" none: %s diverged\n", first.c_str());
+    PrintHost(summary);
+    return;
+  }
   listed = false;
   for (size_t i = 0; i < results.size(); ++i) {
     if (i == b) continue;
@@ -186,7 +204,8 @@ void PrintComparison(const nlohmann::json& summary) {
                   speedup >= 1 ? "faster" : "slower");
       if (saved > 0) std::printf(", %.3gx %s bytes", saved >= 1 ? saved : 1 / saved, saved >= 1 ? "fewer" : "more");
     } else {
-      std::printf(" %s -", results[i].value("name", std::string()).c_str());
+      std::printf(" %s %s", results[i].value("name", std::string()).c_str(),
+                  results[i].value("diverged", false) ? "diverged" : "-");
     }
   }
   std::printf("\n");

@@ -19,7 +19,7 @@ namespace narrows::trainer {
 ModelCost CostOf(const core::ModelSpec& spec) {
   torch::manual_seed(0);
   Gpt model(spec, torch::kCPU);
-  return {model.num_params(), model.TrainFlopsPerToken()};
+  return {model.num_params(), model.TrainFlopsPerToken(), model.FlopsSource()};
 }
 
 Experiment::Experiment(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -31,7 +31,7 @@ core::Result<std::unique_ptr<Experiment>> Experiment::Create(const core::Scenari
                                                              const ExperimentOptions& options) {
   auto device = ResolveDevice(scenario.device);
   if (!device.ok()) return device.status();
-  if (!scenario.model.torchscript.empty()) NARROWS_RETURN_IF_ERROR(CheckScriptModel(scenario.model));
+  if (!scenario.model.torchscript.empty()) NARROWS_RETURN_IF_ERROR(CheckScriptModel(scenario.model, scenario.train.precision));
   auto impl = std::make_unique<Impl>(scenario, algorithm, std::move(data));
   impl->device = *device;
   impl->opt = options;
@@ -335,7 +335,7 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
     if (x.data->byte_level) (*line)["val_bpb"] = eval->second.second / std::log(2.0);
   };
   double last_sent = 0.0, last_received = 0.0;  // the counters as the last recorded step left them
-  // Bytes per worker, defined once (docs/scenarios.md, output fields): every worker's bytes so far
+  // Bytes per worker, defined once (docs/reference/outputs.md): every worker's bytes so far
   // (a worker that left keeps its count, one yet to join has none, one started again adds to what
   // its earlier processes recorded) over workers.count, as the summary's bytes_sent_per_worker is at
   // the end; so a figure to target is never above the total.

@@ -51,6 +51,7 @@ struct EntryResult {
 struct ModelCost {
   int64_t params = 0;
   double train_flops_per_token = 0.0;
+  std::string flops_source;  // Gpt::FlopsSource
 };
 ModelCost CostOf(const core::ModelSpec& spec);
 

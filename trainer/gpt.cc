@@ -6,12 +6,15 @@
 
 #include <torch/script.h>
 
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cctype>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
 namespace narrows::trainer {
 
@@ -28,10 +31,12 @@ Gpt::Gpt(const core::ModelSpec& spec, torch::Device device)
     : spec_(spec), scales_(ComputeScales(spec)), device_(device) {
   if (!spec.torchscript.empty()) {
     Flatten(LoadScript());
+    FlattenBuffers();
     return;
   }
   NARROWS_CHECK(spec.d_model % spec.n_heads == 0) << "d_model must divide by n_heads";
   Flatten(DrawInitialValues());
+  flat_buffers_ = torch::empty({0}, torch::TensorOptions().dtype(torch::kFloat32).device(device));  // none
   BuildAttentionConstants();
 }
 
@@ -67,6 +72,14 @@ std::vector<Gpt::PendingParam> Gpt::LoadScript() {
     if (t.dim() == 2) group = table || t.size(0) == spec_.vocab_size ? ParamGroupKind::kEmbedding : ParamGroupKind::kHidden;
     script_slots_.push_back(t);
     pending.push_back({p.name, group, &script_slots_.back(), t.detach().clone().cpu()});
+  }
+  // Its float32 buffers, laid out in one flat buffer of their own (FlattenBuffers); others (integer
+  // counters) stay the module's.
+  std::set<const void*> buffers_seen;
+  for (const auto& b : m.named_buffers(/*recurse=*/true)) {
+    if (b.value.scalar_type() == torch::kFloat32 && buffers_seen.insert(b.value.unsafeGetTensorImpl()).second) {
+      script_buffers_.push_back(b.value);
+    }
   }
   script_ = std::make_shared<torch::jit::Module>(m);
   return pending;
@@ -152,6 +165,20 @@ void Gpt::Flatten(std::vector<PendingParam> pending) {
   }
 }
 
+void Gpt::FlattenBuffers() {
+  int64_t total = 0;
+  for (const auto& b : script_buffers_) total += b.numel();
+  flat_buffers_ = torch::empty({total}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  int64_t offset = 0;
+  for (auto& b : script_buffers_) {
+    const int64_t n = b.numel();
+    torch::Tensor slice = flat_buffers_.narrow(0, offset, n);
+    slice.copy_(b.reshape({n}));
+    b.set_data(slice.view(b.sizes()));  // in place: the module's buffer now lives in the flat one
+    offset += n;
+  }
+}
+
 void Gpt::BuildAttentionConstants() {
   const int64_t d = spec_.d_model, t = spec_.seq_len;
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
@@ -178,11 +205,16 @@ int64_t Gpt::num_non_embedding_params() const {
 
 double Gpt::TrainFlopsPerToken() const {
   if (script_) {
-    return spec_.flops_per_token > 0 ? spec_.flops_per_token : 6.0 * static_cast<double>(num_params());
+    return spec_.flops_per_token > 0 ? spec_.flops_per_token : ProfiledFlopsPerToken(spec_);
   }
   const double unembedding = static_cast<double>(spec_.vocab_size * spec_.d_model);
   const double n = static_cast<double>(num_non_embedding_params()) + unembedding;
   return 6.0 * n + 12.0 * static_cast<double>(spec_.n_layers * spec_.d_model * spec_.seq_len);
+}
+
+std::string Gpt::FlopsSource() const {
+  if (!script_) return "counted from the model's shape";
+  return spec_.flops_per_token > 0 ? "model.flops_per_token" : "measured from a profiled step of the module";
 }
 
 torch::Tensor Gpt::ApplyRope(const torch::Tensor& x) const {
@@ -205,8 +237,11 @@ torch::Tensor Gpt::Attention(const Layer& l, const torch::Tensor& x) const {
   return torch::linear(CausalAttention(qkv, h, causal_bias_, scales_.attention), Low(l.proj_w), Low(l.proj_b));
 }
 
+
 torch::Tensor Gpt::Forward(const torch::Tensor& tokens) const {
   if (script_) {
+    std::optional<Bf16Autocast> autocast;
+    if (compute_ == torch::kBFloat16) autocast.emplace(device_);
     const c10::IValue out = script_->forward({tokens});
     const torch::Tensor logits = out.isTuple() ? out.toTupleRef().elements()[0].toTensor() : out.toTensor();
     return logits.to(torch::kFloat32);

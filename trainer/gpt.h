@@ -59,6 +59,10 @@ class Gpt {
   torch::Tensor& flat_params() { return flat_params_; }
   torch::Tensor& flat_grads() { return flat_grads_; }
   const std::vector<ParamSlice>& slices() const { return slices_; }
+  // A torchscript module's float32 buffers (running statistics, tables), each a view into this one
+  // flat tensor on the device: one set per replica, averaged among replicas where model.buffers
+  // says so, kept in checkpoints. Empty for the built-in GPT and for a module without any.
+  torch::Tensor& flat_buffers() { return flat_buffers_; }
   // The parameter tensors (autograd leaves, views into flat_params()), in slices() order.
   const std::vector<torch::Tensor>& parameters() const { return parameters_; }
   const std::vector<GroupSlice>& groups() const { return groups_; }
@@ -68,8 +72,11 @@ class Gpt {
   // Parameters outside the embedding tables (the unembedding is tied, so it is not counted twice).
   int64_t num_non_embedding_params() const;
   // Training FLOPs per token: 6 * (non-embedding params + unembedding) + 12 * layers * d * T
-  // (Kaplan et al. 2020 with the attention term, as in PaLM App. B).
+  // (Kaplan et al. 2020 with the attention term, as in PaLM App. B). A torchscript module's:
+  // model.flops_per_token where given, else measured from a profiled step (ProfiledFlopsPerToken).
   double TrainFlopsPerToken() const;
+  // Where TrainFlopsPerToken comes from, in words for a run's output.
+  std::string FlopsSource() const;
   torch::Device device() const { return device_; }
   // The arithmetic of Forward (core::Precision): float32, or bfloat16 products over float32 weights.
   void set_precision(core::Precision precision) {
@@ -87,6 +94,7 @@ class Gpt {
   // Lays the parameters out group by group in one flat buffer on the device; each parameter is a
   // leaf whose storage is its slice.
   void Flatten(std::vector<PendingParam> pending);
+  void FlattenBuffers();
   // The causal mask and RoPE's rotation tables.
   void BuildAttentionConstants();
   torch::Tensor Attention(const Layer& layer, const torch::Tensor& x) const;
@@ -105,6 +113,8 @@ class Gpt {
   // The user's module (spec.torchscript), or null for the built-in GPT.
   std::shared_ptr<torch::jit::Module> script_;
   std::vector<torch::Tensor> script_slots_;  // its parameters, in the order they are laid out
+  std::vector<torch::Tensor> script_buffers_;  // its float32 buffers, views into flat_buffers_
+  torch::Tensor flat_buffers_;
   std::vector<PendingParam> LoadScript();
   torch::Tensor flat_params_, flat_grads_;
   std::vector<ParamSlice> slices_;

@@ -93,6 +93,17 @@ double Replica::Evaluate(const std::vector<TokenBatch>& batches) { return Evalua
 Replica::Evaluation Replica::EvaluateWithError(const std::vector<TokenBatch>& batches) {
   if (timing_only_) return {0.0, std::nan(""), {}};
   torch::NoGradGuard no_grad;
+  // A module that writes its buffers in forward leaves them as training had them: evaluating
+  // changes nothing a later step sees.
+  torch::Tensor& buffers = model_.flat_buffers();
+  const torch::Tensor kept = buffers.numel() > 0 ? buffers.clone() : torch::Tensor();
+  struct Restore {
+    torch::Tensor& into;
+    const torch::Tensor& from;
+    ~Restore() {
+      if (from.defined()) into.copy_(from);
+    }
+  } restore{buffers, kept};
   double sum = 0.0, rows = 0.0;
   std::vector<double> per_row;
   for (const auto& b : batches) {

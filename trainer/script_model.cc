@@ -1,5 +1,6 @@
 #include "trainer/script_model.h"
 
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/script.h>
 
 #include <map>
@@ -25,7 +26,7 @@ std::string Shape(const torch::Tensor& t) {
   return s + "]";
 }
 
-core::Status Check(const core::ModelSpec& spec) {
+core::Status Check(const core::ModelSpec& spec, core::Precision precision) {
   const std::string at = "model.torchscript " + spec.torchscript + ": ";
   torch::jit::Module m;
   try {
@@ -81,22 +82,64 @@ core::Status Check(const core::ModelSpec& spec) {
     return core::Status::InvalidArgument(at + "forward returned " + std::string(c10::toString(logits.scalar_type())) +
                                          " logits; expected floating point");
   }
+  if (precision == core::Precision::kBf16) {
+    try {
+      torch::NoGradGuard no_grad;
+      Bf16Autocast autocast(torch::kCPU);
+      const c10::IValue out = m.forward({tokens});
+      (void)out;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      return core::Status::InvalidArgument(at + "forward fails under bf16 autocast (train.precision: bf16; use fp32): " +
+                                           what.substr(0, what.find('\n')));
+    }
+  }
   return core::Status::Ok();
 }
 
 }  // namespace
 
-core::Status CheckScriptModel(const core::ModelSpec& spec) {
+core::Status CheckScriptModel(const core::ModelSpec& spec, core::Precision precision) {
   static std::mutex mu;
   static std::map<std::string, core::Status> checked;  // file, shape asked -> verdict
   const std::string key = spec.torchscript + "|" + std::to_string(spec.vocab_size) + "|" + std::to_string(spec.seq_len) +
-                          "|" + std::to_string(spec.n_layers);
+                          "|" + std::to_string(spec.n_layers) + "|" + std::to_string(static_cast<int>(precision));
   std::lock_guard<std::mutex> lock(mu);
   const auto it = checked.find(key);
   if (it != checked.end()) return it->second;
-  const core::Status s = Check(spec);
+  const core::Status s = Check(spec, precision);
   checked.emplace(key, s);
   return s;
+}
+
+double ProfiledFlopsPerToken(const core::ModelSpec& spec) {
+  static std::mutex mu;
+  static std::map<std::string, double> measured;  // file, length -> FLOPs per token
+  const std::string key = spec.torchscript + "|" + std::to_string(spec.seq_len);
+  std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = measured.find(key); it != measured.end()) return it->second;
+  torch::jit::Module m = torch::jit::load(spec.torchscript, torch::kCPU);  // checked before
+  m.eval();
+  const torch::Tensor tokens = torch::zeros({1, spec.seq_len}, torch::kInt64);
+  namespace prof = torch::autograd::profiler;
+  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU,
+                                                                   /*report_input_shapes=*/true, /*profile_memory=*/false,
+                                                                   /*with_stack=*/false, /*with_flops=*/true));
+  uint64_t flops = 0;
+  try {
+    const c10::IValue out = m.forward({tokens});
+    const torch::Tensor logits = out.isTensor() ? out.toTensor() : out.toTupleRef().elements()[0].toTensor();
+    logits.to(torch::kFloat32).logsumexp(-1).sum().backward();
+  } catch (...) {
+    prof::disableProfilerLegacy();
+    throw;
+  }
+  for (auto& thread : prof::disableProfilerLegacy()) {
+    for (auto& event : thread) flops += event.flops();
+  }
+  const double per_token = static_cast<double>(flops) / static_cast<double>(spec.seq_len);
+  measured.emplace(key, per_token);
+  return per_token;
 }
 
 }  // namespace narrows::trainer

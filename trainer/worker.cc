@@ -100,7 +100,8 @@ double Experiment::Impl::Evaluate(const torch::Tensor& params, const std::vector
 }
 
 Replica::Evaluation Experiment::Impl::EvaluateWithError(const torch::Tensor& params,
-                                                        const std::vector<TokenBatch>* batches) {
+                                                        const std::vector<TokenBatch>* batches,
+                                                        const torch::Tensor* buffers) {
   std::lock_guard<std::mutex> lock(mu);
   if (!evaluator) {
     torch::manual_seed(sc.seed);
@@ -110,6 +111,7 @@ Replica::Evaluation Experiment::Impl::EvaluateWithError(const torch::Tensor& par
   {
     torch::NoGradGuard no_grad;
     evaluator->model().flat_params().copy_(params);
+    if (buffers != nullptr && buffers->numel() > 0) evaluator->model().flat_buffers().copy_(*buffers);
   }
   return evaluator->EvaluateWithError(batches ? *batches : data->val_batches);
 }
@@ -127,8 +129,13 @@ void Experiment::Impl::AddPartialEval(int64_t step, double time, int64_t part, d
 }
 
 void Experiment::Impl::MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) {
+  MaybeEvaluateWith(from_step, to_step, time, params, nullptr);
+}
+
+void Experiment::Impl::MaybeEvaluateWith(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params,
+                                         const torch::Tensor* buffers) {
   if (!EvalDue(from_step, to_step)) return;
-  const Replica::Evaluation val = EvaluateWithError(params, nullptr);
+  const Replica::Evaluation val = EvaluateWithError(params, nullptr, buffers);
   std::lock_guard<std::mutex> lock(mu);
   evals[to_step] = {time, val.loss};
   if (std::isfinite(val.standard_error)) eval_se[to_step] = val.standard_error;
@@ -253,9 +260,25 @@ core::AllReduceAlgorithm ToAlgorithm(core::CollectiveKind k) {
 
 }  // namespace
 
+void WorkerRecorder::MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) {
+  if (!x_.EvalDue(from_step, to_step)) return;
+  if (hold_) {
+    held_.push_back({from_step, to_step, time, params.detach().clone()});
+    return;
+  }
+  x_.MaybeEvaluateWith(from_step, to_step, time, params, &replica_.model().flat_buffers());
+}
+
+void WorkerRecorder::Release() {
+  hold_ = false;
+  for (const Held& h : held_) x_.MaybeEvaluateWith(h.from_step, h.to_step, h.time, h.params, &replica_.model().flat_buffers());
+  held_.clear();
+}
+
 WorkerContext::WorkerContext(Experiment::Impl& impl, int r, core::Transport& transport)
     : entry(impl),
-      records(impl),
+      own_records(impl, replica),
+      records(own_records),
       rank(r),
       t(transport),
       replica(SeededModelSpec(impl), impl.sc.train, impl.device),
@@ -400,6 +423,15 @@ core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64
       return core::AllReduceSum(via, buffer.data(), count, o);
     });
   }, buffer.data(), count);
+}
+
+core::Status WorkerContext::Reduce(std::vector<int>* group, float* data, int64_t count, int64_t step,
+                                   const std::function<void()>& fill, core::OnFailure on_failure, int tag) {
+  return roster->Run(group, step, on_failure, fill, [&](core::Transport& via) {
+    return Timed(Spent::kCommunicating, [&] {
+      return core::AllReduceSum(via, data, count, Options(*group, roster->Tag(tag, step, *group)));
+    });
+  }, data, count);
 }
 
 WorkerContext::PendingReduce WorkerContext::StartReduce(const std::vector<int>& group, float* data, int64_t count,

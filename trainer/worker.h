@@ -86,7 +86,11 @@ struct Experiment::Impl final : EntryContext, Recorder {
   bool EvalDue(int64_t from_step, int64_t to_step) const override;
   void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) override;
   double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr) override;
-  Replica::Evaluation EvaluateWithError(const torch::Tensor& params, const std::vector<TokenBatch>* batches);
+  // With `buffers` (a torchscript module's, flat), the evaluator runs with those beside `params`.
+  Replica::Evaluation EvaluateWithError(const torch::Tensor& params, const std::vector<TokenBatch>* batches,
+                                        const torch::Tensor* buffers = nullptr);
+  void MaybeEvaluateWith(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params,
+                         const torch::Tensor* buffers);
   void AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight) override;
   void MarkVaryingBatch() override;
   Json Export() override;
@@ -146,9 +150,46 @@ class MedianRate {
   std::deque<double> recent_;
 };
 
+// The entry's records as one worker's algorithm sees them: its evaluations run with this worker's
+// model buffers beside the parameters they are given (a torchscript module's float32 buffers; the
+// built-in model has none). While held (model.buffers: averaged, until the round's average), an
+// evaluation that falls due waits, with a copy of its parameters, for Release.
+class WorkerRecorder final : public Recorder {
+ public:
+  WorkerRecorder(Experiment::Impl& x, Replica& replica) : x_(x), replica_(replica) {}
+  void Event(Json e) override { x_.Event(std::move(e)); }
+  void OuterSync(int64_t step, double time, Json detail) override { x_.OuterSync(step, time, std::move(detail)); }
+  bool EvalDue(int64_t from_step, int64_t to_step) const override { return x_.EvalDue(from_step, to_step); }
+  void MaybeEvaluate(int64_t from_step, int64_t to_step, double time, const torch::Tensor& params) override;
+  double Evaluate(const torch::Tensor& params, const std::vector<TokenBatch>* batches = nullptr) override {
+    return x_.EvaluateWithError(params, batches, &replica_.model().flat_buffers()).loss;
+  }
+  void AddPartialEval(int64_t step, double time, int64_t part, double loss, double weight) override {
+    x_.AddPartialEval(step, time, part, loss, weight);
+  }
+  void MarkVaryingBatch() override { x_.MarkVaryingBatch(); }
+  Json Export() override { return x_.Export(); }
+  core::Status Merge(const Json& part) override { return x_.Merge(part); }
+  void Hold() { hold_ = true; }
+  // Runs the evaluations held, with the buffers as they are now, and holds no more.
+  void Release();
+
+ private:
+  struct Held {
+    int64_t from_step, to_step;
+    double time;
+    torch::Tensor params;
+  };
+  Experiment::Impl& x_;
+  Replica& replica_;
+  bool hold_ = false;
+  std::vector<Held> held_;
+};
+
 // One worker: its replica and data, its clock accounting, and who it trains with.
 struct WorkerContext {
   const EntryContext& entry;
+  WorkerRecorder own_records;  // what `records` refers to
   Recorder& records;
   int rank;
   core::Transport& t;
@@ -216,6 +257,9 @@ struct WorkerContext {
   // Collectives that may be in flight at once between the same workers need distinct `tag`s.
   core::Status Reduce(std::vector<int>* group, int64_t count, int64_t step, const std::function<void()>& fill,
                       core::OnFailure on_failure, Encoding encoding = {}, int tag = kTagReduce);
+  // The same over `count` floats at `data` instead of `buffer` (a collective beside the algorithm's).
+  core::Status Reduce(std::vector<int>* group, float* data, int64_t count, int64_t step,
+                      const std::function<void()>& fill, core::OnFailure on_failure, int tag);
   // The same all-reduce over `data`, started beside this worker (its clock runs on while the bytes
   // move); `data` must live until the work is waited for. The guard (live) outlives the work.
   struct PendingReduce {
@@ -231,6 +275,7 @@ struct WorkerContext {
 
   static constexpr int kTagReduce = core::tags::kReduce;
   static constexpr int kTagJoin = core::tags::kJoin;
+  static constexpr int kTagBuffers = core::tags::kBuffers;
 
  private:
   Experiment::Impl& x;  // the records beyond the Recorder's: steps, clocks, bytes

@@ -62,6 +62,48 @@ execute_process(COMMAND /usr/bin/python3 ${WORK}/flat.py RESULT_VARIABLE rc ERRO
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "exporting the bad module: ${err}")
 endif()
+# A module whose logits turn NaN halfway: not refused (its first forward is finite), but run as any
+# diverging entry is: it ends, and the summary and the table say that it diverged.
+file(WRITE ${WORK}/nan.py "
+import torch
+class LateNaN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, 16)
+        self.head = torch.nn.Linear(16, 256)
+        self.register_buffer('calls', torch.zeros(1, dtype=torch.int64))
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        out = self.head(self.emb(tokens))
+        if int(self.calls.item()) > 6:
+            out = out * float('nan')
+        return out
+torch.jit.script(LateNaN()).save('${WORK}/late_nan.pt')
+")
+execute_process(COMMAND /usr/bin/python3 ${WORK}/nan.py RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "exporting the NaN module: ${err}")
+endif()
+execute_process(COMMAND ${NARROWS} run gru.yaml --set model.torchscript=late_nan.pt --set train.lr=0.05 -o runs/nan
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
+message(STATUS "a module turning NaN: exit ${rc}\n${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "a run with a diverging entry: exit ${rc}: ${err}")
+endif()
+# DDP's replicas turn NaN at their 7th forward, and so does its model: it diverged, never reaches the
+# target, and no comparison at equal loss is made against it. (DiLoCo's workers turn NaN too; their
+# pseudo-gradients are left out of the outer step, as any non-finite one is, and its global model
+# stays as it was.)
+file(READ ${WORK}/runs/nan/summary.json summary)
+string(JSON name GET "${summary}" results 0 name)
+string(JSON diverged GET "${summary}" results 0 diverged)
+string(JSON to_target GET "${summary}" results 0 time_to_target_s)
+if(NOT diverged STREQUAL "ON" OR NOT to_target STREQUAL "")
+  message(FATAL_ERROR "${name}: a module turning NaN: diverged ${diverged}, time to target '${to_target}'")
+endif()
+expect_in(nan_curve "DIVERGED" "${out}")
+expect_in(nan_equal_loss "relative to ddp: none: ddp diverged" "${out}")
+
 run_ok(vocab300 ${SRC}/tools/export-model ${WORK}/v300 --only gpt --vocab 300)
 foreach(case "missing.pt|cannot read missing.pt"
              "text.pt|not a TorchScript module saved by torch.jit.save"
@@ -81,3 +123,32 @@ foreach(case "missing.pt|cannot read missing.pt"
     message(FATAL_ERROR "${file}: a run folder was written for a module refused")
   endif()
 endforeach()
+
+# The same path holding another module on another host: rank 0 refuses the process whose module
+# differs (its parameter count and file digest), naming both, before anything trains.
+foreach(side a b)
+  file(MAKE_DIRECTORY ${WORK}/${side})
+  file(COPY ${WORK}/corpus.txt DESTINATION ${WORK}/${side})
+  file(WRITE ${WORK}/${side}/two.yaml "name: two\nseed: 1\nthreads: 1\nmodel: {torchscript: model.pt, seq_len: 32}\n"
+       "data: {path: corpus.txt}\ntrain: {steps: 2, batch_size: 2}\nworkers: {count: 2}\noutput: {dir: out}\n"
+       "deploy: {security: plain}\ncompare: [ddp]\n")
+endforeach()
+file(COPY_FILE ${MODELS}/gpt.pt ${WORK}/a/model.pt)
+file(COPY_FILE ${MODELS}/llama.pt ${WORK}/b/model.pt)
+string(RANDOM LENGTH 4 ALPHABET 123456789 port_offset)
+math(EXPR port "20000 + ${port_offset} % 20000")
+execute_process(COMMAND ${CMAKE_COMMAND} -E chdir ${WORK}/a ${NARROWS} worker two.yaml -q --bind 127.0.0.1 --rank 0
+                        --world 2 --master 127.0.0.1:${port} --connect-timeout 8
+                COMMAND ${CMAKE_COMMAND} -E chdir ${WORK}/b ${NARROWS} worker two.yaml -q --bind 127.0.0.1 --rank 1
+                        --world 2 --master 127.0.0.1:${port} --connect-timeout 8
+                RESULTS_VARIABLE rcs ERROR_VARIABLE err OUTPUT_VARIABLE out TIMEOUT 60)
+list(GET rcs 1 rc1)
+if(rc1 EQUAL 0)
+  message(FATAL_ERROR "a worker whose module differs from rank 0's ran: ${err}")
+endif()
+expect_in(other_module "scenario or model differs from rank 0's" "${err}")
+expect_in(other_module_size "model.pt: 853120 parameters" "${err}")
+expect_in(rank0_module_size "model.pt: 842496 parameters" "${err}")
+if(EXISTS ${WORK}/a/out/two/ddp/metrics.jsonl)
+  message(FATAL_ERROR "rank 0 trained beside a worker whose module differs")
+endif()

@@ -746,7 +746,7 @@ TEST(ZmqTransportTest, AProcessWithAnotherScenarioIsRefused) {
   rank0.join();
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), core::StatusCode::kInvalidArgument) << t.status().message();
-  EXPECT_NE(t.status().message().find("rank 1's scenario differs from rank 0's (digest 00000000000000bb, rank 0 has "
+  EXPECT_NE(t.status().message().find("rank 1's scenario or model differs from rank 0's (digest 00000000000000bb, rank 0 has "
                                       "00000000000000aa)"),
             std::string::npos)
       << t.status().message();

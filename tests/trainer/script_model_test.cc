@@ -1,7 +1,8 @@
 // A model of the user's (trainer/script_model.h): tools/export-model's modules hosted by Gpt, their
 // parameters in the flat buffers; the nanoGPT-style module equal to the built-in `tiny` model given
 // its weights, in the forward and over 50 AdamW steps, and to a plain PyTorch loop in Python over 20;
-// and the checks a bad module meets.
+// its training FLOPs profiled, its bf16 autocast and its buffers; under the emulator, the same
+// module trained by DDP and DiLoCo as the built-in model is; and the checks a bad module meets.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -11,8 +12,12 @@
 #include <map>
 #include <string>
 
+#include "tests/trainer/distributed_fixture.h"
+#include "trainer/checkpoint.h"
 #include "trainer/gpt.h"
+#include "trainer/inner_optimizer.h"
 #include "trainer/replica.h"
+#include "trainer/sampler.h"
 #include "trainer/script_model.h"
 
 namespace narrows::trainer {
@@ -182,6 +187,169 @@ TEST(ScriptModelTest, BlocksAreTheFirstNumberInAName) {
   EXPECT_EQ(BlockOfName("layers.12.ffn.w1.weight"), 12);
   EXPECT_EQ(BlockOfName("gru.weight_ih_l0"), -1);
   EXPECT_EQ(BlockOfName("wte"), -1);
+}
+
+// The profiled FLOPs per token of the nanoGPT-style module come within 3% of the built-in tiny
+// model's count (6N with the attention term); the GRU's within 5% of 6 x its parameters (each
+// weight in one product per token, forward and backward). Measured, not 6N: the attention term
+// makes the GPT's differ from 6N by more than 3%.
+TEST(ScriptModelTest, FlopsPerTokenAreMeasuredFromAProfiledStep) {
+  const core::ModelSpec gpt = Script("gpt.pt", 4);
+  const double built = Gpt(Tiny(), torch::kCPU).TrainFlopsPerToken();
+  const double profiled = ProfiledFlopsPerToken(gpt);
+  EXPECT_NEAR(profiled / built, 1.0, 0.03) << profiled << " vs " << built;
+  Gpt hosted(gpt, torch::kCPU);
+  EXPECT_EQ(hosted.TrainFlopsPerToken(), profiled);
+  EXPECT_EQ(hosted.FlopsSource(), "measured from a profiled step of the module");
+  EXPECT_GT(std::abs(profiled / (6.0 * static_cast<double>(hosted.num_params())) - 1.0), 0.03);
+  core::ModelSpec gru = Script("gru.pt", 0);
+  const double n = static_cast<double>(Gpt(gru, torch::kCPU).num_params());
+  EXPECT_NEAR(ProfiledFlopsPerToken(gru) / (6.0 * n), 1.0, 0.05);
+  gru.flops_per_token = 1e6;
+  EXPECT_EQ(Gpt(gru, torch::kCPU).TrainFlopsPerToken(), 1e6);
+  EXPECT_EQ(Gpt(gru, torch::kCPU).FlopsSource(), "model.flops_per_token");
+}
+
+// train.precision: bf16 runs the module under LibTorch's bf16 autocast: logits near float32's,
+// not equal to them, and the module learns.
+TEST(ScriptModelTest, Bf16RunsTheModuleUnderAutocast) {
+  for (const char* file : {"gpt.pt", "llama.pt", "gru.pt"}) {
+    core::TrainSpec fp32, bf16;
+    bf16.precision = core::Precision::kBf16;
+    bf16.warmup_steps = fp32.warmup_steps = 2;
+    const core::ModelSpec spec = Script(file, 0);
+    ASSERT_TRUE(CheckScriptModel(spec, core::Precision::kBf16).ok());
+    torch::manual_seed(8);
+    Replica a(spec, fp32, torch::kCPU);
+    torch::manual_seed(8);
+    Replica b(spec, bf16, torch::kCPU);
+    const auto tokens = torch::randint(0, 256, {2, 32}, torch::kInt64);
+    const double gap = (a.model().Forward(tokens) - b.model().Forward(tokens)).abs().max().item<double>();
+    EXPECT_GT(gap, 0.0) << file << ": bf16 computed as float32";
+    EXPECT_LT(gap, 0.1) << file;
+    TokenBatch batch;
+    batch.batch = 4;
+    batch.seq_len = 32;
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t t = 0; t < 32; ++t) {
+        batch.inputs.push_back((r * 7 + t) % 256);
+        batch.targets.push_back((r * 7 + t + 1) % 256);
+      }
+    }
+    const double first = b.TrainStep(batch, 3e-3).loss;
+    double last = first;
+    for (int i = 0; i < 20; ++i) last = b.TrainStep(batch, 3e-3).loss;
+    EXPECT_LT(last, 0.8 * first) << file;
+  }
+}
+
+// Emulated runs of a module of the user's, over the fixture's corpus.
+class ScriptRunTest : public DistributedTest {
+ protected:
+  core::Scenario MakeScript(const std::string& model, const std::string& extra) {
+    auto sc = core::ParseScenario("name: s\nthreads: 2\nmodel: " + model + "\n"
+                                  "eval: {every: 10, batches: 2, batch_size: 4}\n"
+                                  "compute: {mode: modelled, device_flops: 1.0e9}\n"
+                                  "network: {profile: home-100m}\n"
+                                  "output: {dir: " + (dir_ / "runs").string() + ", log_every: 1}\n"
+                                  "data: {path: " + (dir_ / "corpus.txt").string() + "}\n" + extra,
+                                  "s.yaml", {});
+    EXPECT_TRUE(sc.ok()) << sc.status().ToString();
+    return sc.ok() ? *sc : core::Scenario{};
+  }
+  std::vector<double> TrainLosses(const std::string& entry) {
+    std::vector<double> out;
+    std::istringstream lines(Slurp(dir_ / "out" / entry / "metrics.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("train_loss") && j["train_loss"].is_number()) out.push_back(j["train_loss"].get<double>());
+    }
+    return out;
+  }
+};
+
+// The exported nanoGPT-style module, started from the built-in tiny model's weights, trains to the
+// built-in model's losses under DDP and DiLoCo over two emulated workers, step by step for 50 steps.
+TEST_F(ScriptRunTest, TheExportedGptTrainsAsTheBuiltInModelUnderDdpAndDiloco) {
+  torch::manual_seed(7);
+  core::TrainSpec train;
+  Replica built(Tiny(), train, torch::kCPU);
+  Replica script(Script("gpt.pt", 4), train, torch::kCPU);
+  CopyByName(built.model(), script.model());
+  const std::string built_file = (dir_ / "built.ckpt").string(), script_file = (dir_ / "script.ckpt").string();
+  ASSERT_TRUE(WriteModelFile(built_file, built, 0, 0.0).ok());
+  ASSERT_TRUE(WriteModelFile(script_file, script, 0, 0.0).ok());
+  const std::string common = "train: {steps: 50, batch_size: 2, lr: 3e-3, warmup_steps: 5}\nworkers: {count: 2}\n";
+  for (const std::string algorithm : {"ddp", "diloco"}) {
+    const std::string entry = algorithm == "ddp" ? "{algorithm: ddp" : "{algorithm: diloco, inner_steps: 10";
+    const auto a = MakeScript("{preset: tiny}", common + "warm_start: {checkpoint: " + built_file + "}\ncompare: [" +
+                                                    entry + ", name: built-" + algorithm + "}]\n");
+    const auto b = MakeScript("{torchscript: " + kModels + "/gpt.pt, n_layers: 4}",
+                              common + "warm_start: {checkpoint: " + script_file + "}\ncompare: [" + entry +
+                                  ", name: script-" + algorithm + "}]\n");
+    const EntryResult ra = Run(a), rb = Run(b);
+    const auto la = TrainLosses("built-" + algorithm), lb = TrainLosses("script-" + algorithm);
+    ASSERT_EQ(la.size(), 50u) << algorithm;
+    ASSERT_EQ(lb.size(), 50u) << algorithm;
+    for (size_t i = 0; i < la.size(); ++i) ASSERT_NEAR(la[i], lb[i], 1e-4 * la[i]) << algorithm << " step " << i + 1;
+    EXPECT_NEAR(ra.final_val_loss, rb.final_val_loss, 1e-4 * ra.final_val_loss) << algorithm;
+    EXPECT_LT(la.back(), 0.8 * la.front()) << algorithm << ": learned too little to compare";
+  }
+}
+
+// model.buffers. A module that keeps a running mean of its embeddings in a buffer (read before it
+// is updated, so that a step's gradient sees the buffer as the last round left it): with the
+// buffers averaged, DDP over two workers is one replica trained on both workers' batches together,
+// buffer included; with each worker's own, it is not. The averaging's bytes are on the wire.
+TEST_F(ScriptRunTest, AveragedBuffersMakeDdpOneReplicaOfBothBatches) {
+  if (std::system("/usr/bin/python3 -c 'import torch' 2> /dev/null") != 0) {
+    GTEST_SKIP() << "needs /usr/bin/python3 with torch (tools/setup installs python3-torch)";
+  }
+  const std::string module = (dir_ / "level.pt").string();
+  std::ofstream(dir_ / "level.py") << "import torch\n"
+                                      "class Level(torch.nn.Module):\n"
+                                      "    def __init__(self):\n"
+                                      "        super().__init__()\n"
+                                      "        self.emb = torch.nn.Embedding(256, 32)\n"
+                                      "        self.head = torch.nn.Linear(32, 256)\n"
+                                      "        self.register_buffer('level', torch.zeros(32))\n"
+                                      "    def forward(self, tokens: torch.Tensor) -> torch.Tensor:\n"
+                                      "        x = self.emb(tokens)\n"
+                                      "        out = self.head(x + self.level)\n"
+                                      "        self.level.mul_(0.5).add_(x.detach().mean(dim=(0, 1)), alpha=0.5)\n"
+                                      "        return out\n"
+                                      "torch.manual_seed(0)\n"
+                                      "torch.jit.script(Level()).save('" + module + "')\n";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir_ / "level.py").string()).c_str()), 0);
+  const std::string common = "train: {steps: 12, batch_size: 4, lr: 1e-2, warmup_steps: 2}\nworkers: {count: 2}\n"
+                             "compare: [ddp]\n";
+  const auto averaged = MakeScript("{torchscript: " + module + ", seq_len: 16, buffers: averaged}", common);
+  const auto local = MakeScript("{torchscript: " + module + ", seq_len: 16}", common);
+  // The reference: one replica, both workers' batches together.
+  auto data = LoadDataset(averaged, "");
+  ASSERT_TRUE(data.ok());
+  BatchSampler s0((*data)->corpus, (*data)->split.train, 16, averaged.seed, 0, 2, averaged.data.sampling);
+  BatchSampler s1((*data)->corpus, (*data)->split.train, 16, averaged.seed, 1, 2, averaged.data.sampling);
+  ConfigureThreads(averaged.threads);
+  torch::manual_seed(averaged.seed);
+  core::ModelSpec spec = averaged.model;
+  spec.vocab_size = (*data)->vocab_size;
+  Replica one(spec, averaged.train, torch::kCPU);
+  for (int64_t s = 0; s < averaged.train.steps; ++s) {
+    TokenBatch a = s0.Next(4), b = s1.Next(4);
+    a.batch += b.batch;
+    a.inputs.insert(a.inputs.end(), b.inputs.begin(), b.inputs.end());
+    a.targets.insert(a.targets.end(), b.targets.begin(), b.targets.end());
+    one.TrainStep(a, LearningRate(averaged.train, s));
+  }
+  const double reference = one.Evaluate((*data)->val_batches);
+  const EntryResult avg = Run(averaged);
+  const EntryResult own = Run(local);
+  EXPECT_NEAR(avg.final_val_loss, reference, 1e-5);
+  EXPECT_GT(std::abs(own.final_val_loss - reference), 1e-4) << "the buffer made no difference to compare";
+  // Each step's all-reduce of the buffer (32 floats and a count) between two workers: a ring sends
+  // half of it twice, each worker 33 x 4 bytes a step.
+  EXPECT_EQ(avg.bytes_sent_per_worker - own.bytes_sent_per_worker, 12 * 33 * 4);
 }
 
 }  // namespace

@@ -531,6 +531,10 @@ core::ParsedOptions ParseAsync(core::OptionReader& r, const core::Scenario& sc, 
       break;
     }
   }
+  if (sc.model.buffers == core::ModelBuffers::kAveraged) {
+    r.Error("async-diloco has no rounds whose members could average the model's buffers "
+            "(model.buffers: averaged); use model.buffers: local, or another algorithm");
+  }
   return {o, RoundsName("async-diloco", *o)};
 }
 

@@ -9,19 +9,50 @@
 namespace narrows::trainer {
 namespace {
 
-std::vector<torch::Tensor*> Tensors(const SharedState& s) {
+bool HasBuffers(WorkerContext& w) {
+  const torch::Tensor& b = w.replica.model().flat_buffers();
+  return b.defined() && b.numel() > 0;
+}
+
+bool AveragesBuffers(WorkerContext& w) {
+  return w.entry.sc.model.buffers == core::ModelBuffers::kAveraged && HasBuffers(w);
+}
+
+// What a joiner receives: the algorithm's shared state, and the model's buffers where they are
+// averaged (kept per replica otherwise, a joiner keeps its own).
+std::vector<torch::Tensor*> Tensors(WorkerContext& w, const SharedState& s) {
   std::vector<torch::Tensor*> out;
   for (const auto& [name, t] : s.tensors) out.push_back(t);
+  if (AveragesBuffers(w)) out.push_back(&w.replica.model().flat_buffers());
   return out;
 }
 
 // What a worker's checkpoint holds, by name: the algorithm's shared state, the parameters, the
-// inner optimiser's state.
+// model's buffers (a torchscript module's, where it has any), the inner optimiser's state.
 std::vector<std::pair<std::string, torch::Tensor*>> WorkerTensors(WorkerContext& w, const SharedState& shared) {
   std::vector<std::pair<std::string, torch::Tensor*>> out = shared.tensors;
   out.emplace_back("params", &w.replica.model().flat_params());
+  if (HasBuffers(w)) out.emplace_back("buffers", &w.replica.model().flat_buffers());
   for (const auto& state : w.replica.optimizer().State()) out.push_back(state);
   return out;
+}
+
+// model.buffers: averaged. The members' float32 buffers averaged at the end of a round, over the
+// scenario's collective, with a count of contributors (a member that dies mid-collective drops out).
+core::Status AverageBuffers(WorkerContext& w, Round* round) {
+  torch::Tensor& buffers = w.replica.model().flat_buffers();
+  const int64_t n = buffers.numel();
+  std::vector<float> sum(static_cast<size_t>(n + 1));
+  NARROWS_RETURN_IF_ERROR(w.Reduce(&round->members, sum.data(), n + 1, round->end, [&] {
+    const torch::Tensor host = buffers.detach().to(torch::kCPU).contiguous();
+    std::copy(host.data_ptr<float>(), host.data_ptr<float>() + n, sum.begin());
+    sum[static_cast<size_t>(n)] = 1.0f;
+  }, core::OnFailure::kContinue, WorkerContext::kTagBuffers));
+  const float contributors = sum[static_cast<size_t>(n)];
+  if (contributors <= 0) return core::Status::Ok();
+  torch::NoGradGuard no_grad;
+  buffers.copy_(torch::from_blob(sum.data(), {n}, torch::kFloat32).div(contributors));
+  return core::Status::Ok();
 }
 
 core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const SharedState& shared, int64_t step,
@@ -165,7 +196,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     auto welcome = roster.AwaitWelcome();
     if (!welcome.ok()) return welcome.status();
     const SharedState shared = a.Shared();
-    NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(shared), shared.counter,
+    NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(w, shared), shared.counter,
                                           roster.Tag(WorkerContext::kTagJoin, welcome->step, welcome->group)));
     a.OnJoin(welcome->step, restarted || lost_state ? InnerState::kLost : InnerState::kKept);
     lost_state = false;
@@ -201,7 +232,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     if (!round.joiners.empty() && (joining || w.rank == round.root)) {
       if (!joining) NARROWS_RETURN_IF_ERROR(a.Finish());
       const SharedState shared = a.Shared();
-      NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(shared), shared.counter,
+      NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(w, shared), shared.counter,
                                             roster.Tag(WorkerContext::kTagJoin, rs, round.members)));
       if (joining) {
         if (lost_state && roster.RestartsLostWorkers()) w.StartDataAt(rs);  // as a restarted process does
@@ -212,6 +243,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       }
     }
     const int64_t sent_at_start = w.Stats().bytes_sent;  // after the joiners' state: the algorithm's own bytes
+    if (AveragesBuffers(w)) w.own_records.Hold();
     if (roster.Present(rs)) {
       for (int64_t step = rs; step < re && roster.Trains(step); ++step) {
         NARROWS_RETURN_IF_ERROR(a.Step(&round, step));
@@ -224,6 +256,11 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     }
     if (round.Member(w.rank)) {
       NARROWS_RETURN_IF_ERROR(a.EndRound(&round));
+      if (AveragesBuffers(w)) {
+        // The round's evaluations (held since its start) see the averaged buffers.
+        NARROWS_RETURN_IF_ERROR(AverageBuffers(w, &round));
+        w.own_records.Release();
+      }
       const int64_t every = x.sc.deploy.checkpoint_every;
       if (roster.live() && a.Checkpoints() && every > 0 && !x.opt.checkpoint_dir.empty() &&
           ((re - 1) / H + 1) % every == 0 && re < S) {
@@ -233,9 +270,12 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     }
     if (!a.OverlapsRounds()) w.CountSyncBytes(w.Stats().bytes_sent - sent_at_start);
     roster.EndRound(round);
+    w.own_records.Release();  // a worker that left the round evaluates with its own buffers
     rs = re;
   }
-  return a.Finish();
+  const core::Status finished = a.Finish();
+  w.own_records.Release();
+  return finished;
 }
 
 }  // namespace narrows::trainer
