@@ -74,6 +74,22 @@ std::map<std::string, std::string> ResultKeys(const std::string& resolved_yaml) 
   return keys;
 }
 
+std::string FileDigest(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return "";
+  uint64_t h = 0xcbf29ce484222325;
+  unsigned char chunk[1 << 16];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ chunk[i]) * 0x100000001b3;
+  }
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return "";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 std::string ResultDigest(const std::string& resolved_yaml) {
   uint64_t h = 0xcbf29ce484222325;
   auto mix = [&h](const std::string& s) {

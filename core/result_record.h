@@ -26,6 +26,9 @@ std::string ShortestNumber(double v);
 
 // FNV-1a (64 bits) of ResultKeys, as 16 hex digits.
 std::string ResultDigest(const std::string& resolved_yaml);
+// FNV-1a (64 bits) of a file's bytes, as 16 hex digits ("" if it cannot be read): a torchscript
+// model's file, which the resolved scenario records (model.torchscript_digest).
+std::string FileDigest(const std::string& path);
 
 struct KeyDifference {
   std::string key;

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 
+#include "core/result_record.h"
 #include "core/scenario.h"
 #include "core/section.h"
 
@@ -53,6 +54,11 @@ const TextKey kTorchScript(kModel, "torchscript", "",
                            Doc("a TorchScript language model of the user's (torch.jit.script or trace, saved): forward(tokens "
                                "int64 [B, T]) -> logits [B, T, vocab], or a tuple whose first item they are; its own shape "
                                "replaces the preset's (docs/how-to/your-model.md)"));
+const TextKey kTorchScriptDigest(kModel, "torchscript_digest", "",
+                                 Doc("the torchscript file's digest (FNV-1a of its bytes, 16 hex digits), which the "
+                                     "resolved scenario records so that a result folder answers only the same file; "
+                                     "given, it must match the file",
+                                     "", "the file's"));
 const NumberKey kFlopsPerToken(kModel, "flops_per_token", 0.0, 0.0, 1e18,
                                Doc("a torchscript model's training FLOPs per token, for modelled compute and the planner "
                                    "(0: measured once from a profiled step of the module: its matrix products, forward "
@@ -244,7 +250,45 @@ int64_t AutoOrNumber(Section& d, const TextKey& declared, int64_t auto_value, in
 
 namespace internal {
 
+// A torchscript model: the file, its seq_len, its numbered blocks where given, its FLOPs and its
+// buffers. The module has its own shape and initialisation: the keys that would shape the built-in
+// GPT are refused rather than ignored, and the resolved scenario does not spell them out (it names
+// the keys that apply to the module, defaults included, and reads back as it is).
+void ReadScriptModel(Section& s, ModelSpec* m) {
+  m->torchscript = s.String(kTorchScript);
+  m->preset.clear();
+  for (const char* key : {"preset", "d_model", "n_heads", "mlp_ratio", "positions", "init_std", "parameterization",
+                          "base_depth", "base_width", "depth_alpha"}) {
+    if (s.Has(key)) s.ErrorAt(key, std::string("shapes the built-in GPT; a torchscript model has its own (remove ") + key + ")");
+  }
+  // n_layers: the module's numbered blocks (checked when it is loaded), which Streaming DiLoCo's
+  // fragments split; 0, unknown, where not given.
+  m->n_layers = s.Has("n_layers") ? s.Int(kNLayers, 0) : 0;
+  m->seq_len = s.Int(kSeqLen, 128);
+  m->flops_per_token = s.Double(kFlopsPerToken);
+  m->buffers = s.Enum(kBuffers);
+  const std::string digest = FileDigest(m->torchscript);
+  if (digest.empty()) {
+    s.ErrorAt("torchscript", "cannot read " + m->torchscript + " (paths are relative to the working directory)");
+  } else if (s.Has("torchscript_digest")) {
+    const std::string recorded = s.String(kTorchScriptDigest);
+    if (recorded != digest) {
+      s.ErrorAt("torchscript_digest", "is " + recorded + ", but " + m->torchscript + " is now " + digest +
+                                          ": the module changed since this scenario was resolved (remove the key to "
+                                          "train the file as it is)");
+    }
+  } else {
+    s.Set("torchscript_digest", digest);  // the resolved scenario records the file it trained
+  }
+}
+
 void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
+  m->vocab_size = data_vocab;
+  if (s.Has("torchscript")) {
+    ReadScriptModel(s, m);
+    s.Finish();
+    return;
+  }
   std::vector<std::string> preset_names;
   for (const auto& p : kPresets) preset_names.emplace_back(p.name);
   m->preset = s.Choose(kPreset, "tiny", preset_names);
@@ -264,29 +308,8 @@ void ReadModel(Section s, ModelSpec* m, int64_t data_vocab) {
   m->base_depth = s.Int(kBaseDepth, m->n_layers);
   m->base_width = s.Int(kBaseWidth, m->d_model);
   m->depth_alpha = s.Double(kDepthAlpha);
-  // Read only where given, so that a scenario without them resolves as before the keys existed
-  // (its result folders stay its own).
-  if (s.Has("torchscript")) m->torchscript = s.String(kTorchScript);
-  if (s.Has("flops_per_token")) m->flops_per_token = s.Double(kFlopsPerToken);
-  if (s.Has("buffers")) m->buffers = s.Enum(kBuffers);
-  if (!m->torchscript.empty()) {
-    if (!s.Has("n_layers")) m->n_layers = 0;  // unknown until the module is loaded
-    // The module has its own shape and initialisation: the keys that would shape the built-in GPT
-    // are refused rather than ignored. n_layers stays: the module's numbered blocks (checked when
-    // it is loaded), which Streaming DiLoCo's fragments and DiPaCo's levels split.
-    for (const char* key : {"preset", "d_model", "n_heads", "mlp_ratio", "positions", "init_std", "parameterization",
-                            "base_depth", "base_width", "depth_alpha"}) {
-      if (s.Has(key)) s.ErrorAt(key, std::string("shapes the built-in GPT; a torchscript model has its own (remove ") + key + ")");
-    }
-    if (std::FILE* f = std::fopen(m->torchscript.c_str(), "rb")) {
-      std::fclose(f);
-    } else {
-      s.ErrorAt("torchscript", "cannot read " + m->torchscript + " (paths are relative to the working directory)");
-    }
-  } else {
-    if (s.Has("flops_per_token")) s.ErrorAt("flops_per_token", "applies to a torchscript model; the built-in GPT's are counted");
-    if (s.Has("buffers")) s.ErrorAt("buffers", "applies to a torchscript model; the built-in GPT has no buffers");
-  }
+  if (s.Has("flops_per_token")) s.ErrorAt("flops_per_token", "applies to a torchscript model; the built-in GPT's are counted");
+  if (s.Has("buffers")) s.ErrorAt("buffers", "applies to a torchscript model; the built-in GPT has no buffers");
   if (m->parameterization == Parameterization::kStandard && m->depth_alpha != 1.0) {
     s.ErrorAt("depth_alpha", "applies to parameterization: completep only");
   }

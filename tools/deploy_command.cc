@@ -170,12 +170,11 @@ core::Result<deploy::ZmqOptions> NodeOptions(const core::Scenario& sc, const Pla
   z.connect_timeout_s = o.connect_timeout_s;
   z.run_digest = core::RunDigest(sc);
   if (!sc.model.torchscript.empty()) {
-    // The same path may hold another module on another host: the file's own digest and parameter
-    // count join the scenario's, so that rank 0 refuses a process whose module differs, naming both.
-    std::ifstream in(sc.model.torchscript, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The same path may hold another module on another host: the resolved scenario records the
+    // file's digest (so the run's digest differs), and the parameter count joins it, so that rank 0
+    // refuses a process whose module differs, naming both.
     z.run_digest += " (model " + sc.model.torchscript + ": " + std::to_string(trainer::CostOf(sc.model).params) +
-                    " parameters, file " + core::ResultDigest(bytes).substr(0, 12) + ")";
+                    " parameters, file " + core::FileDigest(sc.model.torchscript) + ")";
   }
   z.bulk_streams = static_cast<int>(sc.deploy.bulk_streams == core::DeploySpec::kAutoBulkStreams
                                         ? deploy::BulkStreamsFor(sc.network.link.bandwidth_bps, 2e-3 * sc.network.link.latency_ms)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -136,7 +137,8 @@ core::Result<Workload> MakeWorkload(const core::Scenario& sc, const PlanOptions&
     const trainer::ModelCost cost = trainer::CostOf(spec);
     w.params = static_cast<double>(cost.params);
     w.flops_per_token = cost.train_flops_per_token;
-    w.label = sc.model.preset;
+    w.label = sc.model.torchscript.empty() ? sc.model.preset
+                                           : std::filesystem::path(sc.model.torchscript).filename().string();
   } else {
     auto parsed = ParamCount(o.params);
     if (!parsed.ok()) return parsed.status();

@@ -151,7 +151,10 @@ void PrintComparison(const nlohmann::json& summary) {
   PrintSettingsNote(summary);
   PrintNetworkModel(summary);
   PrintRetimed(summary);
-  if (results.size() < 2) return;
+  if (results.size() < 2) {
+    PrintHost(summary);
+    return;
+  }
   const size_t b = BaselineIndex(results);
   const std::string first = results[b].value("name", std::string());
   // A deployment's times are those of the network its bytes crossed: say which where it was not the

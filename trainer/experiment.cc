@@ -108,7 +108,16 @@ void Experiment::RunWorker(int rank, core::Transport& transport) {
     return;
   }
   const std::unique_ptr<Algorithm> algorithm = MakeAlgorithm(w);
-  const core::Status s = algorithm->Run(w);
+  core::Status s;
+  try {
+    s = algorithm->Run(w);
+  } catch (const std::exception& e) {
+    // LibTorch's (a model of the user's that fails on some batch): the worker fails, naming it,
+    // instead of ending the process. Its last line is the cause; the TorchScript traceback is not.
+    std::string what = e.what();
+    while (!what.empty() && what.back() == '\n') what.pop_back();
+    s = core::Status::Internal("stopped by an exception: " + what.substr(what.rfind('\n') + 1));
+  }
   const bool dropped = s.code() == core::StatusCode::kPeerUnavailable || s.code() == core::StatusCode::kTimeout;
   if (w.live() && dropped) {
     // Live: a worker the others dropped (or that lost them) ends; the run goes on without it.

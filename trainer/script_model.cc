@@ -20,6 +20,12 @@ int64_t BlockOfName(const std::string& name) {
 
 namespace {
 
+// An error's cause: its last non-empty line (a TorchScript error's follows its traceback).
+std::string LastLine(std::string what) {
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
+  return what.substr(what.rfind('\n') + 1);
+}
+
 std::string Shape(const torch::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
@@ -52,8 +58,11 @@ core::Status Check(const core::ModelSpec& spec, core::Precision precision) {
     return core::Status::InvalidArgument(at + "model.n_layers is " + std::to_string(spec.n_layers) + " but the module has " +
                                          std::to_string(blocks.size()) + " numbered blocks (layers.N, h.N, ...)");
   }
-  const int64_t t = std::min<int64_t>(spec.seq_len, 8);
-  const torch::Tensor tokens = torch::randint(std::min<int64_t>(spec.vocab_size, 256), {2, t}, torch::kInt64);
+  // At the scenario's full length (a module with a shorter position table fails here, not in
+  // training), with token ids across the data's vocabulary, the largest included.
+  const int64_t t = spec.seq_len;
+  torch::Tensor tokens = torch::randint(spec.vocab_size, {2, t}, torch::kInt64);
+  tokens[0][0] = spec.vocab_size - 1;
   torch::Tensor logits;
   try {
     torch::NoGradGuard no_grad;
@@ -68,9 +77,14 @@ core::Status Check(const core::ModelSpec& spec, core::Precision precision) {
                                            "; expected logits [B, T, vocab], or a tuple whose first item they are");
     }
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    return core::Status::InvalidArgument(at + "forward(tokens int64 [2, " + std::to_string(t) + "]) failed: " +
-                                         what.substr(0, what.find('\n')));
+    const std::string cause = LastLine(e.what());
+    const bool index = cause.find("index out of range") != std::string::npos;
+    return core::Status::InvalidArgument(
+        at + "forward(tokens int64 [2, " + std::to_string(t) + "], ids up to " + std::to_string(spec.vocab_size - 1) +
+        ") failed: " + cause +
+        (index ? " (the data's vocabulary has " + std::to_string(spec.vocab_size) + " tokens and model.seq_len is " +
+                     std::to_string(t) + ": do the module's embedding and position tables have as many rows?)"
+               : ""));
   }
   if (logits.dim() != 3 || logits.size(0) != 2 || logits.size(1) != t || logits.size(2) != spec.vocab_size) {
     return core::Status::InvalidArgument(at + "forward(tokens int64 [2, " + std::to_string(t) + "]) returned " +
@@ -91,7 +105,7 @@ core::Status Check(const core::ModelSpec& spec, core::Precision precision) {
     } catch (const std::exception& e) {
       const std::string what = e.what();
       return core::Status::InvalidArgument(at + "forward fails under bf16 autocast (train.precision: bf16; use fp32): " +
-                                           what.substr(0, what.find('\n')));
+                                           LastLine(what));
     }
   }
   return core::Status::Ok();

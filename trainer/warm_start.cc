@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/progress.h"
+#include "core/result_record.h"
 #include "core/run_writer.h"
 #include "trainer/checkpoint.h"
 #include "trainer/replica.h"
@@ -29,7 +30,8 @@ std::string WarmStartKey(const core::Scenario& sc) {
   const auto& t = sc.train;
   k << "v1 model " << m.preset << ' ' << m.d_model << ' ' << m.n_layers << ' ' << m.n_heads << ' ' << m.seq_len << ' '
     << m.mlp_ratio << ' ' << static_cast<int>(m.positions) << ' ' << static_cast<int>(m.parameterization) << ' '
-    << m.base_depth << (m.torchscript.empty() ? "" : " torchscript " + m.torchscript) << " data " << d.path << ' ' << d.val_path << ' ' << static_cast<int>(d.format) << ' '
+    << m.base_depth << (m.torchscript.empty() ? "" : " torchscript " + m.torchscript + " " + core::FileDigest(m.torchscript))
+    << " data " << d.path << ' ' << d.val_path << ' ' << static_cast<int>(d.format) << ' '
     << d.vocab_size << ' ' << d.val_fraction << " seed " << sc.seed << " train " << t.batch_size << ' '
     << t.grad_accum << ' ' << t.lr << ' ' << static_cast<int>(t.schedule) << ' ' << t.warmup_steps << ' '
     << t.min_lr_ratio << ' ' << t.weight_decay << ' ' << t.beta1 << ' ' << t.beta2 << ' ' << t.eps << ' '

@@ -104,11 +104,39 @@ endif()
 expect_in(nan_curve "DIVERGED" "${out}")
 expect_in(nan_equal_loss "relative to ddp: none: ddp diverged" "${out}")
 
+# A module that raises at a later batch than the checks try: the run ends with the worker's error
+# (exit 1), the exception's own message quoted, not with an abort.
+file(WRITE ${WORK}/boom.py "
+import torch
+class Boom(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, 16)
+        self.head = torch.nn.Linear(16, 256)
+        self.register_buffer('calls', torch.zeros(1, dtype=torch.int64))
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if int(self.calls.item()) > 6:
+            raise RuntimeError('boom at a later batch')
+        return self.head(self.emb(tokens))
+torch.jit.script(Boom()).save('${WORK}/boom.pt')
+")
+execute_process(COMMAND /usr/bin/python3 ${WORK}/boom.py RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "exporting the raising module: ${err}")
+endif()
+execute_process(COMMAND ${NARROWS} run gru.yaml -q --set model.torchscript=boom.pt -o runs/boom
+                RESULT_VARIABLE rc ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 120)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "a module raising mid-run: exit ${rc}, not 1: ${err}")
+endif()
+expect_in(boom "stopped by an exception: builtins.RuntimeError: boom at a later batch" "${err}")
+
 run_ok(vocab300 ${SRC}/tools/export-model ${WORK}/v300 --only gpt --vocab 300)
 foreach(case "missing.pt|cannot read missing.pt"
              "text.pt|not a TorchScript module saved by torch.jit.save"
-             "flat.pt|returned [2, 8]; expected logits [2, 8, 256]"
-             "v300/gpt.pt|returned [2, 8, 300]; expected logits [2, 8, 256] (the data's vocabulary has 256 tokens)")
+             "flat.pt|returned [2, 32]; expected logits [2, 32, 256]"
+             "v300/gpt.pt|returned [2, 32, 300]; expected logits [2, 32, 256] (the data's vocabulary has 256 tokens)")
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 file)
   list(GET parts 1 expected)
@@ -152,3 +180,23 @@ expect_in(rank0_module_size "model.pt: 842496 parameters" "${err}")
 if(EXISTS ${WORK}/a/out/two/ddp/metrics.jsonl)
   message(FATAL_ERROR "rank 0 trained beside a worker whose module differs")
 endif()
+
+# The resolved scenario of a module names only the keys that apply to it and records the file's
+# digest: it reads back as it is, `--seeds` runs each seed from it, and once the module is exported
+# again, the finished folder is not taken for the new module's results.
+file(COPY_FILE ${MODELS}/gru.pt ${WORK}/mine.pt)
+write_scenario(mine mine.pt "" "[ddp, diloco-h4]")
+run_ok(seeds ${NARROWS} run mine.yaml -q --seeds 2 -o runs/mine)
+run_ok(resolved ${NARROWS} validate runs/mine/scenario.yaml)
+file(READ ${WORK}/runs/mine/scenario.yaml resolved)
+expect_in(resolved_digest "torchscript_digest:" "${resolved}")
+if(resolved MATCHES "preset:|d_model:")
+  message(FATAL_ERROR "the resolved scenario of a module spells the built-in GPT's shape:\n${resolved}")
+endif()
+file(COPY_FILE ${MODELS}/gpt.pt ${WORK}/mine.pt)
+execute_process(COMMAND ${NARROWS} run mine.yaml -q --seeds 2 -o runs/mine RESULT_VARIABLE rc ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORK})
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "a folder of another module's results: exit ${rc}, not 2: ${err}")
+endif()
+expect_in(reexported "model.torchscript_digest is " "${err}")

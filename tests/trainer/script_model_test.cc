@@ -176,7 +176,12 @@ TEST(ScriptModelTest, ABadModuleIsRefusedNamingWhatIsWrong) {
   core::ModelSpec vocab = Script("gpt.pt", 4);
   vocab.vocab_size = 300;
   const std::string v = CheckScriptModel(vocab).message();
-  EXPECT_NE(v.find("returned [2, 8, 256]; expected logits [2, 8, 300]"), std::string::npos) << v;
+  EXPECT_NE(v.find("ids up to 299) failed: RuntimeError: index out of range in self (the data's vocabulary has 300 tokens"),
+            std::string::npos) << v;
+  core::ModelSpec longer = Script("gpt.pt", 4);
+  longer.seq_len = 256;  // its position table has 128 rows
+  const std::string l = CheckScriptModel(longer).message();
+  EXPECT_NE(l.find("forward(tokens int64 [2, 256], ids up to 255) failed: "), std::string::npos) << l;
   core::ModelSpec blocks = Script("gpt.pt", 3);
   const std::string b = CheckScriptModel(blocks).message();
   EXPECT_NE(b.find("model.n_layers is 3 but the module has 4 numbered blocks"), std::string::npos) << b;
