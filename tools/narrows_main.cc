@@ -113,6 +113,11 @@ struct ScenarioArgs {
     // A model of the user's is loaded and tried once now: a bad file fails before anything runs.
     if (scenario.ok() && !scenario->model.torchscript.empty()) {
       NARROWS_RETURN_IF_ERROR(narrows::trainer::CheckScriptModel(scenario->model, scenario->train.precision));
+      static bool noted = false;  // once a process, however many times the scenario is read
+      if (const std::string note = noted ? "" : narrows::trainer::ScriptModelNote(scenario->model); !note.empty()) {
+        std::fprintf(stderr, "note: %s\n", note.c_str());
+      }
+      noted = true;
     }
     return scenario;
   }

@@ -11,9 +11,11 @@ namespace narrows::tools {
 void PrintHost(const nlohmann::json& summary) {
   if (!summary.contains("host")) return;
   const auto& h = summary["host"];
-  std::printf("this host: a worker's step took %.1f ms (median; 10-90%%: %.1f-%.1f ms), %s\n",
+  const bool given = summary.contains("model") && summary["model"].value("flops_per_token_from", std::string()) ==
+                                                     "model.flops_per_token";
+  std::printf("this host: a worker's step took %.1f ms (median; 10-90%%: %.1f-%.1f ms), %s%s\n",
               1e3 * h.value("step_s", 0.0), 1e3 * h.value("step_s_p10", 0.0), 1e3 * h.value("step_s_p90", 0.0),
-              Si(h.value("flops_per_s", 0.0), "FLOP/s").c_str());
+              Si(h.value("flops_per_s", 0.0), "FLOP/s").c_str(), given ? " (counting model.flops_per_token a token)" : "");
   if (!h.contains("modelled_flops_per_s")) return;
   std::printf("compute modelled at %s per worker (compute.device_flops)", Si(h.value("modelled_flops_per_s", 0.0), "FLOP/s").c_str());
   if (summary.contains("model")) {

@@ -126,6 +126,27 @@ core::Status CheckScriptModel(const core::ModelSpec& spec, core::Precision preci
   return s;
 }
 
+std::string ScriptModelNote(const core::ModelSpec& spec) {
+  torch::jit::Module m;
+  try {
+    m = torch::jit::load(spec.torchscript, torch::kCPU);
+  } catch (const c10::Error&) {
+    return "";
+  }
+  int dropout = 0, norm = 0;
+  for (const auto& sub : m.named_modules()) {
+    if (!sub.value.type()->name()) continue;
+    const std::string type = sub.value.type()->name()->qualifiedName();
+    dropout += type.find("Dropout") != std::string::npos;
+    norm += type.find("BatchNorm") != std::string::npos;
+  }
+  std::string note;
+  if (dropout > 0) note += std::to_string(dropout) + " dropout layer(s) off";
+  if (norm > 0) note += std::string(note.empty() ? "" : ", ") + std::to_string(norm) + " batch norm(s) on their running statistics";
+  return note.empty() ? "" : spec.torchscript + " runs in eval mode, in training too: " + note +
+                                 " (docs/how-to/your-model.md)";
+}
+
 double ProfiledFlopsPerToken(const core::ModelSpec& spec) {
   static std::mutex mu;
   static std::map<std::string, double> measured;  // file, length -> FLOPs per token

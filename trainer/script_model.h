@@ -67,6 +67,11 @@ class Bf16Autocast {
 // tokens. For the nanoGPT-style example it comes within 3% of the built-in model's count.
 double ProfiledFlopsPerToken(const core::ModelSpec& spec);
 
+// What a user might not expect of the module as narrows runs it, in a line ("" if nothing): its
+// dropout layers are off and its batch norms use their running statistics (it runs in eval mode).
+// From the submodules' types; after CheckScriptModel.
+std::string ScriptModelNote(const core::ModelSpec& spec);
+
 // The block a parameter belongs to: the first number among its name's parts ("layers.3.attn.w",
 // "h.3.mlp.fc.weight": 3), or -1 (embeddings, final norms).
 int64_t BlockOfName(const std::string& name);
