@@ -61,7 +61,8 @@ struct EncodingResiduals {
 
 // All-reduce (sum) whose first `count - exact_tail` floats travel encoded by `codec` and whose last
 // `exact_tail` floats travel as fp32 (counts, votes); every rank ends with the same values.
-// Dense formats run over `options.algorithm`; each rounds differently (docs/methods.md):
+// Dense formats run over `options.algorithm`; each rounds differently
+// (docs/explanation/methods.md):
 // - kRing: a chunk's partial sum is decoded, added to and re-encoded at each of n-1 hops (n-1
 //   roundings), then the owner's full sum is encoded once with the second phase's codec and
 //   forwarded unchanged (one more).

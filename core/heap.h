@@ -7,7 +7,7 @@
 // of a 64 MB all-reduce (deploy), ~7% of a `tiny` training step's CPU time (trainer; `perf stat -e
 // page-faults build/bench_trainer tiny 16 2 20 3`). Blocks up to 32 MiB stay on the heap and up to
 // 1 GiB of free top is kept, for reuse. Costs memory where many replicas share a process
-// (docs/emulator.md). Idempotent; cheap after the first call.
+// (docs/explanation/emulator.md). Idempotent; cheap after the first call.
 #pragma once
 
 #include <malloc.h>

@@ -1,7 +1,7 @@
 // The invariants between a run's figures, checked at the end of every run (`narrows run`, each
 // seed of it, a sweep's points, `narrows launch`): a figure that contradicts another is a bug of
 // narrows, never an answer, so it fails the run loudly (Status::Internal, exit 1) instead of being
-// printed. The figures are defined once in docs/scenarios.md (output fields).
+// printed. The figures are defined once in docs/reference/outputs.md.
 //
 // Checked per entry of summary.json, with its metrics.jsonl, events.jsonl and links.json:
 // - to target <= total: time_to_target_s <= time_s, bytes_to_target <= bytes_sent_per_worker;

@@ -3,7 +3,7 @@
 entries at a time): each FOLDER is a run folder holding summary.json and scenario.yaml, or one with
 seed-K run folders inside. Per entry the final validation loss as mean ± 95% t-interval half-width
 over the seeds that ran it, its time and bytes; then for each `A:B` A's final loss minus B's,
-paired over the seeds both ran, with the verdict on "A ends lower than B" (docs/methods.md). Every
+paired over the seeds both ran, with the verdict on "A ends lower than B" (docs/explanation/methods.md). Every
 figure is narrows' own (each seed's summary.json); only the means, intervals and differences are
 computed here.
 Usage: combine.py FOLDER... [-- A:B ...]"""

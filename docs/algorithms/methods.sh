@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the 2025-26 methods of docs/algorithms.md: scenarios/sparseloco.yaml, eager.yaml,
+# Measures the 2025-26 methods of docs/results/algorithms.md: scenarios/sparseloco.yaml, eager.yaml,
 # gossip.yaml and muon.yaml (Muon and AdamW inner steps) over home-100m and internet-1g, every point
 # on seeds 0-2, then their tables. Resumable: a finished seed of a point is not run again (about 5
 # minutes per point and seed on 2 cores; 30 point-seeds). Modelled compute: the losses are the same

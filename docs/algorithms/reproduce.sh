@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the ablation of docs/algorithms.md: scenarios/streaming.yaml over two networks and 4
+# Reproduces the ablation of docs/results/algorithms.md: scenarios/streaming.yaml over two networks and 4
 # and 8 workers, every point on seeds 0-2, then its tables. Resumable: a finished seed of a point
 # is not run again, so the script can be stopped and started (about 25 minutes per point and seed
 # on 2 cores; 12 point-seeds). Modelled compute: the losses and times are the same on every run.

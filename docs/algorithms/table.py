@@ -4,7 +4,7 @@ entry the final validation loss and the interpolated time to the target loss (ea
 final loss among the point's entries), as mean ± 95% t-interval half-width over the seeds; bytes
 sent and peak bytes per round per worker; and against the first entry the paired loss gap and
 speed-up at equal loss with their 95% intervals and verdicts (holds / fails / inconclusive, the
-rule in docs/methods.md). All figures are narrows' own (summary.json); nothing is recomputed,
+rule in docs/explanation/methods.md). All figures are narrows' own (summary.json); nothing is recomputed,
 except for pairs named after the folder: `A:B` prints A's final loss minus B's, paired by seed, with
 its 95% t-interval and the verdict on "A ends lower than B".
 Usage: table.py FOLDER [A:B ...]"""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces docs/results.md: every run, sweep and report it cites (about an hour on 2 cores;
+# Reproduces docs/results/papers.md: every run, sweep and report it cites (about an hour on 2 cores;
 # the runs use one thread each, modelled compute, so losses and times are identical every time).
 # Usage: docs/results/reproduce.sh [PATH_TO_NARROWS]   (from the repository root; default build/narrows)
 set -euo pipefail
@@ -16,7 +16,7 @@ d=docs/results
 "$narrows" sweep $d/k-and-h.yaml -q --grid workers.count=4,8
 "$narrows" sweep $d/workers.yaml -q --grid workers.count=1,2,16
 
-# The reports and the figures of docs/results.md (the top of each report, drawn by headless Chromium).
+# The reports and the figures of docs/results/papers.md (the top of each report, drawn by headless Chromium).
 r=runs/results
 shot() {  # shot NAME HEIGHT REPORT_ARGS...
   local name=$1 height=$2

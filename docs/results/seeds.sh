@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The claims of docs/results.md Part 2 whose gaps are small, over seeds 0-4 (five: the gaps are
+# The claims of docs/results/papers.md Part 2 whose gaps are small, over seeds 0-4 (five: the gaps are
 # under 0.05 nats): dropped outer gradients, i.i.d. against non-i.i.d. data, and the outer
 # optimiser (55 runs of 4 workers, about 70 s each on one core: an hour, less with the three started
 # side by side; modelled compute and one thread per run, so every loss is the same run to run).
@@ -28,7 +28,7 @@ out=(--set seeds=5 --set output.dir=runs/results-seeds)
 "$narrows" run $d/outer-lr.yaml -q --set seeds=3 --set output.dir=runs/results-seeds \
   --set 'compare=[{name: h10-lr0.35, inner_steps: 10, outer_lr: 0.35}, {name: h50-lr0.35, inner_steps: 50, outer_lr: 0.35}, {name: h100-lr0.35, inner_steps: 100, outer_lr: 0.35}]'
 # M = 16 over seeds 0-2, each seed a run of its own (about an hour of one core each; a seed whose
-# summary holds both entries is not run again). docs/results.md gives them with their mean ± 95%
+# summary holds both entries is not run again). docs/results/papers.md gives them with their mean ± 95%
 # interval and the paired gap; seeds_table.py does not read these folders.
 for seed in 0 1 2; do
   summary=runs/results-seeds-m16/seed-$seed/workers/summary.json

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Tables of docs/results.md Part 2's claims over seeds, from the runs of seeds.sh.
+"""Tables of docs/results/papers.md Part 2's claims over seeds, from the runs of seeds.sh.
 
 Usage: python3 docs/results/seeds_table.py [FOLDER]   (default runs/results-seeds)
 
 Each entry's final validation loss is the mean ± 95% t half-width over the seeds; each gap is
 paired by seed (the same initialisation and batches), with its 95% t-interval and the verdict of
-docs/methods.md for the claim the row names: holds when the interval excludes zero on the claimed
+docs/explanation/methods.md for the claim the row names: holds when the interval excludes zero on the claimed
 side, fails when on the other, else inconclusive. A part whose runs are not all finished is left out.
 """
 import importlib.util

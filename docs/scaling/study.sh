@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scaling study of docs/scaling.md: DDP and DiLoCo (H = 16 and 64) over four model sizes
+# The scaling study of docs/results/scaling.md: DDP and DiLoCo (H = 16 and 64) over four model sizes
 # (37.8 k to 842 k parameters, 22x) at 1, 2 and 4 workers, every size at the same tokens per
 # parameter with a fixed global batch (16 sequences of 128 bytes, 16 / M per worker). Each (size,
 # workers) point is a `narrows tune`: the inner learning rate on a coarse grid for every entry, the

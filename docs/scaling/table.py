@@ -2,7 +2,7 @@
 """Markdown tables of the scaling study (docs/scaling/study.sh) from its tune folders: per model
 size N and workers M each entry's final validation loss (mean ± 95% t-interval half-width over the
 final seeds) with its chosen inner and outer learning rates; the best H per (N, M); and each of the
-paper's findings as a row, holds / fails / inconclusive (the rule of docs/methods.md: a 95%
+paper's findings as a row, holds / fails / inconclusive (the rule of docs/explanation/methods.md: a 95%
 interval that excludes zero on the claimed side holds, on the other side fails, else
 inconclusive). All losses are narrows' own (summary.json); the trends are least-squares slopes
 over the seeds' values with their t-intervals.

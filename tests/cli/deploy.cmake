@@ -154,7 +154,7 @@ else()
   endif()
 endif()
 
-# 1d. docs/deploy.md's recipe across machines: each rank's `narrows worker` in a namespace of its own
+# 1d. docs/how-to/deploy.md's recipe across machines: each rank's `narrows worker` in a namespace of its own
 # (an address of its own, as on a machine of its own) with --master and --key alone, its sockets
 # bound on every interface (`tools/netns --unbound`). The hello each worker sends its peers names it
 # as the rendezvous table does, not as bound (0.0.0.0, which elsewhere names the other machine

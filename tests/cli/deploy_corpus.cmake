@@ -2,7 +2,7 @@
 # real text for a corpus — the project's own documentation.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
-file(GLOB docs ${SRC}/docs/*.md)
+file(GLOB_RECURSE docs ${SRC}/docs/*.md)
 set(corpus "")
 foreach(f ${SRC}/README.md ${docs})
   file(READ ${f} text)

@@ -7,7 +7,7 @@
 set -u
 narrows=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-cat "$src"/README.md "$src"/docs/*.md > corpus.txt
+cat "$src"/README.md "$src"/docs/*.md "$src"/docs/*/*.md > corpus.txt
 cat > stall.yaml <<'YAML'
 name: stall
 seed: 3

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the commands of docs/tutorial.md in an empty folder and checks the page's shape against what
-# they print.
+# Runs the commands of a documentation page in an empty folder and checks the page's shape against
+# what they print.
 #   tests/docs/tutorial.sh NARROWS [PAGE]
-# NARROWS is the program to run wherever the page says `narrows`; PAGE defaults to docs/tutorial.md.
+# NARROWS is the program to run wherever the page says `narrows`; PAGE defaults to docs/tutorial.md
+# (the how-to pages, docs/how-to/*.md, are checked the same way). Messages start with the page's name.
 #
 # What the page holds, and what is done with it, in the page's order:
 # - a block opened with "```LANG file=NAME" is a file the reader writes: its lines are written to NAME;
@@ -20,7 +21,8 @@ if [ $# -lt 1 ] || [ ! -x "$1" ]; then
 fi
 program=$(realpath "$1")
 page=$(realpath "${2:-$(dirname "$0")/../../docs/tutorial.md}")
-work=$(mktemp -d "${TMPDIR:-/tmp}/narrows-tutorial.XXXXXX")
+name=$(basename "$page" .md)
+work=$(mktemp -d "${TMPDIR:-/tmp}/narrows-$name.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/bin" "$work/folder"
 ln -s "$program" "$work/bin/narrows"  # `narrows` on the page is this program
@@ -31,7 +33,7 @@ shape() { sed -E 's/[0-9]+/0/g; s/[[:space:]]+$//'; }
 
 commands=0 files=0 start=$SECONDS
 fail() {
-  echo "tutorial: $page:$1: $2" >&2
+  echo "$name: $page:$1: $2" >&2
   if [ -n "${3:-}" ]; then
     echo "--- it printed:" >&2
     cat "$3" >&2
@@ -44,7 +46,7 @@ cmd="" cmd_line=0 expect_status=0 first_output="" have_first=0
 finish_command() {
   [ -n "$cmd" ] || return 0
   commands=$((commands + 1))
-  echo "tutorial: \$ $cmd" >&2
+  echo "$name: \$ $cmd" >&2
   local out="$work/output.txt" status=0
   (cd "$work/folder" && bash -c "$cmd") < /dev/null > "$out" 2>&1 || status=$?
   [ "$status" = "$expect_status" ] || fail "$cmd_line" "'$cmd' exited with $status, the page expects $expect_status" "$out"
@@ -79,7 +81,7 @@ while IFS= read -r line || [ -n "$line" ]; do
         mkdir -p "$(dirname "$work/folder/$file")"
         if [ ${#file_lines[@]} -gt 0 ]; then printf '%s\n' "${file_lines[@]}"; fi > "$work/folder/$file"
         files=$((files + 1))
-        echo "tutorial: wrote $file" >&2
+        echo "$name: wrote $file" >&2
         mode=text
       else
         file_lines+=("$line")
@@ -101,4 +103,4 @@ done < "$page"
 
 [ "$mode" = text ] || fail "$number" "a code block is not closed"
 [ "$commands" -gt 0 ] || fail 1 "no \`\`\`console block with a \"\$ \" command line"
-echo "tutorial: $commands commands and $files files of $page passed in $((SECONDS - start)) s"
+echo "$name: $commands commands and $files files of $page passed in $((SECONDS - start)) s"

@@ -111,7 +111,7 @@ TEST(Ns3ModelTest, LossSlowsTcpDown) {
 }
 
 // BBR paces by its bandwidth and RTT estimates, not by loss: random loss that halves CUBIC's
-// throughput barely touches it (this machine's kernel defaults to BBR: docs/fidelity.md).
+// throughput barely touches it (this machine's kernel defaults to BBR: docs/results/fidelity.md).
 TEST(Ns3ModelTest, BbrShrugsOffRandomLossThatSlowsCubic) {
   const std::vector<Message> messages = {{0, 1, 20'000'000, 0.0}};
   const Topology lossy = Topology::Star(UniformLinks(2, 100e6, 0.025, 0.005));

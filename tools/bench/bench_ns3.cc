@@ -4,7 +4,7 @@
 //                     1 Gbit/s access links at MTU 1500 and 9000: simulated seconds per wall second.
 //   bench_ns3 steady  one long transfer at full packet level and with fast-forward.
 //   bench_ns3 agree   the cases where the two models should agree.
-//   bench_ns3 cases   the cases where they should disagree (docs/network-models.md).
+//   bench_ns3 cases   the cases where they should disagree (docs/explanation/network-models.md).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The learning-rate sweep of docs/results.md's CompleteP section over seeds 0-2: two
+# The learning-rate sweep of docs/results/papers.md's CompleteP section over seeds 0-2: two
 # parameterisations x four depths x five peak learning rates x three seeds, 120 runs (76 minutes
 # on 2 cores, timed once with other work beside it, so no interval: the two parameterisations run
 # at once, one core each; modelled compute and one thread per run, so every loss is the same run
@@ -16,7 +16,7 @@ wait
 # Both halves are finished points of the whole sweep: this writes its results.csv and report.
 "$narrows" sweep docs/results/completep/completep.yaml -q --set seeds=3 --grid model.parameterization=standard,completep \
   "${grid[@]}" --report
-# The figure of docs/results.md (the top of the report, drawn by headless Chromium).
+# The figure of docs/results/papers.md (the top of the report, drawn by headless Chromium).
 if command -v chromium >/dev/null; then
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,700 \
     --screenshot=docs/results/completep/completep.png runs/completep/completep-sweep/report.html 2>/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The finer learning-rate grid of docs/results.md's CompleteP section: five peak learning rates a
+# The finer learning-rate grid of docs/results/papers.md's CompleteP section: five peak learning rates a
 # factor of sqrt(2) apart around the coarse grid's optima (0.0028-0.0113), two parameterisations x
 # four depths x five seeds, 200 runs of completep.yaml's setting (400 steps). Each (parameterisation,
 # depth, learning rate) is its own sweep over the seeds, JOBS of them at once (one thread each), the
@@ -42,7 +42,7 @@ wait
 # Every point is finished: this writes the whole grid's results.csv and report.
 "$narrows" sweep docs/results/completep/completep.yaml -q "${sets[@]}" --grid model.parameterization="$params" \
   --grid model.n_layers=2,4,8,16 --grid train.lr=$lrs --report
-# The figure of docs/results.md (the top of the report, drawn by headless Chromium).
+# The figure of docs/results/papers.md (the top of the report, drawn by headless Chromium).
 if command -v chromium >/dev/null; then
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,700 \
     --screenshot="docs/results/completep/$name.png" "$dir/$name-sweep/report.html" 2>/dev/null || true

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the CompleteP tables of docs/results.md from the sweeps completep.sh runs.
+"""Prints the CompleteP tables of docs/results/papers.md from the sweeps completep.sh runs.
 
 Usage: python3 docs/results/completep/table.py [SWEEP ...]   (default runs/completep/completep-sweep)
 
@@ -15,7 +15,7 @@ Three tables:
    of the slopes' sizes; and the loss at the deepest depth's own best learning rate, paired by seed.
 A CompleteP point whose scenario.yaml has model.depth_alpha other than 1 (alpha.sh's, 0.5) is its own
 parameterisation, "completep α=0.5", with the same claims against CompleteP (α = 1).
-Verdicts by docs/methods.md: holds when the 95% interval excludes zero on the claimed side, fails
+Verdicts by docs/explanation/methods.md: holds when the 95% interval excludes zero on the claimed side, fails
 when on the other, else inconclusive. "Stays put" is a claim of no effect, so it is read against a
 band: it holds when the whole interval of the slope lies within ±0.25 (less than a factor 1.68 over
 depths 2 to 16), fails when the whole interval lies outside it, else is inconclusive.

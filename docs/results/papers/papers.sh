@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the first part of docs/results.md (the papers' setting: a warm start, DiLoCo Tables
+# Reproduces the first part of docs/results/papers.md (the papers' setting: a warm start, DiLoCo Tables
 # 2 and 3, H, the outer learning rate): two streams of runs side by side, one thread each, modelled
 # compute (identical numbers every time), every run on seeds 0-2 (0-4 for Table 2, table2.yaml, and
 # for Table 3's i.i.d. against non-i.i.d. grid and its runs at 64 replicas) with the warm start

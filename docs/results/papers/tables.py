@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the tables of docs/results.md's first part from the run folders papers.sh writes: every
+"""Prints the tables of docs/results/papers.md's first part from the run folders papers.sh writes: every
 figure a mean over the seeds with its 95% t-interval half-width (narrows' own summary.json), and
 DiLoCo against data parallelism as narrows' paired interval and verdict.
 
