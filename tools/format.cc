@@ -44,7 +44,7 @@ std::string Si(double v, const char* unit) {
   static const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
   if (!std::isfinite(v)) return "never";
   int i = 0;
-  while (std::abs(v) >= 1000 && i < 6) {
+  while (std::abs(v) >= 999.5 && i < 6) {  // 999.5 prints as 1e+03 at three digits: the next prefix
     v /= 1000;
     ++i;
   }
