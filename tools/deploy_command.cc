@@ -1,6 +1,7 @@
 #include "tools/deploy_command.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -345,7 +346,18 @@ Status CrashesSpareLaterEntries(const core::Scenario& sc, size_t entries, bool r
   return Status::Ok();
 }
 
+// A worker that `narrows launch` started ends with it: if the launch is killed alone (not its
+// process group, as a terminal's Ctrl-C would), its workers do not train on as orphans. The
+// launch names itself in NARROWS_LAUNCH_PID; a worker whose parent is already gone ends now.
+void EndWithTheLaunch() {
+  const char* launch = std::getenv("NARROWS_LAUNCH_PID");
+  if (launch == nullptr) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (std::to_string(::getppid()) != launch) ::raise(SIGTERM);
+}
+
 Status RunWorkerProcess(const core::Scenario& scenario, const WorkerOptions& o, bool* removed) {
+  EndWithTheLaunch();
   NARROWS_RETURN_IF_ERROR(OneSeed(scenario));
   NARROWS_RETURN_IF_ERROR(HonouredByRealProcesses(scenario));
   core::Scenario sc = scenario;
@@ -737,6 +749,7 @@ Status LaunchLocal(const core::Scenario& sc, const LaunchOptions& lo) {
       if (net) net->emulator->Partition(r, cut);
     });
   }
+  ::setenv("NARROWS_LAUNCH_PID", std::to_string(::getpid()).c_str(), 1);  // the workers end with this process
   auto pids = SpawnWorkers(lo, *self, master, key, net.get());
   if (!pids.ok()) return pids.status();
   const Status reaped = Reap(std::move(*pids), chaos.get());
