@@ -17,6 +17,31 @@ function(write_scenario name model blocks compare)
        "workers: {count: 2}\noutput: {dir: runs, log_every: 1}\ncompare: ${compare}\n")
 endfunction()
 
+# ${WORK}/name.pt: a small module that trains normally for its first 6 forwards, then runs the
+# Python statement `late` (on `out`, its logits) at every later one.
+function(late_module name late)
+  file(WRITE ${WORK}/${name}.py "
+import torch
+class Late(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, 16)
+        self.head = torch.nn.Linear(16, 256)
+        self.register_buffer('calls', torch.zeros(1, dtype=torch.int64))
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        out = self.head(self.emb(tokens))
+        if int(self.calls.item()) > 6:
+            ${late}
+        return out
+torch.jit.script(Late()).save('${WORK}/${name}.pt')
+")
+  execute_process(COMMAND /usr/bin/python3 ${WORK}/${name}.py RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "exporting ${name}: ${err}")
+  endif()
+endfunction()
+
 set(three "[ddp, diloco-h4, {algorithm: streaming-diloco, inner_steps: 4, fragments: 2, outer_gradient: int8, name: streaming-int8}]")
 write_scenario(gpt ${MODELS}/gpt.pt 4 "${three}")
 write_scenario(llama ${MODELS}/llama.pt 4 "${three}")
@@ -64,26 +89,7 @@ if(NOT rc EQUAL 0)
 endif()
 # A module whose logits turn NaN halfway: not refused (its first forward is finite), but run as any
 # diverging entry is: it ends, and the summary and the table say that it diverged.
-file(WRITE ${WORK}/nan.py "
-import torch
-class LateNaN(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(256, 16)
-        self.head = torch.nn.Linear(16, 256)
-        self.register_buffer('calls', torch.zeros(1, dtype=torch.int64))
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
-        out = self.head(self.emb(tokens))
-        if int(self.calls.item()) > 6:
-            out = out * float('nan')
-        return out
-torch.jit.script(LateNaN()).save('${WORK}/late_nan.pt')
-")
-execute_process(COMMAND /usr/bin/python3 ${WORK}/nan.py RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "exporting the NaN module: ${err}")
-endif()
+late_module(late_nan "out = out * float('nan')")
 execute_process(COMMAND ${NARROWS} run gru.yaml --set model.torchscript=late_nan.pt --set train.lr=0.05 -o runs/nan
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${WORK})
 message(STATUS "a module turning NaN: exit ${rc}\n${out}")
@@ -106,25 +112,7 @@ expect_in(nan_equal_loss "relative to ddp: none: ddp diverged" "${out}")
 
 # A module that raises at a later batch than the checks try: the run ends with the worker's error
 # (exit 1), the exception's own message quoted, not with an abort.
-file(WRITE ${WORK}/boom.py "
-import torch
-class Boom(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(256, 16)
-        self.head = torch.nn.Linear(16, 256)
-        self.register_buffer('calls', torch.zeros(1, dtype=torch.int64))
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
-        if int(self.calls.item()) > 6:
-            raise RuntimeError('boom at a later batch')
-        return self.head(self.emb(tokens))
-torch.jit.script(Boom()).save('${WORK}/boom.pt')
-")
-execute_process(COMMAND /usr/bin/python3 ${WORK}/boom.py RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "exporting the raising module: ${err}")
-endif()
+late_module(boom "raise RuntimeError('boom at a later batch')")
 execute_process(COMMAND ${NARROWS} run gru.yaml -q --set model.torchscript=boom.pt -o runs/boom
                 RESULT_VARIABLE rc ERROR_VARIABLE err WORKING_DIRECTORY ${WORK} TIMEOUT 120)
 if(NOT rc EQUAL 1)
