@@ -211,7 +211,7 @@ struct FaultSpec {
 // sent at once) or a binary tree. Lossy dense outer-gradient codecs run over any of them but
 // hierarchical (two-phase instead); sparse ones always all-gather.
 // kAuto: the fastest the planner predicts for the entry among those its format allows (resolved
-// before the run by tools/plan_command.h ResolveAutoCollectives; the trainer never sees it).
+// before the run by tools/cli/plan_command.h ResolveAutoCollectives; the trainer never sees it).
 enum class CollectiveKind { kRing, kStar, kHierarchical, kTwoPhase, kTree, kAuto };
 
 // What the survivors of a deployment do when a worker dies during DDP's all-reduce: repeat the

@@ -432,7 +432,8 @@ class Section {
 std::shared_ptr<const PluginOptions> ReadBlockPlugin(Section& s, BlockSlot slot, const std::string& key,
                                                      const std::string& chosen, const Scenario& sc);
 
-// The sections of ParseScenario that live in their own files: core/scenario_blocks.cc,
+// The sections of ParseScenario that live in their own files: core/scenario_blocks.cc, and
+// core/scenario_model.cc (the model's).
 void ReadData(Section d, Scenario& sc);
 void ReadModel(Section s, ModelSpec* m, int64_t data_vocab);
 void ReadTrain(Section t, Scenario& sc);

@@ -20,29 +20,28 @@ constexpr int kWelcome = 300;       // trainer: a live roster's welcome of resta
 constexpr int kSettleNotice = 301;  // trainer: a live roster's "my attempt at this collective failed"
 constexpr int kSettleResult = 302;  // ... answered with the result by a member whose attempt succeeded
 constexpr int kSettleView = 303;    // ... the coordinator's view of the group for the repeat
-constexpr int kAsyncPush = 400;     // async-diloco: worker -> server, a pseudo-gradient
-constexpr int kAsyncReply = 401;    // async-diloco: server -> worker, the global parameters
-constexpr int kAsyncStop = 402;     // async-diloco: server -> worker, the budget is spent
-constexpr int kGossip = 500;        // noloco: a pair's exchange of parameters
-constexpr int kDdpBuckets = 1000;   // ddp: bucket b at kDdpBuckets + kCollectiveSpan * b
-constexpr int kMaxDdpBuckets = 333;
-constexpr int kModules = 2000;      // dipaco: unit u at kModules + kCollectiveSpan * u
-constexpr int kMaxModules = 601;    // levels x modules <= 600, plus the shared unit
+
+// The running entry's algorithm owns [kPrivateBegin, kAlgorithmEnd): each plug-in lays out its own
+// tags inside it (Private(offset)), and core names none of them. Entries run one after another, so
+// every entry has the whole range to itself.
+constexpr int kPrivateBegin = 1000;
 constexpr int kAlgorithmEnd = 4096;
+constexpr int kPrivateSize = kAlgorithmEnd - kPrivateBegin;
+
+// The tag at `offset` in the running entry's private range.
+constexpr int Private(int offset) { return kPrivateBegin + offset; }
 
 constexpr int kLiveBase = 1'000'000;
 constexpr int kLiveSteps = 256;        // a live tag's step, modulo this
 constexpr int kLiveGroupCodes = 512;   // ... and its group's code, modulo this
 constexpr int kLiveEnd = kLiveBase + kLiveSteps * kLiveGroupCodes * kAlgorithmEnd;
-constexpr int kDeployStart = 900'000'001;     // tools/deploy_command.cc: the run starts
+constexpr int kDeployStart = 900'000'001;     // tools/cli/deploy_command.cc: the run starts
 constexpr int kDeployPartSize = 900'000'002;  // a worker process's records: their size
 constexpr int kDeployPart = 900'000'003;      // ... and the records
 constexpr int kDeployAck = 900'000'004;       // the merging process has them
 
-static_assert(kReduce + kCollectiveSpan <= kJoin && kJoin + kCollectiveSpan <= kWelcome &&
-              kSettleView < kAsyncPush && kAsyncStop < kGossip && kGossip < kDdpBuckets);
-static_assert(kDdpBuckets + kCollectiveSpan * kMaxDdpBuckets <= kModules);
-static_assert(kModules + kCollectiveSpan * kMaxModules <= kAlgorithmEnd);
+static_assert(kReduce + kCollectiveSpan <= kJoin && kJoin + kCollectiveSpan <= kBuffers &&
+              kBuffers + kCollectiveSpan <= kWelcome && kSettleView < kPrivateBegin);
 static_assert(kLiveEnd < kDeployStart);
 
 }  // namespace narrows::core::tags

@@ -1,4 +1,4 @@
-// Encryption of the bulk data plane (zmq_node_bulk.cc) in a run with CURVE: libsodium's
+// Encryption of the bulk data plane (bulk_plane.cc) in a run with CURVE: libsodium's
 // ChaCha20-Poly1305 (the IETF construction, 96-bit nonces).
 //
 // Keys. Every process of the run holds the cluster's CURVE key pair (curve_keys.h). A connection's

@@ -24,7 +24,7 @@
 // hold that key pair; without it, plain TCP.
 //
 // Files: zmq_node.h (the sockets, membership, the rendezvous), zmq_node_receive.cc (the receiving
-// thread), zmq_node_bulk.cc (the bulk plane), curve_keys.h, addresses.h; this file's .cc is the
+// thread), zmq_node_bulk.cc and bulk_plane.{h,cc} (the bulk plane), curve_keys.h, addresses.h; this file's .cc is the
 // Transport API.
 //
 // The bulk plane (ZmqOptions::bulk_streams): ZeroMQ keeps the rendezvous, hellos, heartbeats and

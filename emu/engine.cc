@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 namespace narrows::emu {
 
@@ -175,6 +176,29 @@ std::unique_ptr<core::Work> Engine::Start(int parent, core::AsyncOp op) {
   return std::make_unique<EmulatedWork>(this, parent, child);
 }
 
+namespace {
+
+// Why a deadlock is for good, as a suffix of its error: the links the schedule leaves down for
+// ever (at most eight named), or "" if none is.
+std::string LinksDownForGood(const sim::Topology& topology) {
+  std::string reason;
+  const auto down = sim::LinksDownAt(topology, sim::kNever);
+  if (!down.empty()) {
+    reason = "; the network cannot deliver it: link";
+    if (down.size() > 1) reason += "s";
+    for (size_t k = 0; k < down.size() && k < 8; ++k) {
+      char since[32];
+      std::snprintf(since, sizeof since, "%g", down[k].since_s);
+      reason += (k == 0 ? " " : ", ") + down[k].name + " (down from " + since + " s)";
+    }
+    if (down.size() > 8) reason += " and " + std::to_string(down.size() - 8) + " more";
+    reason += down.size() > 1 ? ", and the schedule never brings them back" : ", and the schedule never brings it back";
+  }
+  return reason;
+}
+
+}  // namespace
+
 void Engine::Dispatch(int self) {
   // Threads of finished actors hold nothing any more (they released the lock; the caller's own
   // thread, if it is finishing, is joined by a later dispatch): join them, so that a long run's
@@ -239,21 +263,7 @@ void Engine::Dispatch(int self) {
     }
     // Nothing can happen: every remaining actor waits for something that will never come.
     NARROWS_CHECK(blocked > 0);
-    if (deadlock_reason_.empty()) {
-      // Nothing will ever happen again: the links the schedule leaves down for good.
-      const auto down = sim::LinksDownAt(network_->topology(), sim::kNever);
-      if (!down.empty()) {
-        deadlock_reason_ = "; the network cannot deliver it: link";
-        if (down.size() > 1) deadlock_reason_ += "s";
-        for (size_t k = 0; k < down.size() && k < 8; ++k) {
-          char since[32];
-          std::snprintf(since, sizeof since, "%g", down[k].since_s);
-          deadlock_reason_ += (k == 0 ? " " : ", ") + down[k].name + " (down from " + since + " s)";
-        }
-        if (down.size() > 8) deadlock_reason_ += " and " + std::to_string(down.size() - 8) + " more";
-        deadlock_reason_ += down.size() > 1 ? ", and the schedule never brings them back" : ", and the schedule never brings it back";
-      }
-    }
+    if (deadlock_reason_.empty()) deadlock_reason_ = LinksDownForGood(network_->topology());
     for (int i : live_) {
       Actor& a = *actors_[static_cast<size_t>(i)];
       if (a.state == State::kBlocked) {

@@ -35,10 +35,10 @@ struct Ns3Options {
   double nic_bps = 0.0;
   uint32_t seed = 1;             // ns-3 random streams (loss)
   int frame_header_bytes = 52;   // per message, as the real transport's frame header (deploy/frame.h)
-  // Skip whole loss cycles of transfers that cycle steadily (sim/ns3_model.cc, "Fast-forward").
+  // Skip whole loss cycles of transfers that cycle steadily (sim/ns3/fast_forward.cc).
   bool fast_forward = true;
   // Linux's window rules around NewReno and CUBIC: growth only while the window is used, a restart
-  // after idle (sim/ns3_model.cc, LinuxWindow); false: ns-3's own.
+  // after idle (sim/ns3/linux_window.cc); false: ns-3's own.
   bool linux_window = true;
   // Retransmission timeout: Linux's (the smoothed RTT plus at least 200 ms, as tcp_set_rto) or
   // RFC 6298's (at least 1 s, ns-3's default).

@@ -298,9 +298,9 @@ EntryResult Summarise(Experiment::Impl& x) {
   return r;
 }
 
-// metrics.jsonl: one line per logged step: the slowest worker's time, mean loss and bytes, per-worker times.
-core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, int64_t steps) {
-  const char* time_key = x.opt.membership == Membership::kLive ? "wall_time_s" : "virtual_time_s";
+// The records by step, each step's in worker order; with an empty entry for an evaluation at a step
+// no worker recorded.
+std::map<int64_t, std::vector<const StepRecord*>> RecordsByStep(const Experiment::Impl& x) {
   std::map<int64_t, std::vector<const StepRecord*>> by_step;
   for (const auto& rec : x.records) by_step[rec.step].push_back(&rec);
   // Summed in worker order, not in the order the records came: algorithms record a step's loss at
@@ -314,35 +314,56 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
   for (const auto& [step, e] : x.evals) {
     if (step > 0) by_step.try_emplace(step - 1);
   }
-  core::JsonlWriter metrics;
-  NARROWS_RETURN_IF_ERROR(metrics.Open(path));
-  std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());
-  // Adaptive batch sizes: each worker's batch multiple from the step its batch_size events name.
-  const bool adaptive = x.varying_batch;
+  return by_step;
+}
+
+// Adaptive batch sizes: each worker's batch multiple from the step its batch_size events name.
+std::vector<std::map<int64_t, int64_t>> BatchMultiples(const Experiment::Impl& x) {
   std::vector<std::map<int64_t, int64_t>> multiples(static_cast<size_t>(x.num_workers));
   for (const auto& e : x.events) {
     if (e.value("type", "") == "batch_size") {
       multiples.at(e.at("worker").get<size_t>())[e.at("step").get<int64_t>()] = e.at("multiple").get<int64_t>();
     }
   }
-  auto multiple_at = [&](int worker, int64_t step) -> int64_t {
-    const auto& m = multiples[static_cast<size_t>(worker)];
-    auto it = m.upper_bound(step);
-    return it == m.begin() ? 1 : std::prev(it)->second;
-  };
+  return multiples;
+}
+
+int64_t MultipleAt(const std::vector<std::map<int64_t, int64_t>>& multiples, int worker, int64_t step) {
+  const auto& m = multiples[static_cast<size_t>(worker)];
+  auto it = m.upper_bound(step);
+  return it == m.begin() ? 1 : std::prev(it)->second;
+}
+
+// The evaluation at `step` (its loss `val_loss`) into `line`: its loss, standard error, per-domain
+// losses, bits per byte.
+void AddEvaluation(const Experiment::Impl& x, int64_t step, double val_loss, Json* line) {
+  (*line)["val_loss"] = val_loss;
+  if (const auto se = x.eval_se.find(step); se != x.eval_se.end()) (*line)["val_loss_se"] = se->second;
+  if (const auto d = x.eval_domains.find(step); d != x.eval_domains.end()) {
+    Json by_domain = Json::object();
+    for (size_t i = 0; i < d->second.size() && i < x.data->domains.size(); ++i) by_domain[x.data->domains[i]] = d->second[i];
+    (*line)["val_loss_by_domain"] = by_domain;
+  }
+  if (x.data->byte_level) (*line)["val_bpb"] = val_loss / std::log(2.0);
+}
+
+double PerWorkerMean(const Experiment::Impl& x, const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double b : v) sum += b;
+  return sum / static_cast<double>(x.num_workers);
+}
+
+// metrics.jsonl: one line per logged step: the slowest worker's time, mean loss and bytes, per-worker times.
+core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, int64_t steps) {
+  const char* time_key = x.opt.membership == Membership::kLive ? "wall_time_s" : "virtual_time_s";
+  const std::map<int64_t, std::vector<const StepRecord*>> by_step = RecordsByStep(x);
+  core::JsonlWriter metrics;
+  NARROWS_RETURN_IF_ERROR(metrics.Open(path));
+  std::vector<Json> per_worker(static_cast<size_t>(x.num_workers), Json::object());
+  const bool adaptive = x.varying_batch;
+  const std::vector<std::map<int64_t, int64_t>> multiples = BatchMultiples(x);
   const int64_t tokens_per_step = x.sc.train.batch_size * x.model.seq_len;
   int64_t tokens = 0;
-  // The evaluation at `eval` into `line`: its loss, standard error, per-domain losses, bits per byte.
-  auto add_evaluation = [&x](const auto& eval, Json* line) {
-    (*line)["val_loss"] = eval->second.second;
-    if (const auto se = x.eval_se.find(eval->first); se != x.eval_se.end()) (*line)["val_loss_se"] = se->second;
-    if (const auto d = x.eval_domains.find(eval->first); d != x.eval_domains.end()) {
-      Json by_domain = Json::object();
-      for (size_t i = 0; i < d->second.size() && i < x.data->domains.size(); ++i) by_domain[x.data->domains[i]] = d->second[i];
-      (*line)["val_loss_by_domain"] = by_domain;
-    }
-    if (x.data->byte_level) (*line)["val_bpb"] = eval->second.second / std::log(2.0);
-  };
   double last_sent = 0.0, last_received = 0.0;  // the counters as the last recorded step left them
   // Bytes per worker, defined once (docs/reference/outputs.md): every worker's bytes so far
   // (a worker that left keeps its count, one yet to join has none, one started again adds to what
@@ -350,18 +371,13 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
   // the end; so a figure to target is never above the total.
   std::vector<double> worker_sent(static_cast<size_t>(x.num_workers), 0.0), worker_received(worker_sent);
   const ByteCounts counts = CountAcrossProcesses(x);
-  auto per_worker_mean = [&x](const std::vector<double>& v) {
-    double sum = 0.0;
-    for (double b : v) sum += b;
-    return sum / static_cast<double>(x.num_workers);
-  };
   for (const auto& [step, recs] : by_step) {
     tokens += tokens_per_step * static_cast<int64_t>(recs.size());
     if (recs.empty()) {  // an evaluation alone: no training loss, the byte counters as they were
       const auto eval = x.evals.find(step + 1);
       Json line = {{"step", step + 1}, {time_key, eval->second.first}, {"tokens", tokens}, {"bytes_sent", last_sent},
                    {"bytes_received", last_received}, {"workers_active", 0}};
-      add_evaluation(eval, &line);
+      AddEvaluation(x, eval->first, eval->second.second, &line);
       NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
       continue;
     }
@@ -379,7 +395,7 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
                                                       {"compute_s", rec->compute_s}, {"comm_s", rec->comm_s},
                                                       {"idle_s", rec->idle_s}, {"bytes_sent", rec->bytes_sent}};
     }
-    const double sent = per_worker_mean(worker_sent), received = per_worker_mean(worker_received);
+    const double sent = PerWorkerMean(x, worker_sent), received = PerWorkerMean(x, worker_received);
     last_sent = sent;
     last_received = received;
     const auto eval = x.evals.find(step + 1);
@@ -389,10 +405,10 @@ core::Status WriteMetrics(const Experiment::Impl& x, const std::string& path, in
                  {"workers_active", recs.size()}, {"workers", per_worker}};
     if (adaptive) {
       int64_t sequences = 0;  // per update, over the workers training at this step
-      for (const auto* rec : recs) sequences += multiple_at(rec->worker, step) * x.sc.train.batch_size;
+      for (const auto* rec : recs) sequences += MultipleAt(multiples, rec->worker, step) * x.sc.train.batch_size;
       line["global_batch"] = sequences;
     }
-    if (eval != x.evals.end()) add_evaluation(eval, &line);
+    if (eval != x.evals.end()) AddEvaluation(x, eval->first, eval->second.second, &line);
     NARROWS_RETURN_IF_ERROR(metrics.Append(line.dump()));
   }
   return core::Status::Ok();

@@ -99,7 +99,7 @@ struct ExperimentOptions {
   std::string checkpoint_dir;  // live DiLoCo with deploy.checkpoint_every: where checkpoints go
   std::string resume_from;     // live DiLoCo: a checkpoint folder (…/step-N) to continue from
   // Where this process appends its records (steps, events, host rates) as they come, so that a long
-  // run's memory stays flat (trainer/spool.h); read back at ExportPart and Finish. Empty: in memory.
+  // run's memory stays flat (core/spool.h); read back at ExportPart and Finish. Empty: in memory.
   std::string spool_dir;
   // Live: called by each worker before it trains `step`. The deployment's fault layer (outside
   // the trainer) ends the process there for a scenario's crash fault; the trainer crashes nothing.

@@ -1,3 +1,4 @@
+// TrainSingle (train.h): one replica trained alone, without workers or a network.
 #include "trainer/train.h"
 
 #include <nlohmann/json.hpp>
@@ -86,6 +87,28 @@ void AddStepFields(nlohmann::json& line, const TrainSummary& summary, double lr,
   line["tokens_per_s"] = static_cast<double>(summary.tokens) / train_time;
 }
 
+// Inputs are valid: from here on the run folder is ours. Its resolved scenario, and metrics.jsonl
+// opened.
+core::Status OpenRunFolder(const core::Scenario& sc, const std::string& run_dir, core::JsonlWriter* metrics) {
+  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
+  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
+  NARROWS_RETURN_IF_ERROR(metrics->Open(run_dir + "/metrics.jsonl"));
+  return core::Status::Ok();
+}
+
+// The evaluation after a step, into its metrics line and the summary; its loss.
+double EvaluateAfterStep(Replica& replica, const Dataset& data, TrainSummary* summary, nlohmann::json* line) {
+  const double nats_to_bits = 1.0 / std::log(2.0);
+  const Replica::Evaluation e = replica.EvaluateWithError(data.val_batches);
+  const double val = e.loss;
+  if (std::isfinite(e.standard_error)) (*line)["val_loss_se"] = e.standard_error;
+  summary->best_val_loss = std::min(summary->best_val_loss, val);
+  summary->final_val_loss = val;
+  (*line)["val_loss"] = val;
+  if (data.byte_level) (*line)["val_bpb"] = val * nats_to_bits;
+  return val;
+}
+
 }  // namespace
 
 core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOptions& options) {
@@ -103,17 +126,12 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
   torch::manual_seed(sc.seed);
   Replica replica(model_spec, sc.train, *device);
   BatchSampler sampler(data.corpus, data.split.train, model_spec.seq_len, sc.seed, 0, 1, sc.data.sampling);
-  const auto& val_batches = data.val_batches;
 
-  // Inputs are valid: from here on the run folder is ours.
   const std::string run_dir = sc.output.dir + "/" + sc.name;
-  NARROWS_RETURN_IF_ERROR(core::MakeDirs(run_dir));
-  NARROWS_RETURN_IF_ERROR(core::WriteFileAtomic(run_dir + "/scenario.yaml", sc.resolved_yaml));
   core::JsonlWriter metrics;
-  NARROWS_RETURN_IF_ERROR(metrics.Open(run_dir + "/metrics.jsonl"));
+  NARROWS_RETURN_IF_ERROR(OpenRunFolder(sc, run_dir, &metrics));
 
   TrainSummary summary = NewSummary(run_dir, replica, data, threads);
-  const double nats_to_bits = 1.0 / std::log(2.0);
   const int64_t tokens_per_step = sc.train.batch_size * model_spec.seq_len;
 
   core::Progress progress("step", sc.train.steps, options.progress);
@@ -136,15 +154,7 @@ core::Result<TrainSummary> TrainSingle(const core::Scenario& sc, const TrainOpti
     const bool last = step + 1 == sc.train.steps;
     const bool eval_now = last || (sc.eval.every > 0 && (step + 1) % sc.eval.every == 0);
     nlohmann::json line;
-    if (eval_now) {
-      const Replica::Evaluation e = replica.EvaluateWithError(val_batches);
-      last_val = e.loss;
-      if (std::isfinite(e.standard_error)) line["val_loss_se"] = e.standard_error;
-      summary.best_val_loss = std::min(summary.best_val_loss, last_val);
-      summary.final_val_loss = last_val;
-      line["val_loss"] = last_val;
-      if (data.byte_level) line["val_bpb"] = last_val * nats_to_bits;
-    }
+    if (eval_now) last_val = EvaluateAfterStep(replica, data, &summary, &line);
     if (eval_now || last || (step + 1) % sc.output.log_every == 0) {
       summary.final_train_loss = loss_sum / static_cast<double>(loss_count);
       AddStepFields(line, summary, lr, stats.grad_norm, train_time, Seconds(Clock::now() - wall_start));

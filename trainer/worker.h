@@ -27,9 +27,12 @@
 #include "trainer/experiment.h"
 #include "trainer/roster.h"
 #include "trainer/replica.h"
-#include "trainer/spool.h"
+#include "core/spool.h"
 
 namespace narrows::trainer {
+
+using core::Spool;
+using core::StepRecord;
 
 // An entry's settings and records: what its workers in this process share, behind one mutex.
 struct Experiment::Impl final : EntryContext, Recorder {
@@ -281,7 +284,7 @@ struct WorkerContext {
   Experiment::Impl& x;  // the records beyond the Recorder's: steps, clocks, bytes
 };
 
-// Sends `tensors` (flat, same device) and `*counter` from root to the joiners; everyone in
+// Sends `tensors` (flat, same device) and `*counter` (none: null) from root to the joiners; everyone in
 // {root} + joiners calls it. Joiners count the time as idle.
 core::Status SyncToJoiners(WorkerContext& w, int root, const std::vector<int>& joiners,
                            const std::vector<torch::Tensor*>& tensors, int64_t* counter, int tag);

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tools/fit_command.h"
+#include "tools/cli/fit_command.h"
 
 namespace narrows::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/fit.h"
+#include "tools/cli/fit.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The command line's number formats (tools/format.h).
+// The command line's number formats (tools/cli/format.h).
 #include <gtest/gtest.h>
 
-#include "tools/format.h"
+#include "tools/cli/format.h"
 
 namespace narrows::tools {
 namespace {

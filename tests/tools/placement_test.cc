@@ -1,11 +1,11 @@
-// Where a worker finds its rank, world and rendezvous (tools/deploy_command.h): flags, then the
+// Where a worker finds its rank, world and rendezvous (tools/cli/deploy_command.h): flags, then the
 // launchers' variables — torchrun's, Slurm's, Open MPI's.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "tools/deploy_command.h"
+#include "tools/cli/deploy_command.h"
 
 namespace narrows::tools {
 namespace {

@@ -1,4 +1,4 @@
-// Declared keys (core/keys.h) and the reference printed from them (tools/reference_command.cc).
+// Declared keys (core/keys.h) and the reference printed from them (tools/cli/reference_command.cc).
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -13,7 +13,7 @@
 #include "core/keys.h"
 #include "core/scenario.h"
 #include "sim/network_registry.h"
-#include "tools/reference_command.h"
+#include "tools/cli/reference_command.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/inner_optimizer.h"
 

@@ -1,6 +1,6 @@
 // Intervals, paired differences and verdicts against hand computations (t quantiles from tables:
 // t(0.975, 2) = 4.302653, t(0.975, 3) = 3.182446).
-#include "tools/stats.h"
+#include "tools/cli/stats.h"
 
 #include <gtest/gtest.h>
 

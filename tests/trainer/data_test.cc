@@ -10,7 +10,7 @@
 #include "core/scenario.h"
 #include "trainer/corpus.h"
 #include "trainer/dataset.h"
-#include "trainer/routing.h"
+#include "trainer/algorithms/dipaco_routing.h"
 #include "trainer/sampler.h"
 
 namespace narrows::trainer {

@@ -1,7 +1,7 @@
-// Algorithm plug-ins (trainer/algorithms/plugin.h): what is registered, a toy algorithm registered
-// from this file alone and run in the emulator and through the planner, and each built-in
-// algorithm's reading of its own options (errors with file, line and key path). Inner optimisers
-// (trainer/inner_optimizer.h) the same way: a toy registered here, stepped by hand and trained with.
+// Algorithm plug-ins (trainer/algorithms/plugin.h): what is registered (a toy algorithm through
+// every seam: toy_algorithm_test.cc), and each built-in algorithm's reading of its own options
+// (errors with file, line and key path). Inner optimisers (trainer/inner_optimizer.h) the same way:
+// a toy registered here, stepped by hand and trained with.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,85 +9,14 @@
 #include <iterator>
 
 #include "tests/trainer/distributed_fixture.h"
-#include "tools/fit.h"
-#include "tools/plan_command.h"
-#include "tools/sizes_only.h"
+#include "tools/cli/fit.h"
+#include "tools/cli/plan_command.h"
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/checkpoint.h"
 #include "trainer/inner_optimizer.h"
 
 namespace narrows::trainer {
-namespace {
-
-// The toy: every `period` steps the members replace their parameters by their mean (local SGD
-// without an outer optimiser). Nothing outside this file names it.
-struct ToyOptions : core::AlgorithmOptions {
-  int64_t period = 3;
-};
-
-class ToyAverage final : public RoundAlgorithm {
- public:
-  explicit ToyAverage(WorkerContext& w) : w_(w), period_(w.entry.algo.Options<ToyOptions>().period) {
-    w.buffer.resize(static_cast<size_t>(w.replica.model().num_params()));
-  }
-  int64_t RoundSteps() const override { return period_; }
-  SharedState Shared() override { return {{{"params", &w_.replica.model().flat_params()}}, nullptr}; }
-  void OnJoin(int64_t, InnerState) override {}
-  core::Status Step(Round*, int64_t step) override {
-    w_.Record(step, w_.InnerStep(step, -1).loss);
-    return core::Status::Ok();
-  }
-  core::Status EndRound(Round* round) override {
-    torch::Tensor params = w_.replica.model().flat_params();
-    NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, params.numel(), round->end,
-                                      [&] { ToHost(params.detach(), w_.buffer.data()); }, core::OnFailure::kContinue));
-    torch::Tensor mean = torch::empty_like(params);
-    FromHost(w_.buffer.data(), mean);
-    torch::NoGradGuard no_grad;
-    params.copy_(mean / static_cast<double>(round->members.size()));
-    if (w_.rank == round->members.front()) w_.records.MaybeEvaluate(round->start, round->end, w_.Now(), params);
-    return core::Status::Ok();
-  }
-
- private:
-  WorkerContext& w_;
-  const int64_t period_;
-};
-
-const core::KeyBlock kToyKeys("compare[]: toy-average", "A test's toy algorithm.");
-const core::IntKey kPeriod(kToyKeys, "period", 3, 1, core::kNoMax, core::Doc("steps between averages"));
-
-core::ParsedOptions ParseToy(core::OptionReader& r, const core::Scenario&, const core::AlgorithmSpec&) {
-  auto o = std::make_shared<ToyOptions>();
-  o->period = r.Int(kPeriod);
-  return {o, "toy-average"};
-}
-
-AlgorithmPlugin ToyPlugin() {
-  AlgorithmPlugin p;
-  p.parser.name = "toy-average";
-  p.parser.shorthands = "toy-average";
-  p.parser.shorthand = [](const std::string& text) -> std::optional<core::ShorthandKeys> {
-    if (text == "toy-average") return core::ShorthandKeys{};
-    return std::nullopt;
-  };
-  p.parser.parse = ParseToy;
-  p.summary = "a test's toy: parameters averaged every `period` steps";
-  p.make = [](WorkerContext& w) -> std::unique_ptr<Algorithm> { return std::make_unique<ToyAverage>(w); };
-  // `run --sizes-only`: the parameters' all-reduce every period steps.
-  p.sizes_only = [](const core::AlgorithmSpec& entry) {
-    SizesOnlySchedule s;
-    s.every = entry.Options<ToyOptions>().period;
-    return s;
-  };
-  return p;  // no plan: `narrows plan` says "no prediction"
-}
-
-}  // namespace
-
-NARROWS_REGISTER_ALGORITHM(toy_average, ToyPlugin());
-
 namespace {
 
 // The toy inner optimiser: SGD with heavy-ball momentum, p -= lr * (m = momentum * m + g), over the
@@ -157,49 +86,11 @@ TEST_F(PluginsTest, EveryBuiltInAlgorithmAndTheToyAreRegistered) {
     EXPECT_FALSE(p->summary.empty()) << p->parser.name;
     EXPECT_NE(core::FindAlgorithmParser(p->parser.name), nullptr) << p->parser.name;
   }
-  const std::vector<std::string> expected = {"async-diloco", "ddp", "diloco", "dipaco", "noloco", "streaming-diloco",
-                                             "toy-average"};
+  const std::vector<std::string> expected = {"async-diloco", "ddp",    "demo",        "diloco",       "dipaco", "noloco",
+                                             "sparta",       "streaming-diloco", "toy-average", "toy-unplanned"};
   EXPECT_EQ(names, expected);
-  // Every built-in predicts; the toy does not.
-  for (const AlgorithmPlugin* p : RegisteredAlgorithms()) EXPECT_EQ(static_cast<bool>(p->plan), p->parser.name != "toy-average");
-}
-
-TEST_F(PluginsTest, AToyRegisteredFromATestFileRunsInTheEmulatorAndIsNotPredicted) {
-  core::Scenario sc = Make("workers: {count: 3}\ncompare: [{algorithm: toy-average, period: 4}, {algorithm: toy-average, name: toy2}]\n");
-  ASSERT_EQ(sc.compare.size(), 2u);
-  EXPECT_EQ(sc.compare[0].name, "toy-average");
-  EXPECT_EQ(sc.compare[0].Options<ToyOptions>().period, 4);
-  EXPECT_EQ(sc.compare[1].Options<ToyOptions>().period, 3);
-  EXPECT_NE(sc.resolved_yaml.find("period: 4"), std::string::npos) << sc.resolved_yaml;
-  EXPECT_NE(ErrorOf("compare: [{algorithm: toy-average, period: 0}]\n").find("compare[0].period"), std::string::npos);
-  EXPECT_NE(ErrorOf("compare: [{algorithm: toy-average, inner_steps: 5}]\n").find("compare[0].inner_steps: unknown key"),
-            std::string::npos);
-
-  const EntryResult r = Run(sc, 0);
-  EXPECT_EQ(r.algorithm, "toy-average");
-  EXPECT_GT(r.final_val_loss, 0.0);
-  // Three all-reduces of the parameters (12 steps, every 4), a ring among 3 workers.
-  EXPECT_GT(r.bytes_sent_per_worker, 0.0);
-  const std::string metrics = Slurp(dir_ / "out" / "toy-average" / "metrics.jsonl");
-  EXPECT_NE(metrics.find("\"step\":12"), std::string::npos) << metrics;
-
-  sc.compare.insert(sc.compare.begin(), *core::ParseEntry("ddp", sc, "test"));
-  auto plan = tools::MakePlan(sc, {});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->rows.size(), 1u);  // ddp only
-  EXPECT_EQ(plan->rows[0].name, "ddp");
-  EXPECT_EQ(plan->unpredicted, (std::vector<std::string>{"toy-average (toy-average)", "toy2 (toy-average)"}));
-
-  // Sizes only, from what its file says it sends: the bytes of its trained run, three all-reduces.
-  sc.compare.erase(sc.compare.begin());
-  sc.output.dir = (dir_ / "sizes").string();
-  tools::RunOptions quiet;
-  quiet.progress = nullptr;
-  auto sizes = tools::RunSizesOnly(sc, quiet);
-  ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
-  const auto& toy = (*sizes)["results"][0];
-  EXPECT_EQ(toy["outer_syncs"].get<int64_t>(), 3);
-  EXPECT_NEAR(toy["bytes_sent_per_worker"].get<double>(), r.bytes_sent_per_worker, 0.01 * r.bytes_sent_per_worker);
+  // Every built-in predicts (tests/trainer/toy_algorithm_test.cc registers the toys).
+  for (const AlgorithmPlugin* p : RegisteredAlgorithms()) EXPECT_EQ(static_cast<bool>(p->plan), p->parser.name != "toy-unplanned");
 }
 
 // The decision on synthetic laws: losses are the laws', times the planner's; DDP is slower than
@@ -338,7 +229,7 @@ TEST_F(PluginsTest, EachAlgorithmChecksItsOwnOptions) {
   has("workers: {count: 2}\ncompare: [{algorithm: dipaco}]\n", "2^2 paths need at least as many workers");
   has("workers: {count: 4}\nfaults: [{type: leave, worker: 0, at_step: 5}]\ncompare: [async-diloco]\n",
       "worker 0 hosts the server");
-  has("compare: [{algorithm: gossip}]\n", "compare[0].algorithm: expected one of async-diloco, ddp, diloco");
+  has("compare: [{algorithm: gossip}]\n", "compare[0].algorithm: expected one of async-diloco, ddp, demo, diloco");
 
   auto sc = core::ParseScenario("workers: {count: 4}\ncompare: [dipaco-h20, {algorithm: ddp, batch: {schedule: norm-test,"
                                 " eta: 0.3}}, {algorithm: diloco, n_layers: 8, collective: star, batch: {schedule: linear}}]\n",

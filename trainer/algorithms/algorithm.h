@@ -31,7 +31,7 @@ enum class InnerState { kKept, kLost };
 
 struct SharedState {
   std::vector<std::pair<std::string, torch::Tensor*>> tensors;
-  int64_t* counter = nullptr;
+  int64_t* counter = nullptr;  // none: null
 };
 
 class Algorithm {

@@ -1,6 +1,6 @@
 // Adaptive batch sizes (Lau et al., arXiv 2412.21124): the schedule of the batch multiple, and the
 // norm test's statistic (batch_size.h says how the trainer uses them). Torch-free, so that the
-// planner (tools/plan_command.cc) counts a schedule's updates with the trainer's own rule.
+// planner (tools/cli/plan_command.cc) counts a schedule's updates with the trainer's own rule.
 #pragma once
 
 #include <algorithm>

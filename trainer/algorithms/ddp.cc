@@ -15,6 +15,11 @@
 namespace narrows::trainer {
 namespace {
 
+// The most buckets a step's gradient is cut into: their all-reduces lie in the entry's private tag
+// range (core/tags.h), kCollectiveSpan tags each.
+constexpr int kMaxBuckets = 333;
+static_assert(kMaxBuckets * core::tags::kCollectiveSpan <= core::tags::kPrivateSize);
+
 struct DdpOptions : core::AlgorithmOptions {
   // Gradient buckets all-reduced as backward produces them, overlapping communication with
   // computation, as PyTorch DDP does (first bucket 1 MB, then bucket_mb).
@@ -49,7 +54,7 @@ class OverlappedGradients {
       // At most kMaxDdpBuckets (the tag range reserved for them): the last one takes the rest.
       const bool full = !buckets_.empty() && buckets_.back().numel > 0 &&
                         4.0 * (buckets_.back().numel + slices[i].numel) > cap_bytes;
-      if (buckets_.empty() || (full && buckets_.size() < static_cast<size_t>(core::tags::kMaxDdpBuckets))) {
+      if (buckets_.empty() || (full && buckets_.size() < static_cast<size_t>(kMaxBuckets))) {
         buckets_.emplace_back();
       }
       Bucket& b = buckets_.back();
@@ -173,7 +178,8 @@ class OverlappedGradients {
     b.work = core::AllReduceSumAsync(via, b.host.data(), count, std::move(options));
   }
 
-  static constexpr int kTagBuckets = core::tags::kDdpBuckets;  // bucket b: kDdpBuckets + kCollectiveSpan * b
+  // Bucket b's all-reduce at kTagBuckets + kCollectiveSpan * b, in the entry's private range (core/tags.h).
+  static constexpr int kTagBuckets = core::tags::Private(0);
   WorkerContext& w_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<int, int64_t>> place_;  // per slice: bucket, offset in its host buffer
@@ -383,7 +389,7 @@ std::vector<PlanRow> PlanDdp(const PlanInputs& in, const core::AlgorithmSpec& en
       double at = 0.0;
       while (at < bytes) {
         const double cap = buckets.empty() ? first_bucket : o.bucket_mb * 1e6;
-        const bool last = buckets.size() + 1 >= static_cast<size_t>(core::tags::kMaxDdpBuckets) || bytes - at <= cap;
+        const bool last = buckets.size() + 1 >= static_cast<size_t>(kMaxBuckets) || bytes - at <= cap;
         const double size = last ? bytes - at : cap;
         at += size;
         buckets.push_back(size);

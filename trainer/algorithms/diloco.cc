@@ -6,7 +6,8 @@
 // pseudo-gradients sent compressed (outer_gradient: bf16 ... sign, optionally with error feedback),
 // and for workers of unequal speed DyLU: inner steps per round in proportion to each one's speed.
 // Inner steps may take adaptive batch sizes (batch_size.h): each worker's own norm test, on the
-// halves of its base batches.
+// halves of its base batches. With `inner: ddp`, hierarchical DiLoCo: each island's workers take
+// their inner steps as one data-parallel replica (island_inner.h).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -14,6 +15,7 @@
 
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/batch_size.h"
+#include "trainer/algorithms/island_inner.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 
@@ -27,6 +29,7 @@ struct DilocoOptions : OuterOptions {
   // emulator, wall time over a network), so that all arrive at the outer step together.
   bool dylu = false;
   BatchOptions batch;
+  InnerMode inner = InnerMode::kLocal;  // ddp: hierarchical DiLoCo
 };
 
 class Diloco final : public RoundAlgorithm {
@@ -70,7 +73,17 @@ class Diloco final : public RoundAlgorithm {
     if (step == round->start) round_compute_from_ = w_.compute_s;
     const int64_t my_end = std::min(round->end, round->start + my_inner_steps_);
     if (step >= my_end) return core::Status::Ok();  // DyLU: this worker's share of the round is done
-    const double loss = updates_.adaptive() ? AdaptiveInnerStep(step, my_end) : w_.InnerStep(step, rewarm_from_).loss;
+    double loss = 0.0;
+    if (updates_.adaptive()) {
+      loss = AdaptiveInnerStep(step, my_end);
+    } else if (o_.inner == InnerMode::kDdp) {
+      std::vector<int> island = IslandOf(x_.sc, round->members, w_.rank);
+      auto mean = IslandInnerStep(w_, &island, step, rewarm_from_, &island_buffer_);
+      if (!mean.ok()) return mean.status();
+      loss = *mean;
+    } else {
+      loss = w_.InnerStep(step, rewarm_from_).loss;
+    }
     ++steps_this_round_;
     if (step + 1 < my_end) {
       w_.Record(step, loss);
@@ -230,6 +243,7 @@ class Diloco final : public RoundAlgorithm {
   double round_compute_from_ = 0.0;
   float last_loss_ = 0.0f;  // the round's last inner loss (single precision, as every record of it)
   AdaptiveUpdates updates_{w_, o_.batch, NormTestSamples::kHalvesOfEachBatch};
+  std::vector<float> island_buffer_;  // inner: ddp: the island's gradient all-reduce
 };
 
 // diloco, diloco-hN; local-sgd, local-sgd-hN: outer SGD with lr 1 and no momentum (the
@@ -271,13 +285,22 @@ core::ParsedOptions ParseDiloco(core::OptionReader& r, const core::Scenario& sc,
     r.ErrorAt("batch", "DiLoCo's norm test splits each batch in halves: train.batch_size / 2 "
                        "must be a whole multiple of train.grad_accum");
   }
-  return {o, RoundsName("diloco", *o)};
+  o->inner = ReadInnerMode(r, sc, o->inner_steps);
+  if (o->inner == InnerMode::kDdp) {
+    // An island is one replica: its members must take the same steps from the same parameters.
+    if (o->dylu) r.ErrorAt("dylu", "inner: ddp keeps an island's members in step: no DyLU");
+    if (o->drop_probability > 0) r.ErrorAt("drop_probability", "inner: ddp keeps an island's members equal: no drops");
+    if (o->batch.schedule != BatchScheduleKind::kConstant) r.ErrorAt("batch", "inner: ddp takes a constant batch");
+  }
+  return {o, InnerModePrefix(o->inner) + RoundsName("diloco", *o)};
 }
 
 // One fp32 (or encoded) all-reduce of the whole outer gradient every H steps.
 std::vector<PlanRow> PlanDiloco(const PlanInputs& in, const core::AlgorithmSpec& entry) {
   const DilocoOptions& o = entry.Options<DilocoOptions>();
-  return {PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient, entry.collective)};
+  PlanRow r = PredictOuterRounds(in, o.inner_steps, 1, 0.0, o.outer_gradient, entry.collective);
+  if (o.inner == InnerMode::kDdp) AddIslandRings(in, &r);
+  return {r};
 }
 
 AlgorithmPlugin DilocoPlugin() {

@@ -1,8 +1,8 @@
 // DiPaCo (arXiv 2403.10616): a modular model trained path by path. The model's transformer blocks
 // form L levels of K modules (paths.h); a worker's replica is one path (the embeddings and final
 // norm, and one module per level) and trains, DiLoCo-style, H inner steps on the documents routed
-// to its path (routing.h). At the outer step each module's pseudo-gradient is averaged among the
-// workers whose path holds the module only (the embeddings and final norm among all), weighted by
+// to its path (dipaco_routing.h). At the outer step each module's pseudo-gradient is averaged among
+// the workers whose path holds the module only (the embeddings and final norm among all), weighted by
 // the tokens of each path's shard as in the paper (and by the share of the round each worker
 // trained): one all-reduce per module, each counted apart. The outer optimiser then steps the path, as
 // in diloco.cc. Each validation window (the same as every entry's) is scored on the path its
@@ -14,7 +14,7 @@
 #include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 #include "trainer/algorithms/paths.h"
-#include "trainer/routing.h"
+#include "trainer/algorithms/dipaco_routing.h"
 
 namespace narrows::trainer {
 namespace {
@@ -127,78 +127,13 @@ class Dipaco final : public RoundAlgorithm {
 
   core::Status EndRound(Round* round) override {
     const int64_t re = round->end;
-    // Weight of this worker's pseudo-gradient: its path's share of the training tokens (split among
-    // the path's workers) times the share of the round it trained.
-    const auto weight = static_cast<float>(shard_weight_ * static_cast<double>(steps_this_round_) /
-                                           static_cast<double>(re - round->start));
-    steps_this_round_ = 0;
-    {
-      torch::NoGradGuard no_grad;
-      ToHost(global_ - w_.replica.model().flat_params(), delta_host_.data());
-    }
-    // A replica that diverged contributes nothing (weight 0) and restarts from the global model
-    // with a fresh inner optimiser.
-    const bool own_finite = AllFinite(delta_host_.data(), static_cast<int64_t>(delta_host_.size()));
-    if (!own_finite) {
-      std::fill(delta_host_.begin(), delta_host_.end(), 0.0f);
-      records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}, {"reason", "non-finite"}});
-    }
-    const float contributed = own_finite ? weight : 0.0f;
+    bool own_finite = true;
+    const float contributed = OwnContribution(*round, &own_finite);
     std::vector<const Unit*> refused;  // units whose summed outer gradient is not finite
-    auto& buffer = w_.buffer;
     for (size_t i = 0; i < units_.size(); ++i) {
-      Unit& u = units_[i];
-      const auto level = static_cast<int64_t>(i) - 1;
-      std::vector<int> group =
-          i == 0 ? round->members : layout_.Sharing(round->members, level, layout_.ModuleOf(path_, level));
-      const int64_t sent_before = w_.Stats().bytes_sent;
-      NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, u.numel + 1, re, [&] {
-        int64_t at = 0;
-        for (const auto& [offset, numel] : u.ranges) {
-          for (int64_t j = 0; j < numel; ++j) buffer[static_cast<size_t>(at + j)] = contributed * delta_host_[static_cast<size_t>(offset + j)];
-          at += numel;
-        }
-        buffer[static_cast<size_t>(u.numel)] = contributed;
-      }, core::OnFailure::kStop, {&codec_, 1, &u.residuals}, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
-      u.bytes_sent += w_.Stats().bytes_sent - sent_before;
-      const float total = buffer[static_cast<size_t>(u.numel)];
-      // A non-finite sum (a peer that sent NaN or infinity) never reaches the outer step: every
-      // member of the unit's group sees the same sum and keeps the unit as it was.
-      if (!std::isfinite(total) || !AllFinite(buffer.data(), u.numel)) {
-        refused.push_back(&u);
-        if (w_.rank == group.front()) {
-          records_.Event({{"type", "nonfinite_outer_gradient"}, {"step", re}, {"unit", u.name}, {"participants", group}});
-        }
-        std::fill(buffer.begin(), buffer.begin() + u.numel + 1, 0.0f);
-      }
-      int64_t at = 0;
-      for (const auto& [offset, numel] : u.ranges) {
-        for (int64_t j = 0; j < numel; ++j) {
-          delta_host_[static_cast<size_t>(offset + j)] = total > 0 ? buffer[static_cast<size_t>(at + j)] / total : 0.0f;
-        }
-        at += numel;
-      }
+      NARROWS_RETURN_IF_ERROR(ReduceUnit(round, i, contributed, &refused));
     }
-    torch::Tensor delta = torch::empty_like(global_);
-    FromHost(delta_host_.data(), delta);
-    {
-      torch::NoGradGuard no_grad;
-      // The outer step moves a unit with a zero gradient too (momentum): a refused unit's global
-      // parameters and outer state are put back as they were.
-      std::vector<torch::Tensor> before;
-      if (!refused.empty()) before = {global_.clone(), outer_.momentum.clone(), outer_.adam_m.clone(), outer_.adam_v.clone()};
-      OuterStep(o_, global_, delta, outer_);
-      for (const Unit* u : refused) {
-        for (const auto& [offset, numel] : u->ranges) {
-          global_.narrow(0, offset, numel).copy_(before[0].narrow(0, offset, numel));
-          outer_.momentum.narrow(0, offset, numel).copy_(before[1].narrow(0, offset, numel));
-          outer_.adam_m.narrow(0, offset, numel).copy_(before[2].narrow(0, offset, numel));
-          outer_.adam_v.narrow(0, offset, numel).copy_(before[3].narrow(0, offset, numel));
-        }
-      }
-      w_.replica.model().flat_params().copy_(global_);
-      if (!own_finite) w_.replica.optimizer().Reset();
-    }
+    OuterStepBut(refused, own_finite);
     w_.Record(re - 1, last_loss_);
     if (w_.rank == round->members.front()) {
       records_.OuterSync(re, w_.Now(), {{"participants", round->members}});
@@ -235,7 +170,94 @@ class Dipaco final : public RoundAlgorithm {
     return false;
   }
 
-  static constexpr int kTagModules = core::tags::kModules;  // unit u: kModules + kCollectiveSpan * u
+  // This worker's pseudo-gradient into delta_host_, and the weight it contributes with: its path's
+  // share of the training tokens (split among the path's workers) times the share of the round it
+  // trained. A replica that diverged contributes nothing (weight 0, *own_finite false) and restarts
+  // from the global model with a fresh inner optimiser.
+  float OwnContribution(const Round& round, bool* own_finite) {
+    const int64_t re = round.end;
+    const auto weight = static_cast<float>(shard_weight_ * static_cast<double>(steps_this_round_) /
+                                           static_cast<double>(re - round.start));
+    steps_this_round_ = 0;
+    {
+      torch::NoGradGuard no_grad;
+      ToHost(global_ - w_.replica.model().flat_params(), delta_host_.data());
+    }
+    *own_finite = AllFinite(delta_host_.data(), static_cast<int64_t>(delta_host_.size()));
+    if (!*own_finite) {
+      std::fill(delta_host_.begin(), delta_host_.end(), 0.0f);
+      records_.Event({{"type", "dropped_outer_gradient"}, {"step", re}, {"worker", w_.rank}, {"reason", "non-finite"}});
+    }
+    return *own_finite ? weight : 0.0f;
+  }
+
+  // Unit i's weighted pseudo-gradient averaged among the members whose paths hold it, into
+  // delta_host_; a unit whose sum is not finite is zeroed there and added to *refused.
+  core::Status ReduceUnit(Round* round, size_t i, float contributed, std::vector<const Unit*>* refused) {
+    const int64_t re = round->end;
+    auto& buffer = w_.buffer;
+    Unit& u = units_[i];
+    const auto level = static_cast<int64_t>(i) - 1;
+    std::vector<int> group =
+        i == 0 ? round->members : layout_.Sharing(round->members, level, layout_.ModuleOf(path_, level));
+    const int64_t sent_before = w_.Stats().bytes_sent;
+    NARROWS_RETURN_IF_ERROR(w_.Reduce(&group, u.numel + 1, re, [&] {
+      int64_t at = 0;
+      for (const auto& [offset, numel] : u.ranges) {
+        for (int64_t j = 0; j < numel; ++j) buffer[static_cast<size_t>(at + j)] = contributed * delta_host_[static_cast<size_t>(offset + j)];
+        at += numel;
+      }
+      buffer[static_cast<size_t>(u.numel)] = contributed;
+    }, core::OnFailure::kStop, {&codec_, 1, &u.residuals}, kTagModules + core::tags::kCollectiveSpan * static_cast<int>(u.id)));
+    u.bytes_sent += w_.Stats().bytes_sent - sent_before;
+    const float total = buffer[static_cast<size_t>(u.numel)];
+    // A non-finite sum (a peer that sent NaN or infinity) never reaches the outer step: every
+    // member of the unit's group sees the same sum and keeps the unit as it was.
+    if (!std::isfinite(total) || !AllFinite(buffer.data(), u.numel)) {
+      refused->push_back(&u);
+      if (w_.rank == group.front()) {
+        records_.Event({{"type", "nonfinite_outer_gradient"}, {"step", re}, {"unit", u.name}, {"participants", group}});
+      }
+      std::fill(buffer.begin(), buffer.begin() + u.numel + 1, 0.0f);
+    }
+    int64_t at = 0;
+    for (const auto& [offset, numel] : u.ranges) {
+      for (int64_t j = 0; j < numel; ++j) {
+        delta_host_[static_cast<size_t>(offset + j)] = total > 0 ? buffer[static_cast<size_t>(at + j)] / total : 0.0f;
+      }
+      at += numel;
+    }
+    return core::Status::Ok();
+  }
+
+  // The outer step on the averaged pseudo-gradients in delta_host_, but for the `refused` units;
+  // the replica continues from the global parameters.
+  void OuterStepBut(const std::vector<const Unit*>& refused, bool own_finite) {
+    torch::Tensor delta = torch::empty_like(global_);
+    FromHost(delta_host_.data(), delta);
+    torch::NoGradGuard no_grad;
+    // The outer step moves a unit with a zero gradient too (momentum): a refused unit's global
+    // parameters and outer state are put back as they were.
+    std::vector<torch::Tensor> before;
+    if (!refused.empty()) before = {global_.clone(), outer_.momentum.clone(), outer_.adam_m.clone(), outer_.adam_v.clone()};
+    OuterStep(o_, global_, delta, outer_);
+    for (const Unit* u : refused) {
+      for (const auto& [offset, numel] : u->ranges) {
+        global_.narrow(0, offset, numel).copy_(before[0].narrow(0, offset, numel));
+        outer_.momentum.narrow(0, offset, numel).copy_(before[1].narrow(0, offset, numel));
+        outer_.adam_m.narrow(0, offset, numel).copy_(before[2].narrow(0, offset, numel));
+        outer_.adam_v.narrow(0, offset, numel).copy_(before[3].narrow(0, offset, numel));
+      }
+    }
+    w_.replica.model().flat_params().copy_(global_);
+    if (!own_finite) w_.replica.optimizer().Reset();
+  }
+
+  // Unit u's collective at kTagModules + kCollectiveSpan * u, in the entry's private range (core/tags.h):
+  // levels x modules <= 600, plus the shared unit.
+  static constexpr int kTagModules = core::tags::Private(0);
+  static constexpr int kMaxUnits = 601;
+  static_assert(kMaxUnits * core::tags::kCollectiveSpan <= core::tags::kPrivateSize);
   WorkerContext& w_;
   const EntryContext& x_;
   Recorder& records_;

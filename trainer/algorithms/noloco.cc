@@ -53,6 +53,8 @@ void GossipOuterStep(const GossipStep& o, torch::Tensor& anchor, torch::Tensor& 
 
 namespace {
 
+constexpr int kTagGossip = core::tags::Private(0);  // a pair's exchange of parameters (core/tags.h)
+
 struct GossipOptions : core::AlgorithmOptions {
   int64_t inner_steps = 50;  // H
   GossipStep step;
@@ -113,7 +115,7 @@ class Gossip final : public RoundAlgorithm {
     if (partner >= 0) {
       ToHost(local, w_.buffer.data());
       if (both_) ToHost(anchor_, w_.buffer.data() + n_);
-      const int tag = w_.roster->Tag(core::tags::kGossip, re, {std::min(w_.rank, partner), std::max(w_.rank, partner)});
+      const int tag = w_.roster->Tag(kTagGossip, re, {std::min(w_.rank, partner), std::max(w_.rank, partner)});
       const size_t bytes = w_.buffer.size() * sizeof(float);
       // Live, through a guard over the pair: a partner that dies, or that counts this worker gone
       // and never sends, ends the wait (deploy.collective_timeout_s at most) instead of hanging it.

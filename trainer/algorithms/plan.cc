@@ -186,6 +186,64 @@ double PlanInputs::RingRoundsSeconds(double scatter_bytes, double gather_bytes, 
   return BucketedRingRoundsSeconds({scatter_bytes}, {1.0}, compute_s, rounds, gather_bytes / scatter_bytes);
 }
 
+namespace {
+
+// One round of every bucket's ring among n workers (BucketedRingRoundsSeconds): each hop's latency
+// and its transfer of the largest bucket's chunk, from which a smaller chunk's transfer scales with
+// its bytes.
+struct BucketRings {
+  const std::vector<double>& bucket_bytes;
+  const std::vector<double>& ready_at;
+  double gather_share, largest, overlap_s;
+  const std::vector<double>& full;     // hop j: the largest chunk's delivery
+  const std::vector<double>& latency;  // hop j: a one-byte message's
+
+  // When each worker's part of the round's rings ended (overlapped: when its ring ended had there
+  // been no next round), from `clock` (when each worker ended the last round, or overlapped, when
+  // its compute of this one ended) and `now` (this round's compute, each worker's); `link_free`:
+  // when each hop's link is next free, carried from round to round.
+  std::vector<double> Round(const std::vector<double>& clock, const std::vector<double>& now,
+                            std::vector<double>* link_free) const {
+    const size_t n = clock.size();
+    struct Send {
+      double at;
+      size_t bucket, k, hop;
+      bool operator>(const Send& o) const { return at > o.at; }
+    };
+    // Every bucket's ring, its first sends once the bucket's gradients are ready at each worker;
+    // each link sends one chunk at a time, in the order they were ready to go (FIFO).
+    std::priority_queue<Send, std::vector<Send>, std::greater<Send>> ready;
+    // When worker j's share of bucket b is ready to send.
+    auto ready_time = [&](size_t j, size_t b) { return overlap_s > 0 ? clock[j] : clock[j] + ready_at[b] * now[j]; };
+    for (size_t b = 0; b < bucket_bytes.size(); ++b) {
+      for (size_t j = 0; j < n; ++j) ready.push({ready_time(j, b), b, 0, j});
+    }
+    std::vector<double> done(n, 0.0);
+    for (size_t j = 0; j < n; ++j) done[j] = overlap_s > 0 ? clock[j] : clock[j] + now[j];
+    while (!ready.empty()) {
+      const Send s = ready.top();
+      ready.pop();
+      // The reduce-scatter's n - 1 steps carry the first phase's chunks, the all-gather's the second's.
+      const double share = bucket_bytes[s.bucket] * (s.k + 1 < n ? 1.0 : gather_share) / largest;
+      const double transfer = std::max(0.0, full[s.hop] - latency[s.hop]) * share;
+      const double start = std::max(s.at, (*link_free)[s.hop]);
+      (*link_free)[s.hop] = start + transfer;
+      const double arrives = start + latency[s.hop] + transfer;
+      const size_t to = (s.hop + 1) % n;
+      if (s.k + 1 < 2 * (n - 1)) {
+        // Worker `to` sends on once it has this chunk and its own bucket is ready (a straggler
+        // still computing holds up the ring at its hop).
+        ready.push({std::max(arrives, ready_time(to, s.bucket)), s.bucket, s.k + 1, to});
+      } else {
+        done[to] = std::max(done[to], arrives);
+      }
+    }
+    return done;
+  }
+};
+
+}  // namespace
+
 double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_bytes, const std::vector<double>& ready_at,
                                              double compute_s, double rounds, double gather_share, double overlap_s,
                                              double last_compute_s) const {
@@ -234,44 +292,13 @@ double PlanInputs::BucketedRingRoundsSeconds(const std::vector<double>& bucket_b
   const double cap = n <= 64 ? 32.0 : n <= 256 ? 8.0 : 3.0;
   const int simulated = static_cast<int>(std::min(rounds, cap));
   double end = 0.0, end_half = 0.0;
-  struct Send {
-    double at;
-    size_t bucket, k, hop;
-    bool operator>(const Send& o) const { return at > o.at; }
-  };
+  const BucketRings rings{bucket_bytes, ready_at, gather_share, largest, overlap_s, full, latency};
   const bool shorter_last = last_compute_s >= 0 && rounds <= simulated;
   for (int r = 0; r < simulated; ++r) {
     // Round r's compute, each worker's: the last one's may be shorter.
     const std::vector<double>& now = shorter_last && r + 1 == simulated ? last : compute;
     const std::vector<double>& next = shorter_last && r + 2 == simulated ? last : compute;
-    // Every bucket's ring, its first sends once the bucket's gradients are ready at each worker;
-    // each link sends one chunk at a time, in the order they were ready to go (FIFO).
-    std::priority_queue<Send, std::vector<Send>, std::greater<Send>> ready;
-    // When worker j's share of bucket b is ready to send.
-    auto ready_time = [&](size_t j, size_t b) { return overlap_s > 0 ? clock[j] : clock[j] + ready_at[b] * now[j]; };
-    for (size_t b = 0; b < bucket_bytes.size(); ++b) {
-      for (size_t j = 0; j < n; ++j) ready.push({ready_time(j, b), b, 0, j});
-    }
-    std::vector<double> done(n, 0.0);
-    for (size_t j = 0; j < n; ++j) done[j] = overlap_s > 0 ? clock[j] : clock[j] + now[j];
-    while (!ready.empty()) {
-      const Send s = ready.top();
-      ready.pop();
-      // The reduce-scatter's n - 1 steps carry the first phase's chunks, the all-gather's the second's.
-      const double share = bucket_bytes[s.bucket] * (s.k + 1 < n ? 1.0 : gather_share) / largest;
-      const double transfer = std::max(0.0, full[s.hop] - latency[s.hop]) * share;
-      const double start = std::max(s.at, link_free[s.hop]);
-      link_free[s.hop] = start + transfer;
-      const double arrives = start + latency[s.hop] + transfer;
-      const size_t to = (s.hop + 1) % n;
-      if (s.k + 1 < 2 * (n - 1)) {
-        // Worker `to` sends on once it has this chunk and its own bucket is ready (a straggler
-        // still computing holds up the ring at its hop).
-        ready.push({std::max(arrives, ready_time(to, s.bucket)), s.bucket, s.k + 1, to});
-      } else {
-        done[to] = std::max(done[to], arrives);
-      }
-    }
+    const std::vector<double> done = rings.Round(clock, now, &link_free);
     if (overlap_s > 0) {
       // done[j]: when the round's ring ended at j, had there been no next round; the next round's
       // compute goes on beside the ring and waits for it overlap[j] in.

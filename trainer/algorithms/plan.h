@@ -1,4 +1,4 @@
-// What the capacity planner (tools/plan_command.cc, docs/planner.md) gives an algorithm's
+// What the capacity planner (tools/cli/plan_command.cc, docs/planner.md) gives an algorithm's
 // prediction, and what the prediction returns: the vocabulary of AlgorithmPlugin::plan. The planner
 // owns the network model and the workload; an algorithm turns them into time, compute and bytes of
 // one entry without knowing how delivery times are computed. Torch-free.

@@ -30,12 +30,15 @@ struct WorkerContext;
 // lost a member (`step` events), or every push its server took, in order (`arrival` events).
 enum class ReplayTrace { kRounds, kSteps, kArrivals };
 
-// What an entry sends when `run --sizes-only` times it without training: an all-reduce of the
-// parameters (in `codec`) every `every` steps and at the last step.
+// What an entry sends when `run --sizes-only` times it without training: an all-reduce of `share`
+// of the parameters (in `codec`) every `every` steps and at the last step, and with `whole_every`
+// > 0 one of all of them (fp32) every `whole_every` steps too, after it.
 struct SizesOnlySchedule {
   int64_t every = 1;
   core::CodecSpec codec;    // fp32: the plain all-reduce
   bool outer_syncs = true;  // whether its all-reduces are outer steps (summary.json's outer_syncs)
+  double share = 1.0;       // of the parameters each all-reduce carries (at least one)
+  int64_t whole_every = 0;  // 0: none
 };
 
 struct AlgorithmPlugin {

@@ -60,7 +60,7 @@ core::Status SaveCheckpoint(WorkerContext& w, const RoundAlgorithm& a, const Sha
   WorkerCheckpoint c;
   c.rank = w.rank;
   c.step = step;
-  c.outer_steps = *shared.counter;
+  c.outer_steps = shared.counter != nullptr ? *shared.counter : 0;
   c.inner_steps = w.replica.optimizer().steps_taken();
   c.failures = w.roster->failures();
   c.group = group;
@@ -105,7 +105,7 @@ core::Result<int64_t> RestoreCheckpoint(WorkerContext& w, RoundAlgorithm& a, con
   const auto split = c.tensors.begin() + static_cast<std::ptrdiff_t>(into.size());
   NARROWS_RETURN_IF_ERROR(CopyByName(RoundAlgorithm::OwnState(c.tensors.begin(), split), into, what));
   NARROWS_RETURN_IF_ERROR(a.RestoreOwn(RoundAlgorithm::OwnState(split, c.tensors.end())));
-  *shared.counter = c.outer_steps;
+  if (shared.counter != nullptr) *shared.counter = c.outer_steps;
   w.replica.optimizer().set_steps_taken(c.inner_steps);
   w.roster->set_failures(c.failures);
   w.roster->SetGroup(c.group);
@@ -173,6 +173,64 @@ core::Status RestoreOwnTensor(const std::string& name, const RoundAlgorithm::Own
   return core::Status::Ok();
 }
 
+namespace {
+
+// Live: the leader of a round welcomes this worker and sends it the shared state; the step it
+// trains from. A restarted process starts its data stream there; one out by the scenario's
+// schedule takes it up where it left it, as in the emulator.
+core::Result<int64_t> WelcomeHere(WorkerContext& w, RoundAlgorithm& a, bool restarted, bool* lost_state) {
+  Roster& roster = *w.roster;
+  auto welcome = roster.AwaitWelcome();
+  if (!welcome.ok()) return welcome.status();
+  const SharedState shared = a.Shared();
+  NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(w, shared), shared.counter,
+                                        roster.Tag(WorkerContext::kTagJoin, welcome->step, welcome->group)));
+  a.OnJoin(welcome->step, restarted || *lost_state ? InnerState::kLost : InnerState::kKept);
+  *lost_state = false;
+  roster.SetGroup(welcome->group);
+  if (restarted) w.StartDataAt(welcome->step);
+  return welcome->step;
+}
+
+// The round from `rs` begins with its joiners receiving the shared state from its root.
+core::Status ShareWithJoiners(WorkerContext& w, RoundAlgorithm& a, const Round& round, int64_t rs, bool* lost_state) {
+  const bool joining = round.Joining(w.rank);
+  if (round.joiners.empty() || !(joining || w.rank == round.root)) return core::Status::Ok();
+  if (!joining) NARROWS_RETURN_IF_ERROR(a.Finish());
+  const SharedState shared = a.Shared();
+  NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(w, shared), shared.counter,
+                                        w.roster->Tag(WorkerContext::kTagJoin, rs, round.members)));
+  if (joining) {
+    if (*lost_state && w.roster->RestartsLostWorkers()) w.StartDataAt(rs);  // as a restarted process does
+    a.OnJoin(rs, *lost_state ? InnerState::kLost : InnerState::kKept);
+    *lost_state = false;
+  } else {
+    w.records.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});
+  }
+  return core::Status::Ok();
+}
+
+// A member's end of the round that ends at `re` (rounds of H steps, S in all): the algorithm's
+// synchronisation, the buffers averaged, and a live checkpoint when one is due.
+core::Status EndRoundAsMember(WorkerContext& w, RoundAlgorithm& a, Round* round, int64_t re, int64_t H, int64_t S) {
+  const EntryContext& x = w.entry;
+  NARROWS_RETURN_IF_ERROR(a.EndRound(round));
+  if (AveragesBuffers(w)) {
+    // The round's evaluations (held since its start) see the averaged buffers.
+    NARROWS_RETURN_IF_ERROR(AverageBuffers(w, round));
+    w.own_records.Release();
+  }
+  const int64_t every = x.sc.deploy.checkpoint_every;
+  if (w.roster->live() && a.Checkpoints() && every > 0 && !x.opt.checkpoint_dir.empty() &&
+      ((re - 1) / H + 1) % every == 0 && re < S) {
+    NARROWS_RETURN_IF_ERROR(a.Finish());
+    NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, a, a.Shared(), re, round->members));
+  }
+  return core::Status::Ok();
+}
+
+}  // namespace
+
 core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
   const EntryContext& x = w.entry;
   Roster& roster = *w.roster;
@@ -189,23 +247,8 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     // The run folder says where it went on from.
     if (w.rank == 0) w.records.Event({{"type", "resumed"}, {"step", first}, {"time", w.Now()}, {"from", x.opt.resume_from}});
   }
-  // Live: the leader of a round welcomes this worker and sends it the shared state; the step it
-  // trains from. A restarted process starts its data stream there; one out by the scenario's
-  // schedule takes it up where it left it, as in the emulator.
-  auto welcome_here = [&](bool restarted) -> core::Result<int64_t> {
-    auto welcome = roster.AwaitWelcome();
-    if (!welcome.ok()) return welcome.status();
-    const SharedState shared = a.Shared();
-    NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, welcome->root, welcome->joiners, Tensors(w, shared), shared.counter,
-                                          roster.Tag(WorkerContext::kTagJoin, welcome->step, welcome->group)));
-    a.OnJoin(welcome->step, restarted || lost_state ? InnerState::kLost : InnerState::kKept);
-    lost_state = false;
-    roster.SetGroup(welcome->group);
-    if (restarted) w.StartDataAt(welcome->step);
-    return welcome->step;
-  };
   if (!resumed && roster.live() && x.opt.rejoin) {
-    auto step = welcome_here(true);
+    auto step = WelcomeHere(w, a, true, &lost_state);
     if (!step.ok()) return step.status();
     first = *step;
   }
@@ -220,7 +263,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       int64_t back = rs;
       while (back < S && !roster.Present(back)) back += H;
       if (back >= S) break;
-      auto step = welcome_here(false);
+      auto step = WelcomeHere(w, a, false, &lost_state);
       if (step.status().code() == core::StatusCode::kPeerUnavailable) break;  // the others are gone
       if (!step.ok()) return step.status();
       rs = *step;
@@ -228,20 +271,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     }
     const int64_t re = std::min(S, rs + H);
     NARROWS_RETURN_IF_ERROR(roster.BeginRound(rs, re, &round));
-    const bool joining = round.Joining(w.rank);
-    if (!round.joiners.empty() && (joining || w.rank == round.root)) {
-      if (!joining) NARROWS_RETURN_IF_ERROR(a.Finish());
-      const SharedState shared = a.Shared();
-      NARROWS_RETURN_IF_ERROR(SyncToJoiners(w, round.root, round.joiners, Tensors(w, shared), shared.counter,
-                                            roster.Tag(WorkerContext::kTagJoin, rs, round.members)));
-      if (joining) {
-        if (lost_state && roster.RestartsLostWorkers()) w.StartDataAt(rs);  // as a restarted process does
-        a.OnJoin(rs, lost_state ? InnerState::kLost : InnerState::kKept);
-        lost_state = false;
-      } else {
-        w.records.Event({{"type", "join"}, {"step", rs}, {"time", w.Now()}, {"workers", round.joiners}});
-      }
-    }
+    NARROWS_RETURN_IF_ERROR(ShareWithJoiners(w, a, round, rs, &lost_state));
     const int64_t sent_at_start = w.Stats().bytes_sent;  // after the joiners' state: the algorithm's own bytes
     if (AveragesBuffers(w)) w.own_records.Hold();
     if (roster.Present(rs)) {
@@ -254,20 +284,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       lost_state = lost_state || crashed;
       w.records.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
     }
-    if (round.Member(w.rank)) {
-      NARROWS_RETURN_IF_ERROR(a.EndRound(&round));
-      if (AveragesBuffers(w)) {
-        // The round's evaluations (held since its start) see the averaged buffers.
-        NARROWS_RETURN_IF_ERROR(AverageBuffers(w, &round));
-        w.own_records.Release();
-      }
-      const int64_t every = x.sc.deploy.checkpoint_every;
-      if (roster.live() && a.Checkpoints() && every > 0 && !x.opt.checkpoint_dir.empty() &&
-          ((re - 1) / H + 1) % every == 0 && re < S) {
-        NARROWS_RETURN_IF_ERROR(a.Finish());
-        NARROWS_RETURN_IF_ERROR(SaveCheckpoint(w, a, a.Shared(), re, round.members));
-      }
-    }
+    if (round.Member(w.rank)) NARROWS_RETURN_IF_ERROR(EndRoundAsMember(w, a, &round, re, H, S));
     if (!a.OverlapsRounds()) w.CountSyncBytes(w.Stats().bytes_sent - sent_at_start);
     roster.EndRound(round);
     w.own_records.Release();  // a worker that left the round evaluates with its own buffers

@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "trainer/algorithms/algorithm.h"
+#include "trainer/algorithms/island_inner.h"
 #include "trainer/algorithms/outer.h"
 #include "trainer/algorithms/outer_optimizer.h"
 
@@ -69,6 +70,7 @@ struct StreamingOptions : OuterOptions {
   int64_t overlap_steps = 1;  // tau: inner steps a fragment's all-reduce runs beside
   double merge_alpha = 0.5;   // the local fragment becomes (1 - alpha) * local + alpha * global
   bool eager = false;         // eager outer updates (tau = H / P)
+  InnerMode inner = InnerMode::kLocal;  // ddp: each island one data-parallel replica (island_inner.h)
 };
 
 class StreamingDiloco final : public RoundAlgorithm {
@@ -133,8 +135,15 @@ class StreamingDiloco final : public RoundAlgorithm {
     rewarm_from_ = step;
   }
 
-  core::Status Step(Round* /*round*/, int64_t step) override {
+  core::Status Step(Round* round, int64_t step) override {
     if (pending_.work && step >= pending_due_) NARROWS_RETURN_IF_ERROR(Complete());
+    if (o_.inner == InnerMode::kDdp) {
+      std::vector<int> island = IslandOf(x_.sc, round->members, w_.rank);
+      auto loss = IslandInnerStep(w_, &island, step, rewarm_from_, &island_buffer_);
+      if (!loss.ok()) return loss.status();
+      w_.Record(step, *loss);
+      return core::Status::Ok();
+    }
     const StepStats stats = w_.InnerStep(step, rewarm_from_);
     w_.Record(step, stats.loss);
     return core::Status::Ok();
@@ -367,6 +376,7 @@ class StreamingDiloco final : public RoundAlgorithm {
   int64_t pending_due_ = 0, count_ = 0;
   Round pending_round_;
   std::vector<float> contribution_;
+  std::vector<float> island_buffer_;  // inner: ddp: the island's gradient all-reduce
   double comm_from_ = 0.0;
   int64_t sent_before_ = 0;
 };
@@ -419,7 +429,9 @@ core::ParsedOptions ParseStreaming(core::OptionReader& r, const core::Scenario& 
     r.ErrorAt("fragments", "expected at most the model's n_layers = " + std::to_string(n_layers) +
                                " fragments (a fragment is a set of transformer blocks)");
   }
-  return {o, RoundsName(o->eager && o->fragments == 1 ? "eager-diloco" : "streaming-diloco", *o)};
+  if (o->inner_steps % o->fragments == 0) o->inner = ReadInnerMode(r, sc, spacing);
+  return {o, InnerModePrefix(o->inner) +
+                 RoundsName(o->eager && o->fragments == 1 ? "eager-diloco" : "streaming-diloco", *o)};
 }
 
 // streaming-diloco, streaming-diloco-hN; eager-diloco, eager-diloco-hN: eager outer updates of the
@@ -434,8 +446,10 @@ std::optional<core::ShorthandKeys> StreamingShorthand(const std::string& text) {
 // P synchronisations per H steps, each of a fragment's outer gradient behind tau inner steps.
 std::vector<PlanRow> PlanStreaming(const PlanInputs& in, const core::AlgorithmSpec& entry) {
   const StreamingOptions& o = entry.Options<StreamingOptions>();
-  return {PredictOuterRounds(in, o.inner_steps, o.fragments, static_cast<double>(o.overlap_steps), o.outer_gradient,
-                             entry.collective)};
+  PlanRow r = PredictOuterRounds(in, o.inner_steps, o.fragments, static_cast<double>(o.overlap_steps), o.outer_gradient,
+                                 entry.collective);
+  if (o.inner == InnerMode::kDdp) AddIslandRings(in, &r);
+  return {r};
 }
 
 AlgorithmPlugin StreamingPlugin() {
