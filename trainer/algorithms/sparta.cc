@@ -10,6 +10,7 @@
 // worker draws the same one as the others, and a checkpoint needs no generator's state.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "trainer/algorithms/algorithm.h"
 #include "trainer/algorithms/outer.h"
@@ -80,30 +81,40 @@ class Sparta final : public RoundAlgorithm {
   bool Checkpoints() const override { return true; }
 
  private:
-  // The members' mean of the round's subset replaces it on every member. A worker whose subset is
-  // not finite contributes nothing; a sum that is not finite changes nothing.
+  // The members' mean of `n` floats that `values` writes into the buffer, with the contributor
+  // count and the join votes after them, into the buffer's first `n` floats. A worker whose values
+  // are not finite contributes nothing; false (nothing to apply) when no one contributed or the sum
+  // is not finite.
+  core::Result<bool> MeanOver(Round* round, int64_t n, const std::function<void(float*)>& values) {
+    auto& buffer = w_.buffer;
+    NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, n + tail_, round->end, [&] {
+      values(buffer.data());
+      const bool finite = AllFinite(buffer.data(), n);
+      if (!finite) std::fill(buffer.begin(), buffer.begin() + n, 0.0f);
+      buffer[static_cast<size_t>(n)] = finite ? 1.0f : 0.0f;
+      std::fill(buffer.begin() + n + 1, buffer.begin() + n + tail_, 0.0f);
+      w_.roster->Vote(round->members, buffer.data() + n + 1);
+    }, core::OnFailure::kContinue));
+    w_.roster->CountVotes(round->members, buffer.data() + n + 1);
+    const float contributors = buffer[static_cast<size_t>(n)];
+    if (!(contributors > 0) || !std::isfinite(contributors) || !AllFinite(buffer.data(), n)) return false;
+    for (int64_t i = 0; i < n; ++i) buffer[static_cast<size_t>(i)] /= contributors;
+    return true;
+  }
+
+  // The members' mean of the round's subset replaces it on every member.
   core::Status SparseAverage(Round* round) {
     const std::vector<int64_t> subset = SpartaSubset(x_.sc.seed, round->end, k_, n_params_);
     torch::Tensor params = w_.replica.model().flat_params();
     const torch::Tensor index = torch::tensor(subset, torch::kLong).to(params.device());
-    auto& buffer = w_.buffer;
-    NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, k_ + tail_, round->end, [&] {
-      {
-        torch::NoGradGuard no_grad;
-        ToHost(params.detach().index_select(0, index), buffer.data());
-      }
-      const bool finite = AllFinite(buffer.data(), k_);
-      if (!finite) std::fill(buffer.begin(), buffer.begin() + k_, 0.0f);
-      buffer[static_cast<size_t>(k_)] = finite ? 1.0f : 0.0f;
-      std::fill(buffer.begin() + k_ + 1, buffer.begin() + k_ + tail_, 0.0f);
-      w_.roster->Vote(round->members, buffer.data() + k_ + 1);
-    }, core::OnFailure::kContinue));
-    w_.roster->CountVotes(round->members, buffer.data() + k_ + 1);
-    const float contributors = buffer[static_cast<size_t>(k_)];
-    if (!(contributors > 0) || !std::isfinite(contributors) || !AllFinite(buffer.data(), k_)) return core::Status::Ok();
-    for (int64_t i = 0; i < k_; ++i) buffer[static_cast<size_t>(i)] /= contributors;
+    auto apply = MeanOver(round, k_, [&](float* out) {
+      torch::NoGradGuard no_grad;
+      ToHost(params.detach().index_select(0, index), out);
+    });
+    if (!apply.ok()) return apply.status();
+    if (!*apply) return core::Status::Ok();
     torch::Tensor mean = torch::empty({k_}, params.options());
-    FromHost(buffer.data(), mean);
+    FromHost(w_.buffer.data(), mean);
     torch::NoGradGuard no_grad;
     params.index_copy_(0, index, mean);
     return core::Status::Ok();
@@ -112,25 +123,15 @@ class Sparta final : public RoundAlgorithm {
   // DiLoCo's outer step beside: the members' mean pseudo-gradient (global - local) applied to the
   // global parameters by the outer optimiser, which every member then continues from.
   core::Status OuterRound(Round* round) {
-    auto& buffer = w_.buffer;
     torch::Tensor params = w_.replica.model().flat_params();
-    NARROWS_RETURN_IF_ERROR(w_.Reduce(&round->members, n_params_ + tail_, round->end, [&] {
-      {
-        torch::NoGradGuard no_grad;
-        ToHost(global_ - params, buffer.data());
-      }
-      const bool finite = AllFinite(buffer.data(), n_params_);
-      if (!finite) std::fill(buffer.begin(), buffer.begin() + n_params_, 0.0f);
-      buffer[static_cast<size_t>(n_params_)] = finite ? 1.0f : 0.0f;
-      std::fill(buffer.begin() + n_params_ + 1, buffer.begin() + n_params_ + tail_, 0.0f);
-      w_.roster->Vote(round->members, buffer.data() + n_params_ + 1);
-    }, core::OnFailure::kContinue));
-    w_.roster->CountVotes(round->members, buffer.data() + n_params_ + 1);
-    const float contributors = buffer[static_cast<size_t>(n_params_)];
-    if (contributors > 0 && std::isfinite(contributors) && AllFinite(buffer.data(), n_params_)) {
-      for (int64_t i = 0; i < n_params_; ++i) buffer[static_cast<size_t>(i)] /= contributors;
+    auto apply = MeanOver(round, n_params_, [&](float* out) {
+      torch::NoGradGuard no_grad;
+      ToHost(global_ - params, out);
+    });
+    if (!apply.ok()) return apply.status();
+    if (*apply) {
       torch::Tensor delta = torch::empty_like(global_);
-      FromHost(buffer.data(), delta);
+      FromHost(w_.buffer.data(), delta);
       OuterStep(o_, global_, delta, outer_);
     }
     torch::NoGradGuard no_grad;
