@@ -113,8 +113,10 @@ void Experiment::RunWorker(int rank, core::Transport& transport) {
     s = algorithm->Run(w);
   } catch (const std::exception& e) {
     // LibTorch's (a model of the user's that fails on some batch): the worker fails, naming it,
-    // instead of ending the process. Its last line is the cause; the TorchScript traceback is not.
-    std::string what = e.what();
+    // instead of ending the process. The cause is the message's last line (a TorchScript error's
+    // follows its traceback), without LibTorch's C++ backtrace.
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+    std::string what = torch_error != nullptr ? torch_error->what_without_backtrace() : e.what();
     while (!what.empty() && what.back() == '\n') what.pop_back();
     s = core::Status::Internal("stopped by an exception: " + what.substr(what.rfind('\n') + 1));
   }

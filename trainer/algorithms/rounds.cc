@@ -168,7 +168,7 @@ core::Status RestoreOwnTensor(const std::string& name, const RoundAlgorithm::Own
                                          " values, this run's " + std::to_string(into->numel()));
   }
   torch::NoGradGuard no_grad;
-  into->copy_((*found)->to(into->device()));
+  into->copy_((*found)->to(into->device()).reshape(into->sizes()));
   ++*at;
   return core::Status::Ok();
 }
