@@ -89,7 +89,10 @@ class Demo final : public RoundAlgorithm {
     const double loss = w_.Compute(w_.StepFlops(), [&] { return rep.ComputeGradients(batch); });
     const double lr = w_.InnerLearningRate(step, -1);
     float* mine = slots_.data() + static_cast<int64_t>(w_.rank) * layout_.block;
-    w_.Compute(0.0, [&] { return Compress(lr, mine); });
+    w_.Compute(0.0, [&] {  // Compute charges what returns a value
+      Compress(lr, mine);
+      return 0;
+    });
     mine[layout_.block - 1 - x_.num_workers] = static_cast<float>(loss);
     std::vector<int>& group = round->members;
     const auto fill = [&] {
@@ -111,7 +114,10 @@ class Demo final : public RoundAlgorithm {
       mean_loss += b[layout_.block - 1 - x_.num_workers];
     }
     w_.roster->CountVotes(group, votes.data());
-    w_.Compute(0.0, [&] { return Update(group, lr); });
+    w_.Compute(0.0, [&] {
+      Update(group, lr);
+      return 0;
+    });
     w_.Record(step, mean_loss / static_cast<double>(group.size()));
     if (group.front() == w_.rank) records_.MaybeEvaluate(step, step + 1, w_.Now(), rep.model().flat_params());
     return core::Status::Ok();
@@ -121,7 +127,7 @@ class Demo final : public RoundAlgorithm {
   static constexpr int kTagGather = core::tags::Private(0);  // the entry's private range (core/tags.h)
 
   // Momentum += lr g (after its decay); its fast components out of it and into `block`.
-  int Compress(double lr, float* block) {
+  void Compress(double lr, float* block) {
     torch::NoGradGuard no_grad;
     const auto& params = w_.replica.model().parameters();
     auto* indices = reinterpret_cast<uint16_t*>(block + layout_.coefficients);
@@ -138,12 +144,11 @@ class Demo final : public RoundAlgorithm {
       const int64_t* ix = index.data_ptr<int64_t>();
       for (int64_t j = 0; j < n; ++j) indices[first + j] = static_cast<uint16_t>(ix[j]);
     }
-    return 0;
   }
 
   // Each tensor's coefficients averaged over the members that sent each, decoded; the same sign
   // step on every worker.
-  int Update(const std::vector<int>& group, double lr) {
+  void Update(const std::vector<int>& group, double lr) {
     torch::NoGradGuard no_grad;
     const auto& params = w_.replica.model().parameters();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -164,7 +169,6 @@ class Demo final : public RoundAlgorithm {
       if (o_.weight_decay != 0.0) p.mul_(1.0 - lr * o_.weight_decay);
       p.sub_(t.Decode(mean).sign(), lr);
     }
-    return 0;
   }
 
   WorkerContext& w_;
