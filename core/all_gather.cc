@@ -15,4 +15,14 @@ Status AllGatherBlocks(Transport& t, float* slots, int64_t block, const std::vec
   return Status::Ok();
 }
 
+Status AllGatherSizeOnly(Transport& t, int64_t bytes, const std::vector<int>& group, int tag, double timeout_s) {
+  for (int r : group) {
+    if (r != t.rank()) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(r, tag, bytes));
+  }
+  for (int r : group) {
+    if (r != t.rank()) NARROWS_RETURN_IF_ERROR(t.Recv(r, tag, nullptr, 0, timeout_s));
+  }
+  return Status::Ok();
+}
+
 }  // namespace narrows::core

@@ -19,6 +19,11 @@ namespace narrows::core {
 Status AllGatherBlocks(Transport& t, float* slots, int64_t block, const std::vector<int>& group, int tag,
                        double timeout_s = kForever);
 
+// The same messages carrying no bytes (Transport::SendSizeOnly): `bytes` from every member of
+// `group` to every other, what the emulator's sizes-only runs time.
+Status AllGatherSizeOnly(Transport& t, int64_t bytes, const std::vector<int>& group, int tag,
+                         double timeout_s = kForever);
+
 // Bytes each rank sends in one AllGatherBlocks of `block` floats among `n` ranks.
 inline int64_t AllGatherBytesPerRank(int64_t block, int n) { return static_cast<int64_t>(n - 1) * block * 4; }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/all_gather.h"
 #include "core/collective_chunks.h"
 
 namespace narrows::core {
@@ -182,23 +183,6 @@ std::unique_ptr<Work> AllReduceSumAsync(Transport& t, float* data, int64_t count
   return t.Start([data, count, options](Transport& child) { return AllReduceSum(child, data, count, options); });
 }
 
-namespace {
-
-// A sparse codec's messages, size only: every body to every other rank.
-Status AllGatherSizeOnly(Transport& t, const CollectiveOptions& o, int p, int64_t up) {
-  const int n = static_cast<int>(o.group.size());
-  auto rank = [&](int j) { return o.group[static_cast<size_t>(j)]; };
-  for (int r = 0; r < n; ++r) {
-    if (r != p) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(r), o.tag, up));
-  }
-  for (int r = 0; r < n; ++r) {
-    if (r != p) NARROWS_RETURN_IF_ERROR(t.Recv(rank(r), o.tag, nullptr, 0, o.timeout_s));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status AllReduceSizeOnly(Transport& t, int64_t count, const Codec* codec, const CollectiveOptions& o) {
   int p = 0;
   NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &p));
@@ -210,7 +194,7 @@ Status AllReduceSizeOnly(Transport& t, int64_t count, const Codec* codec, const 
   auto rank = [&](int j) { return o.group[static_cast<size_t>(j)]; };
   auto get = [&](int src, int tag) { return t.Recv(src, tag, nullptr, 0, o.timeout_s); };
   const int64_t up = first.EncodedBytes(count), down = second.EncodedBytes(count);
-  if (c.sparse()) return AllGatherSizeOnly(t, o, p, up);
+  if (c.sparse()) return AllGatherSizeOnly(t, up, o.group, o.tag, o.timeout_s);  // every body to every other rank
   switch (o.algorithm) {
     case AllReduceAlgorithm::kRing: {
       const int next = rank(Mod(p + 1, n)), prev = rank(Mod(p - 1, n));

@@ -23,7 +23,7 @@ namespace narrows::trainer {
 
 struct EntryResult {
   std::string name, algorithm;
-  std::string collective;  // the all-reduce it ran ("ring", "two-phase", ...; "none" without one)
+  std::string collective;  // what it ran ("ring", "two-phase", ..., "all-gather", "pairs"; "none" without any)
   int workers = 0;
   int64_t steps = 0, tokens = 0, outer_syncs = 0;
   double final_val_loss = 0.0;

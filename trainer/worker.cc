@@ -205,6 +205,11 @@ void WorkerContext::NoteCollective(const core::CollectiveOptions& o, const Encod
   }
 }
 
+void WorkerContext::NoteCollective(const std::string& name) {
+  std::lock_guard<std::mutex> lock(x.mu);
+  if (x.collective.empty()) x.collective = name;
+}
+
 core::Status WorkerContext::Reduce(std::vector<int>* group, int64_t count, int64_t step,
                                    const std::function<void()>& fill, core::OnFailure on_failure, Encoding encoding,
                                    int tag) {

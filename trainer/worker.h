@@ -203,6 +203,10 @@ struct WorkerContext {
   int64_t computing_step = 0;  // the step this worker's computations belong to: the one after its last record
   int64_t peak_round_bytes = 0;  // the most bytes one round's synchronisation sent
   void CountSyncBytes(int64_t bytes) { peak_round_bytes = std::max(peak_round_bytes, bytes); }
+  // Bytes the inner steps' own collectives sent (hierarchical DiLoCo's island rings): not a round's
+  // synchronisation, so SyncBytesSent leaves them out.
+  int64_t inner_bytes = 0;
+  int64_t SyncBytesSent() const { return Stats().bytes_sent - inner_bytes; }
   std::vector<float> buffer;  // the algorithm's all-reduce buffer
   // A resumed worker continues its predecessor's clock and byte counts.
   double time_offset = 0.0;
@@ -273,6 +277,8 @@ struct WorkerContext {
                             Encoding encoding = {});
   // Records the collective the entry runs (the first all-reduce's), for its summary.
   void NoteCollective(const core::CollectiveOptions& o, const Encoding& encoding);
+  // The same, for a communication that is no all-reduce ("all-gather", "pairs").
+  void NoteCollective(const std::string& name);
   // Collective options of this entry (algorithm, islands, pipelining over a real network).
   core::CollectiveOptions Options(std::vector<int> group, int tag) const;
 

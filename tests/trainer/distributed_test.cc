@@ -323,7 +323,7 @@ TEST_F(DistributedTest, SizesOnlyTimesLikeTraining) {
   auto refused = tools::RunSizesOnly(streaming, quiet);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find(
-                "--sizes-only models the entries of ddp, diloco, sparta, toy-average, toy-unplanned only"),
+                "--sizes-only models the entries of ddp, demo, diloco, sparta, toy-average, toy-unplanned only"),
             std::string::npos);
 }
 

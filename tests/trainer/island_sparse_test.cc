@@ -142,7 +142,15 @@ TEST_F(IslandSparseTest, HierarchicalDilocoCrossesTheWanWithOneIslandsUpdate) {
               1e-6 * wan_up);
   // A flat ring's chunks cross both WAN hops at each of its 2(M - 1) steps: 1.5x as many bytes.
   EXPECT_NEAR(LinkBytes(sc, "diloco-h4", "wan-up"), 1.5 * wan_up, 0.01 * wan_up);
-  EXPECT_EQ(summary.at("results").size(), 2u);
+  ASSERT_EQ(summary.at("results").size(), 2u);
+  // summary.json's wan_bytes are those links' bytes; a round's peak is its outer step alone (the
+  // island's reduce to its leader, the leaders' ring, the broadcast back), not its island rings.
+  const auto& hier = summary["results"][0];
+  EXPECT_DOUBLE_EQ(hier["network"]["wan_bytes"].get<double>(), wan_up);
+  const double outer_step = static_cast<double>(core::RingAllReduceBytesPerRank(count, 2, 0)) + 2.0 * 4.0 * count;
+  EXPECT_LE(hier["peak_bytes_per_round"].get<double>(), outer_step);
+  EXPECT_GE(hier["peak_bytes_per_round"].get<double>(), 4.0 * count);
+  EXPECT_LT(hier["peak_bytes_per_round"].get<double>(), hier["bytes_sent_per_worker"].get<double>() / 3.0);
 
   core::Scenario singles = Make("workers: {count: 2}\ncompare: [{algorithm: diloco, inner_steps: 4, inner: ddp}, "
                                 "diloco-h4]\n",

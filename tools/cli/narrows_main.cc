@@ -67,7 +67,7 @@ Command AddRun(CLI::App& app) {
   cmd->add_flag("--report", *report, "also write <run folder>/report.html");
   cmd->add_flag("--sizes-only", *sizes_only,
                 "communication alone at the model's size: modelled compute, size-only messages, no training "
-                "(ddp and diloco entries; thousands of workers)");
+                "(ddp, diloco, sparta and demo entries; thousands of workers)");
   cmd->add_flag("--keep-training", retime->first,
                 "also write each entry's training record (<entry>/trained.json), for runs that --retime-from this one");
   cmd->add_option("--retime-from", retime->second,

@@ -98,10 +98,15 @@ nlohmann::json LinksJson(const sim::NetworkModel& network, double seconds) {
 nlohmann::json NetworkSummary(const nlohmann::json& links) {
   const auto& all = links.at("links");
   std::vector<const nlohmann::json*> sorted;
-  double bytes = 0, dropped_loss = 0, dropped_queue = 0;
+  double bytes = 0, dropped_loss = 0, dropped_queue = 0, wan_bytes = 0;
+  bool islands = false;
   for (const auto& l : all) {
     sorted.push_back(&l);
     bytes += l.at("bytes").get<double>();
+    if (l.at("link").get<std::string>().rfind("wan-up:", 0) == 0) {  // network.islands' links out of each island
+      islands = true;
+      wan_bytes += l.at("bytes").get<double>();
+    }
     dropped_loss += l.at("dropped_loss").get<double>();
     dropped_queue += l.at("dropped_queue").get<double>();
   }
@@ -118,11 +123,13 @@ nlohmann::json NetworkSummary(const nlohmann::json& links) {
                        {"dropped_queue", l.at("dropped_queue")},
                        {"queue_delay_mean_s", l.at("queue_delay_mean_s")}});
   }
-  return {{"link_bytes", bytes},
-          {"dropped_loss", dropped_loss},
-          {"dropped_queue", dropped_queue},
-          {"links", all.size()},
-          {"busiest_links", busiest}};
+  nlohmann::json summary = {{"link_bytes", bytes},
+                            {"dropped_loss", dropped_loss},
+                            {"dropped_queue", dropped_queue},
+                            {"links", all.size()},
+                            {"busiest_links", busiest}};
+  if (islands) summary["wan_bytes"] = wan_bytes;
+  return summary;
 }
 
 namespace {

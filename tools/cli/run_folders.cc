@@ -223,6 +223,12 @@ size_t FirstBaseline(const Items& items, SummaryOf summary_of) {
 
 }  // namespace
 
+int NameWidth(const json& results) {
+  size_t width = 16;
+  for (const auto& r : results) width = std::max(width, r.value("name", std::string()).size());
+  return static_cast<int>(width);
+}
+
 size_t BaselineIndex(const json& results) {
   return FirstBaseline(results, [](const json& r) -> const json& { return r; });
 }

@@ -190,10 +190,11 @@ void PrintSeeds(const Json& summary) {
     return one(mean) + (std::isnan(hw) ? "" : " ± " + one(hw));
   };
   std::printf("%zu seeds (%s); mean ± 95%% t-interval half-width\n", n, summary.at("seeds").dump().c_str());
-  std::printf("%-16s %19s %15s %15s %12s %8s %-10s\n", "entry", "val loss", "time (s)", "to target (s)", "sent/worker",
+  const int w = NameWidth(results);
+  std::printf("%-*s %19s %15s %15s %12s %8s %-10s\n", w, "entry", "val loss", "time (s)", "to target (s)", "sent/worker",
               "compute", "collective");
   for (const auto& r : results) {
-    std::printf("%-16s %19s %15s %15s %12s %7.0f%% %-10s\n", r.value("name", std::string()).c_str(),
+    std::printf("%-*s %19s %15s %15s %12s %7.0f%% %-10s\n", w, r.value("name", std::string()).c_str(),
                 pm(r, "final_val_loss", "%.4f").c_str(), pm(r, "time_s", nullptr).c_str(),
                 pm(r, "time_to_target_s", nullptr).c_str(), Bytes(Num(r, "bytes_sent_per_worker")).c_str(),
                 100.0 * Num(r, "compute_utilization"), r.value("collective", std::string("-")).c_str());
@@ -209,7 +210,7 @@ void PrintSeeds(const Json& summary) {
   for (size_t i = 0; i < results.size(); ++i) {
     if (i == b) continue;
     const Json& v = results[i].at("versus_baseline");
-    std::printf("  %-16s", results[i].value("name", std::string()).c_str());
+    std::printf("  %-*s", w, results[i].value("name", std::string()).c_str());
     if (v.contains("loss_gap")) {
       const Json& g = v["loss_gap"];
       std::printf(" loss %+.4f [%+.4f, %+.4f] (lower: %s)", g.value("mean", 0.0), Num(g, "lo"), Num(g, "hi"),

@@ -1,5 +1,6 @@
 // The tables `narrows run` prints (tools/cli/run_command.h): the comparison at equal steps and at equal
 // loss, the notes under it, and this host's line.
+#include <algorithm>
 #include <cstdio>
 
 #include "tools/cli/format.h"
@@ -157,6 +158,18 @@ std::string PrintCarried(const nlohmann::json& summary) {
   return over;
 }
 
+// Under network.islands, what each entry sent across islands: the table's bytes count every link,
+// the fast ones inside an island too.
+void PrintWan(const nlohmann::json& results) {
+  std::string line;
+  for (const auto& r : results) {
+    if (!r.contains("network") || !r["network"].contains("wan_bytes")) continue;
+    line += (line.empty() ? " " : "; ") + r.value("name", std::string()) + " " +
+            Bytes(r["network"]["wan_bytes"].get<double>());
+  }
+  if (!line.empty()) std::printf("across islands (bytes up every island's WAN link, summed):%s\n", line.c_str());
+}
+
 }  // namespace
 
 void PrintComparison(const nlohmann::json& summary) {
@@ -165,19 +178,23 @@ void PrintComparison(const nlohmann::json& summary) {
   auto num = [](const nlohmann::json& r, const char* key) {
     return r.contains(key) && r[key].is_number() ? r[key].get<double>() : -1.0;
   };
-  std::printf("%-16s %9s %9s %13s %12s %14s %11s %6s %8s %-12s %s\n", "entry", "val loss", "time (s)", "to target (s)",
-              "sent/worker", "sent to target", "peak/round", "syncs", "compute", "collective", "curve");
+  const int w = NameWidth(results);
+  size_t cw = 12;  // the collective's column: a space at least after the longest
+  for (const auto& r : results) cw = std::max(cw, r.value("collective", std::string("-")).size() + 1);
+  std::printf("%-*s %9s %9s %13s %12s %14s %11s %6s %8s %-*s %s\n", w, "entry", "val loss", "time (s)", "to target (s)",
+              "sent/worker", "sent to target", "peak/round", "syncs", "compute", static_cast<int>(cw), "collective", "curve");
   for (const auto& r : results) {
     const double t = num(r, "time_to_target_s"), b = num(r, "bytes_to_target");
     char to_time[32] = "never";
     if (r.value("diverged", false)) std::snprintf(to_time, sizeof to_time, "diverged");
     if (t >= 0) std::snprintf(to_time, sizeof to_time, "%s", Seconds(t).c_str());
-    std::printf("%-16s %9.4f %9s %13s %12s %14s %11s %6lld %7.0f%% %-12s %s\n", r.value("name", std::string()).c_str(),
+    std::printf("%-*s %9.4f %9s %13s %12s %14s %11s %6lld %7.0f%% %-*s %s\n", w, r.value("name", std::string()).c_str(),
                 num(r, "final_val_loss"), Seconds(num(r, "time_s")).c_str(), to_time, Bytes(num(r, "bytes_sent_per_worker")).c_str(),
                 b >= 0 ? Bytes(b).c_str() : "never", Bytes(std::max(0.0, num(r, "peak_bytes_per_round"))).c_str(),
-                static_cast<long long>(num(r, "outer_syncs")), 100.0 * num(r, "compute_utilization"),
+                static_cast<long long>(num(r, "outer_syncs")), 100.0 * num(r, "compute_utilization"), static_cast<int>(cw),
                 r.value("collective", std::string("-")).c_str(), CurveNote(r).c_str());
   }
+  PrintWan(results);
   PrintSettingsNote(summary);
   PrintNetworkModel(summary);
   PrintRetimed(summary);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/all_gather.h"
 #include "core/codec.h"
 #include "core/collectives.h"
 #include "core/run_writer.h"
@@ -15,6 +16,7 @@
 #include "emu/network_from_scenario.h"
 #include "tools/cli/build_version.h"
 #include "tools/cli/format.h"
+#include "tools/cli/run_folders.h"
 #include "trainer/algorithms/plugin.h"
 #include "trainer/experiment.h"
 
@@ -33,14 +35,11 @@ core::AllReduceAlgorithm AlgorithmOf(core::CollectiveKind k) {
   return core::AllReduceAlgorithm::kRing;
 }
 
-// What one entry does as communication: an all-reduce of `count` floats (in `codec`, null: fp32)
-// every `every` steps.
+// What one entry does as communication (trainer::SizesOnlySchedule): an all-reduce of part of the
+// parameters (in `codec`, null: fp32) or an all-gather, every `every` steps.
 struct Schedule {
-  int64_t every = 1;
-  bool outer_syncs = true;
+  trainer::SizesOnlySchedule own;
   std::unique_ptr<core::Codec> codec;
-  double share = 1.0;
-  int64_t whole_every = 0;
 };
 
 core::Result<Schedule> ScheduleOf(const core::AlgorithmSpec& e) {
@@ -58,12 +57,8 @@ core::Result<Schedule> ScheduleOf(const core::AlgorithmSpec& e) {
     return core::Status::InvalidArgument("compare entry '" + e.name + "' (" + e.algorithm +
                                          "): --sizes-only models the entries of " + modelled + " only");
   }
-  const trainer::SizesOnlySchedule own = plugin->sizes_only(e);
-  s.every = own.every;
-  s.outer_syncs = own.outer_syncs;
-  s.share = own.share;
-  s.whole_every = own.whole_every;
-  if (own.codec.format != "fp32") s.codec = std::make_unique<core::Codec>(own.codec);
+  s.own = plugin->sizes_only(e);
+  if (s.own.codec.format != "fp32") s.codec = std::make_unique<core::Codec>(s.own.codec);
   return s;
 }
 
@@ -102,14 +97,15 @@ struct Traffic {
   int64_t syncs = 0;
 };
 
-// Every worker's steps on `engine`: its modelled compute (`step_flops` at its speed), then an
-// all-reduce of schedule.share of `count` floats, sizes only, every schedule.every steps and after
-// the last (and of all `count` every schedule.whole_every steps, if given).
+// Every worker's steps on `engine`: its modelled compute (`step_flops` at its speed), then every
+// schedule.every steps and after the last, an all-gather of `gather_bytes` a worker if given, else an
+// all-reduce of its part of `count` floats (and of all `count` every whole_every steps, if given),
+// sizes only.
 Traffic Emulate(const core::Scenario& sc, emu::Engine& engine, const Schedule& schedule,
-                const core::CollectiveOptions& collective, int64_t count, double step_flops) {
+                const core::CollectiveOptions& collective, int64_t count, int64_t gather_bytes, double step_flops) {
   const int m = sc.workers.count;
-  // The share of the parameters each all-reduce carries (SPARTA's subsets), at least one.
-  const int64_t part = std::clamp<int64_t>(std::llround(schedule.share * static_cast<double>(count)), 1, count);
+  const trainer::SizesOnlySchedule& own = schedule.own;
+  const int64_t part = own.part ? own.part(count) : count;
   Traffic traffic{std::vector<double>(static_cast<size_t>(m), 0.0), std::vector<int64_t>(static_cast<size_t>(m), 0),
                   std::vector<core::Status>(static_cast<size_t>(m)), 0};
   engine.Run([&](int rank) {
@@ -119,9 +115,10 @@ Traffic Emulate(const core::Scenario& sc, emu::Engine& engine, const Schedule& s
     for (int64_t step = 0; step < sc.train.steps; ++step) {
       t.clock().ChargeCompute(step_s);
       traffic.compute_s[static_cast<size_t>(rank)] += step_s;
-      if ((step + 1) % schedule.every != 0 && step + 1 != sc.train.steps) continue;
-      core::Status s = core::AllReduceSizeOnly(t, part, schedule.codec.get(), collective);
-      const bool whole = schedule.whole_every > 0 && ((step + 1) % schedule.whole_every == 0 || step + 1 == sc.train.steps);
+      if ((step + 1) % own.every != 0 && step + 1 != sc.train.steps) continue;
+      core::Status s = own.gather_bytes ? core::AllGatherSizeOnly(t, gather_bytes, collective.group, collective.tag)
+                                        : core::AllReduceSizeOnly(t, part, schedule.codec.get(), collective);
+      const bool whole = own.whole_every > 0 && ((step + 1) % own.whole_every == 0 || step + 1 == sc.train.steps);
       if (s.ok() && whole) s = core::AllReduceSizeOnly(t, count, nullptr, collective);
       if (!s.ok()) {
         traffic.failed[static_cast<size_t>(rank)] = s;
@@ -134,10 +131,10 @@ Traffic Emulate(const core::Scenario& sc, emu::Engine& engine, const Schedule& s
   return traffic;
 }
 
-// Entry `e` on the emulator: its links.json, its row of the table and its line in `*results`, and
+// Entry `e` on the emulator: its links.json, its row of the table (names `width` wide) and its line in `*results`, and
 // summary.json rewritten with it.
 core::Status RunEntry(const core::Scenario& sc, const core::AlgorithmSpec& e, const Schedule& schedule,
-                      const std::string& run_dir, nlohmann::json* results) {
+                      const std::string& run_dir, int width, nlohmann::json* results) {
   const int m = sc.workers.count;
   core::ModelSpec spec = sc.model;
   spec.vocab_size = 256;
@@ -152,7 +149,8 @@ core::Status RunEntry(const core::Scenario& sc, const core::AlgorithmSpec& e, co
   emu::Engine engine(m, emu::NetworkFromScenario(sc));
   engine.SetStallTimeout(sc.network.stall_timeout_s);
   const auto start = std::chrono::steady_clock::now();
-  const Traffic traffic = Emulate(sc, engine, schedule, collective, count, step_flops);
+  const int64_t gather_bytes = schedule.own.gather_bytes ? schedule.own.gather_bytes(spec, m) : 0;
+  const Traffic traffic = Emulate(sc, engine, schedule, collective, count, gather_bytes, step_flops);
   const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double virtual_s = 0;
   for (int r = 0; r < m; ++r) virtual_s = std::max(virtual_s, engine.clock_of(r));
@@ -171,21 +169,22 @@ core::Status RunEntry(const core::Scenario& sc, const core::AlgorithmSpec& e, co
   const double rss = PeakRssMb();
   nlohmann::json r = {{"name", e.name},
                       {"algorithm", e.algorithm},
-                      {"collective", core::CollectiveName(collective, schedule.codec.get())},
+                      {"collective", schedule.own.gather_bytes ? std::string("all-gather")
+                                                               : core::CollectiveName(collective, schedule.codec.get())},
                       {"workers", m},
                       {"params", count},
                       {"steps", sc.train.steps},
                       {"time_s", virtual_s},
                       {"virtual_time_s", virtual_s},
                       {"bytes_sent_per_worker", mean_sent},
-                      {"outer_syncs", schedule.outer_syncs ? traffic.syncs : 0},
+                      {"outer_syncs", schedule.own.outer_syncs ? traffic.syncs : 0},
                       {"compute_utilization", utilization},
                       {"host_time_s", host_s},
                       {"host_s_per_virtual_s", virtual_s > 0 ? host_s / virtual_s : 0.0},
                       {"peak_rss_mb", rss}};
   if (!links.is_null()) r["network"] = NetworkSummary(links);
   results->push_back(r);
-  std::printf("%-16s %9s %12.2f %12s %7lld %7.1f%% %12.2f %13.4f %9.0fM\n", e.name.c_str(),
+  std::printf("%-*s %9s %12.2f %12s %7lld %7.1f%% %12.2f %13.4f %9.0fM\n", width, e.name.c_str(),
               Si(static_cast<double>(count), "").c_str(), virtual_s, Bytes(mean_sent).c_str(),
               static_cast<long long>(traffic.syncs), 100 * utilization, host_s, virtual_s > 0 ? host_s / virtual_s : 0.0, rss);
   std::fflush(stdout);
@@ -212,10 +211,13 @@ core::Result<nlohmann::json> RunSizesOnly(const core::Scenario& sc, const RunOpt
     std::fprintf(options.progress, "sizes only: %d workers, no training (modelled compute at %s per worker)\n", m,
                  Si(sc.compute.device_flops, "FLOP/s").c_str());
   }
-  std::printf("%-16s %9s %12s %12s %7s %8s %12s %13s %10s\n", "entry", "params", "virtual s", "sent/worker",
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& e : entries) names.push_back({{"name", e.name}});
+  const int width = NameWidth(names);
+  std::printf("%-*s %9s %12s %12s %7s %8s %12s %13s %10s\n", width, "entry", "params", "virtual s", "sent/worker",
               "syncs", "compute", "host s", "host s/virt s", "peak RSS");
   for (size_t i = 0; i < entries.size(); ++i) {
-    NARROWS_RETURN_IF_ERROR(RunEntry(sc, entries[i], (*schedules)[i], run_dir, &results));
+    NARROWS_RETURN_IF_ERROR(RunEntry(sc, entries[i], (*schedules)[i], run_dir, width, &results));
   }
   std::printf("results: %s/summary.json\n", run_dir.c_str());
   return nlohmann::json{{"scenario", sc.name}, {"mode", "sizes-only"}, {"results", results}};

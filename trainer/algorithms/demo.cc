@@ -104,6 +104,7 @@ class Demo final : public RoundAlgorithm {
         return core::AllGatherBlocks(via, slots_.data(), layout_.block, group, w_.roster->Tag(kTagGather, step, group));
       });
     };
+    w_.NoteCollective("all-gather");
     NARROWS_RETURN_IF_ERROR(w_.roster->Run(&group, step, x_.sc.deploy.on_failure, fill, gather, slots_.data(),
                                            static_cast<int64_t>(slots_.size())));
     std::vector<float> votes(static_cast<size_t>(x_.num_workers), 0.0f);
@@ -222,6 +223,12 @@ Counted SentCoefficients(const core::ModelSpec& model, int64_t n_layers, const D
   return counted[key] = {MakeLayout(gpt.parameters(), o, 1).coefficients, gpt.num_params()};
 }
 
+// The bytes of one worker's block: each coefficient's value (fp32) and 16-bit index, the loss, and
+// the members' votes (MakeLayout's block).
+double BlockBytes(double coefficients, int workers) {
+  return 4.0 * (coefficients + std::ceil(coefficients / 2) + 1 + workers);
+}
+
 // Every step: the compute, then one all-gather of each worker's block (every block to every other
 // worker at once). A workload of another size than the scenario's model (the planner's model-size
 // scans) scales the count with the parameters.
@@ -235,7 +242,7 @@ std::vector<PlanRow> PlanDemo(const PlanInputs& in, const core::AlgorithmSpec& e
     coefficients *= in.workload.params / own;
     r.note = "coefficients scaled from the scenario's model to this size";
   }
-  const double bytes = 4.0 * (coefficients + std::ceil(coefficients / 2) + 1 + in.workers());
+  const double bytes = BlockBytes(coefficients, in.workers());
   r.compute_s = in.compute_s;
   r.syncs = static_cast<int64_t>(std::ceil(in.steps));
   r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * in.AllGatherSeconds(bytes);
@@ -259,6 +266,14 @@ AlgorithmPlugin DemoPlugin() {
   p.replay = [](const core::AlgorithmSpec&) -> std::string { return ""; };
   p.replay_trace = ReplayTrace::kSteps;
   p.retime = [](const core::AlgorithmSpec&) -> std::string { return ""; };
+  p.sizes_only = [](const core::AlgorithmSpec& entry) {
+    SizesOnlySchedule s;
+    s.outer_syncs = false;
+    s.gather_bytes = [o = entry.Options<DemoOptions>()](const core::ModelSpec& model, int workers) {
+      return static_cast<int64_t>(BlockBytes(static_cast<double>(SentCoefficients(model, 0, o).coefficients), workers));
+    };
+    return s;
+  };
   return p;
 }
 

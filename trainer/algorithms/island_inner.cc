@@ -73,7 +73,9 @@ core::Result<double> IslandInnerStep(WorkerContext& w, std::vector<int>* island,
         return core::AllReduceSum(via, buffer.data(), n + 1, o);
       });
     };
+    const int64_t before = w.Stats().bytes_sent;
     NARROWS_RETURN_IF_ERROR(w.roster->Run(island, step, w.entry.sc.deploy.on_failure, fill, ring, buffer.data(), n + 1));
+    w.inner_bytes += w.Stats().bytes_sent - before;
     const float inv = 1.0f / static_cast<float>(island->size());
     for (int64_t i = 0; i <= n; ++i) buffer[static_cast<size_t>(i)] *= inv;
     FromHost(buffer.data(), rep.model().flat_grads());

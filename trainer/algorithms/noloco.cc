@@ -119,6 +119,7 @@ class Gossip final : public RoundAlgorithm {
       const size_t bytes = w_.buffer.size() * sizeof(float);
       // Live, through a guard over the pair: a partner that dies, or that counts this worker gone
       // and never sends, ends the wait (deploy.collective_timeout_s at most) instead of hanging it.
+      w_.NoteCollective("pairs");
       const auto guard = w_.roster->Guard({std::min(w_.rank, partner), std::max(w_.rank, partner)});
       core::Transport& via = guard ? *guard : w_.t;
       core::Status s = w_.Timed(WorkerContext::Spent::kCommunicating, [&] {

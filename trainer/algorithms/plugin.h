@@ -30,15 +30,19 @@ struct WorkerContext;
 // lost a member (`step` events), or every push its server took, in order (`arrival` events).
 enum class ReplayTrace { kRounds, kSteps, kArrivals };
 
-// What an entry sends when `run --sizes-only` times it without training: an all-reduce of `share`
+// What an entry sends when `run --sizes-only` times it without training: an all-reduce of `part`
 // of the parameters (in `codec`) every `every` steps and at the last step, and with `whole_every`
-// > 0 one of all of them (fp32) every `whole_every` steps too, after it.
+// > 0 one of all of them (fp32) every `whole_every` steps too, after it; or, where `gather_bytes` is
+// set, instead of the all-reduce an all-gather of that many bytes from every worker to every other.
 struct SizesOnlySchedule {
   int64_t every = 1;
   core::CodecSpec codec;    // fp32: the plain all-reduce
   bool outer_syncs = true;  // whether its all-reduces are outer steps (summary.json's outer_syncs)
-  double share = 1.0;       // of the parameters each all-reduce carries (at least one)
+  // The floats each all-reduce carries of a model of `params` (SPARTA's subsets); unset: all.
+  std::function<int64_t(int64_t params)> part;
   int64_t whole_every = 0;  // 0: none
+  // Each worker's block for a model of `model`'s shape among `workers` (DeMo's); unset: no all-gather.
+  std::function<int64_t(const core::ModelSpec& model, int workers)> gather_bytes;
 };
 
 struct AlgorithmPlugin {

@@ -272,7 +272,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
     const int64_t re = std::min(S, rs + H);
     NARROWS_RETURN_IF_ERROR(roster.BeginRound(rs, re, &round));
     NARROWS_RETURN_IF_ERROR(ShareWithJoiners(w, a, round, rs, &lost_state));
-    const int64_t sent_at_start = w.Stats().bytes_sent;  // after the joiners' state: the algorithm's own bytes
+    const int64_t sent_at_start = w.SyncBytesSent();  // after the joiners' state: the algorithm's own bytes
     if (AveragesBuffers(w)) w.own_records.Hold();
     if (roster.Present(rs)) {
       for (int64_t step = rs; step < re && roster.Trains(step); ++step) {
@@ -285,7 +285,7 @@ core::Status RunRounds(WorkerContext& w, RoundAlgorithm& a) {
       w.records.Event({{"type", crashed ? "crash" : "leave"}, {"step", step}, {"time", w.Now()}, {"worker", w.rank}});
     }
     if (round.Member(w.rank)) NARROWS_RETURN_IF_ERROR(EndRoundAsMember(w, a, &round, re, H, S));
-    if (!a.OverlapsRounds()) w.CountSyncBytes(w.Stats().bytes_sent - sent_at_start);
+    if (!a.OverlapsRounds()) w.CountSyncBytes(w.SyncBytesSent() - sent_at_start);
     roster.EndRound(round);
     w.own_records.Release();  // a worker that left the round evaluates with its own buffers
     rs = re;

@@ -215,7 +215,7 @@ AlgorithmPlugin SpartaPlugin() {
     const SpartaOptions& o = entry.Options<SpartaOptions>();
     SizesOnlySchedule s;
     s.every = o.every;
-    s.share = o.share;
+    s.part = [share = o.share](int64_t params) { return SpartaSubsetSize(share, params); };
     s.whole_every = o.inner_steps;
     return s;
   };

@@ -172,7 +172,7 @@ class StreamingDiloco final : public RoundAlgorithm {
     pending_round_ = *round;
     pending_due_ = re + o_.overlap_steps;
     comm_from_ = w_.Now();
-    sent_before_ = w_.Stats().bytes_sent;
+    sent_before_ = w_.SyncBytesSent();
     pending_ = w_.StartReduce(round->members, buffer.data(), count_, re, {&codec_, 1 + x_.num_workers, &st.residuals});
     if (o_.overlap_steps == 0 || re == x_.sc.train.steps) NARROWS_RETURN_IF_ERROR(Complete());
     *round = pending_round_;  // survivors, if members died
@@ -270,7 +270,7 @@ class StreamingDiloco final : public RoundAlgorithm {
       }
     }
     NARROWS_RETURN_IF_ERROR(s);
-    if (OverlapsRounds()) w_.CountSyncBytes(w_.Stats().bytes_sent - sent_before_);  // this fragment's bytes
+    if (OverlapsRounds()) w_.CountSyncBytes(w_.SyncBytesSent() - sent_before_);  // this fragment's bytes
     w_.roster->CountVotes(pending_round_.members, buffer.data() + frag.numel + 1);
     const float contributors = buffer[static_cast<size_t>(frag.numel)];
     // A non-finite sum (a peer that sent NaN or infinity) never reaches the outer step: every
