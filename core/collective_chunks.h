@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,13 @@ inline Status CheckGroup(const Transport& t, const CollectiveOptions& o, int* po
   }
   return Status::Ok();
 }
+
+// The hierarchical all-reduce over `o.islands` (each island's members of o.group): every island's sum
+// in fp32 to its leader (its first member), `among_leaders` (the leaders' options: their group,
+// ascending, with o's tag and timeout) run by the leaders alone, and the leader's result back to its
+// island in fp32. AllReduceSum runs a ring among the leaders; AllReduceSumEncoded its codec's.
+Status HierarchicalAllReduce(Transport& t, float* data, int64_t count, const CollectiveOptions& o,
+                             const std::function<Status(const CollectiveOptions& leaders)>& among_leaders);
 
 // AllReduceSumEncoded's chunk j over the encoded body, and its payload size in `kernel` (the tail
 // rides with the last chunk, as fp32).

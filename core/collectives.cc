@@ -126,6 +126,31 @@ Status StarBroadcast(Transport& t, void* data, size_t bytes, const std::vector<i
 
 }  // namespace
 
+Status internal::HierarchicalAllReduce(Transport& t, float* data, int64_t count, const CollectiveOptions& o,
+                                       const std::function<Status(const CollectiveOptions& leaders)>& among_leaders) {
+  std::vector<int> my_island, leaders;
+  for (const auto& island : o.islands) {
+    std::vector<int> members;
+    for (int r : island) {
+      if (PositionOf(o.group, r) >= 0) members.push_back(r);
+    }
+    if (members.empty()) continue;
+    leaders.push_back(members.front());
+    if (PositionOf(members, t.rank()) >= 0) my_island = members;
+  }
+  if (my_island.empty()) return Status::InvalidArgument("rank " + std::to_string(t.rank()) + " is in no island");
+  std::sort(leaders.begin(), leaders.end());
+  const int leader = my_island.front();
+  NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, my_island, leader, o.tag + 2, o.timeout_s));
+  if (t.rank() == leader && leaders.size() > 1) {
+    CollectiveOptions among = o;
+    among.group = leaders;
+    among.algorithm = AllReduceAlgorithm::kRing;
+    NARROWS_RETURN_IF_ERROR(among_leaders(among));
+  }
+  return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), my_island, leader, o.tag + 2, o.timeout_s);
+}
+
 int64_t RingAllReduceBytesPerRank(int64_t count, int n, int position) {
   if (n <= 1) return 0;
   auto size = [&](int c) { const auto [b, e] = Chunk(count, n, c); return e - b; };
@@ -151,30 +176,10 @@ Status AllReduceSum(Transport& t, float* data, int64_t count, const CollectiveOp
       NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, o.group, root, o.tag + 2, o.timeout_s));
       return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), o.group, root, o.tag + 2,
                            o.timeout_s);
-    case AllReduceAlgorithm::kHierarchical: {
-      // Reduce to each island's leader, ring among leaders, broadcast inside islands.
-      std::vector<int> my_island, leaders;
-      for (const auto& island : o.islands) {
-        std::vector<int> members;
-        for (int r : island) {
-          if (PositionOf(o.group, r) >= 0) members.push_back(r);
-        }
-        if (members.empty()) continue;
-        leaders.push_back(members.front());
-        if (PositionOf(members, t.rank()) >= 0) my_island = members;
-      }
-      if (my_island.empty()) {
-        return Status::InvalidArgument("rank " + std::to_string(t.rank()) + " is in no island");
-      }
-      std::sort(leaders.begin(), leaders.end());
-      const int leader = my_island.front();
-      NARROWS_RETURN_IF_ERROR(StarReduce(t, data, count, my_island, leader, o.tag + 2, o.timeout_s));
-      if (t.rank() == leader) {
-        NARROWS_RETURN_IF_ERROR(RingAllReduce(t, data, count, leaders, o.tag, o.timeout_s, o.pipeline_bytes, o.send_ahead_bytes));
-      }
-      return StarBroadcast(t, data, static_cast<size_t>(count) * sizeof(float), my_island, leader,
-                           o.tag + 2, o.timeout_s);
-    }
+    case AllReduceAlgorithm::kHierarchical:
+      return internal::HierarchicalAllReduce(t, data, count, o, [&](const CollectiveOptions& leaders) {
+        return RingAllReduce(t, data, count, leaders.group, o.tag, o.timeout_s, o.pipeline_bytes, o.send_ahead_bytes);
+      });
   }
   return Status::Internal("unknown all-reduce algorithm");
 }
@@ -266,12 +271,13 @@ Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions
 
 std::string CollectiveName(const CollectiveOptions& options, const Codec* codec) {
   const bool lossy = codec != nullptr && !codec->lossless();
+  if (options.algorithm == AllReduceAlgorithm::kHierarchical) return "hierarchical";  // any codec among the leaders
   if (lossy && codec->sparse()) return "all-gather";
   switch (options.algorithm) {
     case AllReduceAlgorithm::kRing: return "ring";
     case AllReduceAlgorithm::kStar: return "star";
     case AllReduceAlgorithm::kTree: return "tree";
-    case AllReduceAlgorithm::kHierarchical: return lossy ? "two-phase" : "hierarchical";
+    case AllReduceAlgorithm::kHierarchical:
     case AllReduceAlgorithm::kTwoPhase: return "two-phase";
   }
   return "?";

@@ -68,8 +68,10 @@ struct EncodingResiduals {
 //   forwarded unchanged (one more).
 // - kStar: one rounding per contribution (the root's own travels not), one of the sum.
 // - kTree: one rounding per level of the reduce (floor(log2 n) on the deepest path), one of the sum.
-// - kTwoPhase (and kHierarchical, which has no encoded form): reduce-scatter to owners, then
-//   all-gather, as follows. Every rank sends chunk j of its
+// - kHierarchical: each island's sum in fp32 to its leader (its first member in the group), the
+//   encoded ring among the leaders alone (n-1 roundings over the islands' sums, then one), and the
+//   result back to each island in fp32: a WAN link carries one island's encoded update.
+// - kTwoPhase: reduce-scatter to owners, then all-gather, as follows. Every rank sends chunk j of its
 //   buffer, encoded, to the j-th rank of the group; that owner decodes each contribution (its own
 //   too) and sums them in fp32 in group order — one rounding per contribution, none in the
 //   accumulation, and a sum that does not depend on who sits where in a ring. The owner encodes the
@@ -90,7 +92,7 @@ std::unique_ptr<Work> AllReduceSumEncodedAsync(Transport& t, float* data, int64_
 // Bytes the rank at `position` of `n` sends in AllReduceSumEncoded. Dense: its n-1 foreign chunks
 // in the codec (reduce-scatter) and its own chunk's sum in the second phase's codec to n-1 ranks
 // (all-gather). Sparse: its encoded body to n-1 ranks. The tail rides with the last chunk (dense)
-// or with the body (sparse).
+// or with the body (sparse). kHierarchical depends on the islands: not counted here (two-phase's).
 int64_t EncodedAllReduceBytesPerRank(const Codec& codec, int64_t count, int64_t exact_tail, int n, int position,
                                      AllReduceAlgorithm algorithm = AllReduceAlgorithm::kTwoPhase);
 
@@ -102,7 +104,7 @@ Status AllReduceSizeOnly(Transport& t, int64_t count, const Codec* codec, const 
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& options);
 
 // The collective an all-reduce with `options` and `codec` (null: fp32) runs: `options.algorithm`,
-// but a sparse codec always all-gathers and a lossy dense one runs two-phase for hierarchical.
+// but a sparse codec all-gathers (among the leaders, for hierarchical).
 std::string CollectiveName(const CollectiveOptions& options, const Codec* codec);
 
 // Bytes each rank sends in one all-reduce of `count` floats over `n` ranks (ring: 2(n-1)/n S per

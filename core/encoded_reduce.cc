@@ -48,7 +48,9 @@ class EncodedReduce {
         case AllReduceAlgorithm::kStar: NARROWS_RETURN_IF_ERROR(Star()); break;
         case AllReduceAlgorithm::kTree: NARROWS_RETURN_IF_ERROR(Tree()); break;
         case AllReduceAlgorithm::kTwoPhase:
-        case AllReduceAlgorithm::kHierarchical: NARROWS_RETURN_IF_ERROR(ReduceScatterAllGather()); break;
+        case AllReduceAlgorithm::kHierarchical:  // not here: AllReduceSumEncoded runs it among the leaders
+          NARROWS_RETURN_IF_ERROR(ReduceScatterAllGather());
+          break;
       }
     }
     // Only now, with every chunk in: the residuals move on.
@@ -366,6 +368,14 @@ Status AllReduceSumEncoded(Transport& t, float* data, int64_t count, int64_t exa
   NARROWS_RETURN_IF_ERROR(CheckGroup(t, o, &p));
   if (exact_tail < 0 || exact_tail > count) return Status::InvalidArgument("exact_tail outside the buffer");
   if (o.group.size() == 1 || count == 0) return Status::Ok();
+  if (o.algorithm == AllReduceAlgorithm::kHierarchical) {
+    // Each island's sum in fp32 to its leader (the fast links), the codec among the leaders alone.
+    return internal::HierarchicalAllReduce(t, data, count, o, [&](const CollectiveOptions& leaders) {
+      return EncodedReduce(t, data, count, exact_tail, codec, leaders, internal::PositionOf(leaders.group, t.rank()),
+                           residuals)
+          .Run();
+    });
+  }
   return EncodedReduce(t, data, count, exact_tail, codec, o, p, residuals).Run();
 }
 

@@ -368,7 +368,7 @@ TEST_P(TransportContractTest, EncodedAllReduce) {
   const int n = 4;
   const int64_t count = 1003, tail = 5;
   for (const auto algorithm : {AllReduceAlgorithm::kTwoPhase, AllReduceAlgorithm::kRing, AllReduceAlgorithm::kStar,
-                               AllReduceAlgorithm::kTree})
+                               AllReduceAlgorithm::kTree, AllReduceAlgorithm::kHierarchical})
   for (const std::string format : {"int8", "bf16", "int4"}) {
     auto spec = ParseCodec(format == "bf16" ? format : "{format: " + format + ", block: 64}");
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
@@ -381,9 +381,17 @@ TEST_P(TransportContractTest, EncodedAllReduce) {
       CollectiveOptions o;
       o.group = {0, 1, 2, 3};
       o.algorithm = algorithm;
+      o.islands = {{0, 1}, {2, 3}};
       const auto before = t.stats().bytes_sent;
       ASSERT_TRUE(AllReduceSumEncoded(t, data.data(), count, tail, codec, o).ok());
-      EXPECT_EQ(t.stats().bytes_sent - before, EncodedAllReduceBytesPerRank(codec, count, tail, n, rank, algorithm));
+      // Hierarchical: fp32 inside each island (to its leader and back), the codec's ring between the
+      // two leaders alone.
+      const int64_t island = 4 * count;
+      const int64_t expected =
+          algorithm != AllReduceAlgorithm::kHierarchical ? EncodedAllReduceBytesPerRank(codec, count, tail, n, rank, algorithm)
+          : rank % 2 == 1 ? island
+                          : island + EncodedAllReduceBytesPerRank(codec, count, tail, 2, rank / 2, AllReduceAlgorithm::kRing);
+      EXPECT_EQ(t.stats().bytes_sent - before, expected);
       results[static_cast<size_t>(rank)] = data;
     });
     // |x| <= 1 per rank: each decoded contribution is off by at most half a step of its block's

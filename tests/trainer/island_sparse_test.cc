@@ -3,6 +3,7 @@
 // predictions against the emulator, and what they refuse.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -159,6 +160,27 @@ TEST_F(IslandSparseTest, HierarchicalDilocoCrossesTheWanWithOneIslandsUpdate) {
   EXPECT_EQ(Run(singles, 0).final_val_loss, Run(singles, 1).final_val_loss);
 }
 
+// With an encoded outer gradient the islands sum in fp32 and only their leaders encode: the WAN
+// carries the codec's ring between the two leaders per outer step, and nothing else.
+TEST_F(IslandSparseTest, AnEncodedOuterGradientCrossesTheWanOnceEncoded) {
+  core::Scenario sc = Make("workers: {count: 4}\ncompare: [{algorithm: diloco, inner_steps: 4, inner: ddp, "
+                           "collective: hierarchical, outer_gradient: int8}]\n",
+                           kIslands);
+  const nlohmann::json summary = RunAll(sc);
+  const int64_t count = Params(sc) + 1 + 4, tail = 1 + 4;  // the count and the votes travel exactly
+  auto spec = core::ParseCodec("int8");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const core::Codec codec(*spec);
+  const double ring = static_cast<double>(
+      core::EncodedAllReduceBytesPerRank(codec, count, tail, 2, 0, core::AllReduceAlgorithm::kRing) +
+      core::EncodedAllReduceBytesPerRank(codec, count, tail, 2, 1, core::AllReduceAlgorithm::kRing));
+  const double wan_up = LinkBytes(sc, sc.compare[0].name, "wan-up");
+  EXPECT_NEAR(wan_up, 1500.0 / 1448.0 * 3.0 * ring, 1e-6 * wan_up);
+  EXPECT_LT(ring, 0.3 * 2.0 * 4.0 * static_cast<double>(count));  // int8: about a quarter of fp32's
+  EXPECT_EQ(summary["results"][0]["collective"], "hierarchical");
+  EXPECT_LT(summary["results"][0]["final_val_loss"].get<double>(), std::log(256.0));
+}
+
 // An island trains as one data-parallel replica: hierarchical DiLoCo over a single island of two
 // workers (no islands: the whole group is one) with H = the whole run has DDP's losses.
 TEST_F(IslandSparseTest, OneIslandWithAnOuterStepAtTheEndIsDdp) {
@@ -188,7 +210,10 @@ TEST_F(IslandSparseTest, ThePlannerPredictsBothAsTheEmulatorRunsThem) {
   core::Scenario sc = Make("workers: {count: 4}\ncompare: [{algorithm: diloco, inner_steps: 4, inner: ddp, "
                            "collective: hierarchical}, {algorithm: streaming-diloco, inner_steps: 4, fragments: 2, "
                            "overlap_steps: 1, inner: ddp, collective: hierarchical}, "
-                           "{algorithm: sparta, share: 0.01}, {algorithm: sparta, share: 0.01, inner_steps: 4}]\n",
+                           "{algorithm: sparta, share: 0.01}, {algorithm: sparta, share: 0.01, inner_steps: 4}, "
+                           "{algorithm: diloco, inner_steps: 4, inner: ddp, collective: hierarchical, outer_gradient: int8, "
+                           "name: h-int8}, {algorithm: diloco, inner_steps: 4, inner: ddp, collective: hierarchical, "
+                           "outer_gradient: {format: topk, topk: 0.1}, name: h-topk}]\n",
                            kIslands);
   auto plan = tools::MakePlan(sc, {});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();

@@ -102,17 +102,31 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   const double bytes = static_cast<double>(wire.EncodedBytes(static_cast<int64_t>(fragment))) + tail;
   // What each worker sends per synchronisation, and how long the exchange takes (core/collectives.h).
   double reduce = 0.0, sent = 0.0;
+  const double gather = static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
+  const std::vector<int> leaders = in.IslandLeaders();
   if (wire.lossless()) {
     reduce = in.AllReduceSeconds(bytes, collective);
     sent = 2.0 * (m - 1) / m * bytes;  // every fp32 collective (plan.h)
+  } else if (collective == core::CollectiveKind::kHierarchical && !leaders.empty()) {
+    // fp32 inside each island, the codec among the leaders alone (core/collectives.h): a member sends
+    // the island's leader its buffer, a leader its encoded share among the leaders and the result
+    // to each member.
+    const double fp32 = 4.0 * fragment + tail, l = static_cast<double>(leaders.size());
+    double among = 0.0, ring_sent = 0.0;
+    if (wire.sparse()) {
+      among = in.AllGatherSeconds(bytes, leaders);
+      ring_sent = (l - 1) * bytes;
+    } else {
+      among = in.ConcurrentRingsSeconds({leaders}, 0.5 * (bytes + gather), &ring_sent);
+      ring_sent = (l - 1) / l * (bytes + gather);
+    }
+    reduce = in.IslandsSeconds(fp32, among);
+    sent = (2.0 * (m - l) * fp32 + l * ring_sent) / m;
   } else if (wire.sparse()) {
     reduce = in.AllGatherSeconds(bytes);
     sent = (m - 1) * bytes;
   } else {
-    // Dense formats over the entry's collective (hierarchical has no encoded form: two-phase).
-    const double gather = static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
-    reduce = in.AllReduceSeconds(bytes, gather,
-                                 collective == core::CollectiveKind::kHierarchical ? core::CollectiveKind::kTwoPhase : collective);
+    reduce = in.AllReduceSeconds(bytes, gather, collective);  // dense formats over the entry's collective
     sent = (m - 1.0) / m * (bytes + gather);
   }
   const double exposed = std::max(0.0, reduce - overlap_steps * in.step_s);
@@ -124,14 +138,12 @@ PlanRow PredictOuterRounds(const PlanInputs& in, int64_t inner_steps, int64_t fr
   if (!wire.sparse() && collective == core::CollectiveKind::kRing) {
     // Rounds of H / P inner steps, each ending with one fragment's ring, which runs beside the next
     // tau steps (Streaming DiLoCo; DiLoCo is P = 1, tau = 0), on each worker's clock.
-    const double gather = wire.lossless() ? bytes
-                                          : static_cast<double>(wire.gather().EncodedBytes(static_cast<int64_t>(fragment))) + tail;
     const double spacing = static_cast<double>(inner_steps) / static_cast<double>(fragments);
     // Rounds of a whole spacing, the last of the steps left where the spacing does not divide them.
     const double whole = std::floor(in.steps / spacing + 1e-9);
     const double rest = std::max(0.0, in.steps - whole * spacing);
     r.time_s = in.BucketedRingRoundsSeconds({bytes}, {1.0}, spacing * in.nominal_step_s, whole + (rest > 0 ? 1 : 0),
-                                            gather / bytes, overlap_steps * in.nominal_step_s,
+                                            (wire.lossless() ? bytes : gather) / bytes, overlap_steps * in.nominal_step_s,
                                             rest > 0 ? rest * in.nominal_step_s : -1.0);
   }
   r.bytes_per_worker = static_cast<double>(r.syncs) * sent;

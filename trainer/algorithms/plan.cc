@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <queue>
 
 namespace narrows::trainer {
@@ -42,24 +43,11 @@ double PlanInputs::AllReduceSeconds(double scatter_bytes, double gather_bytes, c
       return TreeRoundsSeconds(scatter_bytes, gather_bytes, 0.0, 1.0);
     }
     case core::CollectiveKind::kHierarchical: {
-      // Each island's members send their buffer to its leader (its first worker) at once, the
-      // leaders all-reduce in a ring, and each leader sends the sum to its members.
-      const auto& islands = sc->network.islands;
-      if (islands.empty()) break;
-      std::vector<PlanMessage> in, out;
-      std::vector<int> leaders;
-      for (const auto& island : islands) {
-        if (island.empty()) continue;
-        leaders.push_back(island.front());
-        for (size_t k = 1; k < island.size(); ++k) {
-          in.push_back({island[k], island.front(), up});
-          out.push_back({island.front(), island[k], down});
-        }
-      }
-      std::sort(leaders.begin(), leaders.end());
+      // Each island's members send their buffer to its leader at once, the leaders all-reduce in a
+      // ring, and each leader sends the sum to its members.
+      if (sc->network.islands.empty()) break;
       double sent = 0.0;
-      return (in.empty() ? 0.0 : slowest_delivery(in)) + ConcurrentRingsSeconds({leaders}, scatter_bytes, &sent) +
-             (out.empty() ? 0.0 : slowest_delivery(out));
+      return IslandsSeconds(scatter_bytes, ConcurrentRingsSeconds({IslandLeaders()}, scatter_bytes, &sent));
     }
     case core::CollectiveKind::kRing:
     case core::CollectiveKind::kAuto: break;
@@ -126,16 +114,41 @@ double PlanInputs::TreeRoundsSeconds(double scatter_bytes, double gather_bytes, 
   return end + (rounds - simulated) * (end - end_half) / static_cast<double>(simulated - simulated / 2);
 }
 
-double PlanInputs::AllGatherSeconds(double bytes) const {
-  const int m = workers();
-  if (m < 2 || bytes <= 0) return 0.0;
+double PlanInputs::AllGatherSeconds(double bytes, const std::vector<int>& group) const {
+  std::vector<int> all = group;
+  if (all.empty()) {
+    all.resize(static_cast<size_t>(workers()));
+    std::iota(all.begin(), all.end(), 0);
+  }
+  if (all.size() < 2 || bytes <= 0) return 0.0;
   std::vector<PlanMessage> phase;
-  for (int w = 0; w < m; ++w) {
-    for (int v = 0; v < m; ++v) {
+  for (int w : all) {
+    for (int v : all) {
       if (v != w) phase.push_back({w, v, static_cast<int64_t>(std::ceil(bytes))});
     }
   }
   return slowest_delivery(phase);
+}
+
+std::vector<int> PlanInputs::IslandLeaders() const {
+  std::vector<int> leaders;
+  for (const auto& island : sc->network.islands) {
+    if (!island.empty()) leaders.push_back(island.front());
+  }
+  std::sort(leaders.begin(), leaders.end());
+  return leaders;
+}
+
+double PlanInputs::IslandsSeconds(double island_bytes, double among_leaders_s) const {
+  std::vector<PlanMessage> in, out;
+  const auto bytes = static_cast<int64_t>(std::ceil(island_bytes));
+  for (const auto& island : sc->network.islands) {
+    for (size_t k = 1; k < island.size(); ++k) {
+      in.push_back({island[k], island.front(), bytes});
+      out.push_back({island.front(), island[k], bytes});
+    }
+  }
+  return (in.empty() ? 0.0 : slowest_delivery(in)) + among_leaders_s + (out.empty() ? 0.0 : slowest_delivery(out));
 }
 
 double PlanInputs::ConcurrentRingsSeconds(const std::vector<std::vector<int>>& groups, double bytes,

@@ -57,8 +57,14 @@ struct PlanInputs {
   // worker sends a chunk (1/M of the buffer) to each of the others at once: `scatter_bytes` (the
   // buffer in the codec) to the owners, then `gather_bytes` (in the second phase's codec) back.
   double EncodedAllReduceSeconds(double scatter_bytes, double gather_bytes) const;
-  // Every worker sends `bytes` to each of the others at once (a sparse format's all-gather).
-  double AllGatherSeconds(double bytes) const;
+  // Every worker (of `group`; empty: all) sends `bytes` to each of the others at once (a sparse
+  // format's all-gather).
+  double AllGatherSeconds(double bytes, const std::vector<int>& group = {}) const;
+  // The hierarchical all-reduce over network.islands: each island's members send `island_bytes` to
+  // its leader (its first worker) at once, the leaders (IslandLeaders) take `among_leaders_s`, and
+  // each leader sends the result back. Without islands, `among_leaders_s`.
+  double IslandsSeconds(double island_bytes, double among_leaders_s) const;
+  std::vector<int> IslandLeaders() const;
   // An all-reduce among all by `kind`, as core/collectives.cc runs it, of a buffer that is
   // `scatter_bytes` on its way to the sums' owners and `gather_bytes` on its way back (the codec and
   // the second phase's codec; equal for fp32): a ring (M-1 steps of chunks each way); two phases of
