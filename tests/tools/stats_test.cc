@@ -47,4 +47,20 @@ TEST(StatsTest, AVerdictNeedsTheIntervalToExcludeZero) {
 }
 
 }  // namespace
+// Claims with a margin: "costs little" bounds the gap above by the margin, "matches" on both sides;
+// each fails only when the interval lies wholly beyond the margin.
+TEST(StatsTest, MarginClaimsNeedTheIntervalWithinTheMargin) {
+  EXPECT_EQ(JudgeCostsLittle(0.005, 0.015, 3, 0.02), Verdict::kHolds);     // a cost, but a small one
+  EXPECT_EQ(JudgeCostsLittle(-0.01, 0.03, 3, 0.02), Verdict::kInconclusive);
+  EXPECT_EQ(JudgeCostsLittle(0.025, 0.095, 5, 0.02), Verdict::kFails);
+  EXPECT_EQ(JudgeCostsLittle(-0.5, -0.1, 3, 0.02), Verdict::kHolds);       // a gain costs nothing
+  EXPECT_EQ(JudgeMatches(-0.5, -0.1, 3, 0.02), Verdict::kFails);           // but it does not match
+  EXPECT_EQ(JudgeMatches(-0.01, 0.015, 3, 0.02), Verdict::kHolds);
+  EXPECT_EQ(JudgeMatches(0.01, 0.03, 3, 0.02), Verdict::kInconclusive);
+  EXPECT_EQ(JudgeMatches(-0.01, 0.01, 1, 0.02), Verdict::kInconclusive);   // one seed: no spread known
+  EXPECT_TRUE(Resolved(0.009, 0.004));
+  EXPECT_FALSE(Resolved(-0.007, 0.004));
+  EXPECT_TRUE(Resolved(0.001, 0.0));  // no standard error recorded: nothing to resolve against
+}
+
 }  // namespace narrows::tools

@@ -15,6 +15,7 @@
 #include "tools/cli/plan_command.h"
 #include "tools/cli/report_command.h"
 #include "tools/cli/run_command.h"
+#include "tools/cli/stats.h"
 #include "tools/cli/tune_command.h"
 #include "trainer/checkpoint.h"
 #include "trainer/replica.h"
@@ -396,6 +397,12 @@ TEST_F(AlgorithmsTest, SeedsRunEveryEntryPerSeedAndAggregatePaired) {
   const double d1 = summary.at("results").at(1).at("per_seed").at(1).at("final_val_loss").get<double>() - l1;
   EXPECT_NEAR(gap.at("mean").get<double>(), (d0 + d1) / 2, 1e-12);
   EXPECT_TRUE(gap.contains("lower_loss"));
+  // The margin claims by methods.md's rule at the default margin, from the same interval.
+  EXPECT_DOUBLE_EQ(gap.at("margin").get<double>(), tools::kDefaultLossMargin);
+  EXPECT_EQ(gap.at("costs_little"),
+            tools::VerdictName(tools::JudgeCostsLittle(gap.at("lo"), gap.at("hi"), 2, tools::kDefaultLossMargin)));
+  EXPECT_EQ(gap.at("matches"),
+            tools::VerdictName(tools::JudgeMatches(gap.at("lo"), gap.at("hi"), 2, tools::kDefaultLossMargin)));
   // The report draws each entry's mean validation curve over the seeds with its band.
   auto report = tools::WriteReport({run.string()}, "");
   ASSERT_TRUE(report.ok()) << report.status().ToString();

@@ -1,5 +1,6 @@
 // `narrows run` over several seeds: one run folder per seed, and their aggregate (means with
 // t-intervals, paired comparisons against the first entry, verdicts).
+#include <algorithm>
 #include <cmath>
 
 #include "core/result_record.h"
@@ -48,7 +49,18 @@ Json Paired(const std::vector<Json>& summaries, size_t e, size_t b) {
   if (AllFinite(loss) && AllFinite(base_loss)) {
     const Interval gap = PairedDifference(loss, base_loss);
     out["loss_gap"] = IntervalJson(gap);
-    out["loss_gap"]["lower_loss"] = VerdictName(Judge(gap.lo(), gap.hi(), gap.n, -1));
+    // The evaluations' own standard error (the larger of the two entries' means over the seeds).
+    double se = 0.0;
+    for (const size_t k : {e, b}) {
+      const auto v = PerSeed(summaries, k, "final_val_loss_se");
+      if (AllFinite(v)) se = std::max(se, MeanInterval(v).mean);
+    }
+    const bool resolved = Resolved(gap.mean, se);
+    out["loss_gap"]["lower_loss"] = VerdictName(resolved ? Judge(gap.lo(), gap.hi(), gap.n, -1) : Verdict::kInconclusive);
+    if (!resolved) out["loss_gap"]["below_resolution"] = 2.0 * se;
+    out["loss_gap"]["margin"] = kDefaultLossMargin;
+    out["loss_gap"]["costs_little"] = VerdictName(JudgeCostsLittle(gap.lo(), gap.hi(), gap.n, kDefaultLossMargin));
+    out["loss_gap"]["matches"] = VerdictName(JudgeMatches(gap.lo(), gap.hi(), gap.n, kDefaultLossMargin));
   }
   auto ratio = [&](const char* key, const char* name) {
     const auto t = PerSeed(summaries, e, key), base = PerSeed(summaries, b, key);
@@ -205,7 +217,8 @@ void PrintSeeds(const Json& summary) {
     return;
   }
   const size_t b = BaselineIndex(results);
-  std::printf("paired against %s, seed by seed (95%% t-interval; verdict: the interval excludes zero):\n",
+  std::printf("paired against %s, seed by seed (95%% t-interval; lower and faster: it excludes zero; costs little and "
+              "matches: it lies within the margin, nats):\n",
               results[b].value("name", std::string()).c_str());
   for (size_t i = 0; i < results.size(); ++i) {
     if (i == b) continue;
@@ -213,8 +226,10 @@ void PrintSeeds(const Json& summary) {
     std::printf("  %-*s", w, results[i].value("name", std::string()).c_str());
     if (v.contains("loss_gap")) {
       const Json& g = v["loss_gap"];
-      std::printf(" loss %+.4f [%+.4f, %+.4f] (lower: %s)", g.value("mean", 0.0), Num(g, "lo"), Num(g, "hi"),
-                  g.value("lower_loss", std::string()).c_str());
+      std::printf(" loss %+.4f [%+.4f, %+.4f] (lower: %s%s; within %.3g: costs little %s, matches %s)", g.value("mean", 0.0),
+                  Num(g, "lo"), Num(g, "hi"), g.value("lower_loss", std::string()).c_str(),
+                  g.contains("below_resolution") ? ", below the evaluation's resolution" : "", Num(g, "margin"),
+                  g.value("costs_little", std::string("-")).c_str(), g.value("matches", std::string("-")).c_str());
     }
     for (const char* key : {"speedup", "speedup_at_target"}) {
       if (!v.contains(key)) continue;

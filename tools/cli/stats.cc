@@ -50,6 +50,20 @@ Verdict Judge(double lo, double hi, int n, int claimed_sign) {
   return Verdict::kInconclusive;
 }
 
+Verdict JudgeCostsLittle(double lo, double hi, int n, double margin) {
+  if (n < 2 || std::isnan(lo) || std::isnan(hi)) return Verdict::kInconclusive;
+  if (hi < margin) return Verdict::kHolds;
+  if (lo > margin) return Verdict::kFails;
+  return Verdict::kInconclusive;
+}
+
+Verdict JudgeMatches(double lo, double hi, int n, double margin) {
+  if (n < 2 || std::isnan(lo) || std::isnan(hi)) return Verdict::kInconclusive;
+  if (lo > -margin && hi < margin) return Verdict::kHolds;
+  if (lo > margin || hi < -margin) return Verdict::kFails;
+  return Verdict::kInconclusive;
+}
+
 const char* VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kHolds: return "holds";

@@ -3,6 +3,7 @@
 // verdict a claim gets from such an interval. Torch-free; pure functions.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,20 @@ Ratio PairedRatio(const std::vector<double>& a, const std::vector<double>& b, do
 enum class Verdict { kHolds, kFails, kInconclusive };
 Verdict Judge(double lo, double hi, int n, int claimed_sign);
 const char* VerdictName(Verdict v);
+
+// Claims about a paired loss difference d = entry - baseline with an equivalence margin `margin`
+// (nats, > 0), set before the runs (docs/explanation/methods.md#verdicts):
+// - "costs little" (d < margin): holds when hi < margin, fails when lo > margin;
+// - "matches" (|d| < margin): holds when the interval lies inside (-margin, margin), fails when it
+//   lies wholly outside it (lo > margin or hi < -margin);
+// inconclusive otherwise, and with fewer than two seeds.
+Verdict JudgeCostsLittle(double lo, double hi, int n, double margin);
+Verdict JudgeMatches(double lo, double hi, int n, double margin);
+// The margin of a loss claim that states none of its own: 0.02 nats (five times the evaluation's
+// standard error at the default 1024 windows, about 1% of the losses these scenarios reach).
+inline constexpr double kDefaultLossMargin = 0.02;
+// Whether a loss gap `mean` is resolved by evaluations of standard error `eval_se`: at least twice
+// it. A directional verdict on a smaller gap is inconclusive, whatever the seeds say.
+inline bool Resolved(double mean, double eval_se) { return !(eval_se > 0) || std::abs(mean) >= 2.0 * eval_se; }
 
 }  // namespace narrows::tools
