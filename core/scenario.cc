@@ -221,6 +221,11 @@ AlgorithmSpec ParseEntryItem(Section& s, const YAML::Node& node, const Scenario&
     s.ErrorAt("n_layers", "sets the built-in GPT's depth for this entry; a torchscript model's is its own");
   }
   a.collective = s.Enum(kEntryCollective, sc.collective);
+  if (a.collective == CollectiveKind::kHierarchical && sc.network.islands.empty() && node.IsMap() &&
+      node["collective"].IsDefined()) {
+    s.ErrorAt("collective", "hierarchical reduces inside each island of network.islands and crosses between them; "
+                            "this network has no islands (topology: islands and network.islands), so use ring");
+  }
   a.baseline = s.Bool(kBaseline, baseline_by_default);
   OptionReader reader(&s);
   ParsedOptions parsed = parser->parse(reader, sc, a);
@@ -392,6 +397,11 @@ Result<Scenario> ParseScenario(const std::string& yaml_text, const std::string& 
   ReadDeploy(top.Sub(kDeployKey), sc);
   top.Items(kFaultsKey, [&](Section& item, const YAML::Node& node, size_t) { sc.faults.push_back(ReadFault(item, node, sc)); });
 
+  if (sc.collective == CollectiveKind::kHierarchical && sc.network.islands.empty()) {
+    top.Error(root["collective"], "collective",
+              "hierarchical reduces inside each island of network.islands and crosses between them; this network "
+              "has no islands (topology: islands and network.islands), so use ring");
+  }
   ReadCompare(top, root, sc);
   sc.target_loss = top.Double(kTargetLoss);
   ReadWarmStart(top.Sub(kWarmStartKey), sc);

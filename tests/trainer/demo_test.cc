@@ -129,6 +129,11 @@ TEST_F(DemoTest, RefusesWhatItCannotIndex) {
   bad = core::ParseScenario("compare: [{algorithm: demo, decay: 1.0}]\n", "b.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("compare[0].decay"), std::string::npos) << bad.status().ToString();
+  bad = core::ParseScenario("compare: [{algorithm: demo, chunk: 8, topk: 100}]\n", "b.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("compare[0].topk: at least a whole chunk's coefficients (chunk² = 64)"),
+            std::string::npos)
+      << bad.status().ToString();
 }
 
 }  // namespace

@@ -190,6 +190,45 @@ TEST_F(IslandSparseTest, OneIslandWithAnOuterStepAtTheEndIsDdp) {
   EXPECT_NEAR(h.final_val_loss, ddp.final_val_loss, 1e-5);
 }
 
+// Sizes only times hierarchical DiLoCo's island rings every step beside its outer steps: the trained
+// run's bytes and time; what it cannot model (DyLU's rounds) is refused, named.
+TEST_F(IslandSparseTest, SizesOnlyTimesTheIslandRings) {
+  core::Scenario sc = Make("workers: {count: 4}\ncompare: [{algorithm: diloco, inner_steps: 4, inner: ddp, "
+                           "collective: ring}, {algorithm: sparta, share: 0.01}]\n",
+                           kIslands);
+  const EntryResult h = Run(sc, 0), sparse = Run(sc, 1);
+  core::Scenario sizes = sc;
+  sizes.output.dir = (dir_ / "sizes").string();
+  tools::RunOptions quiet;
+  quiet.progress = nullptr;
+  auto timed = tools::RunSizesOnly(sizes, quiet);
+  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
+  const auto& rows = (*timed)["results"];
+  EXPECT_NEAR(rows[0]["bytes_sent_per_worker"].get<double>(), h.bytes_sent_per_worker, 0.01 * h.bytes_sent_per_worker);
+  EXPECT_NEAR(rows[0]["time_s"].get<double>(), h.virtual_time_s, 0.05 * h.virtual_time_s);
+  // SPARTA's subset carries the count and the votes too: its bytes exact to 1%.
+  EXPECT_NEAR(rows[1]["bytes_sent_per_worker"].get<double>(), sparse.bytes_sent_per_worker,
+              0.01 * sparse.bytes_sent_per_worker);
+  core::Scenario dylu = Make("workers: {count: 2}\ncompare: [{algorithm: diloco, inner_steps: 4, dylu: true}]\n");
+  auto refused = tools::RunSizesOnly(dylu, quiet);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--sizes-only does not model dylu"), std::string::npos)
+      << refused.status().ToString();
+}
+
+// The hierarchical collective without islands is refused, named where it is asked for.
+TEST_F(IslandSparseTest, TheHierarchicalCollectiveNeedsIslands) {
+  auto bad = core::ParseScenario("compare: [{algorithm: diloco, collective: hierarchical}]\n", "b.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("compare[0].collective: hierarchical reduces inside each island"),
+            std::string::npos)
+      << bad.status().ToString();
+  bad = core::ParseScenario("collective: hierarchical\ncompare: [ddp]\n", "b.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("collective: hierarchical reduces inside each island"), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST_F(IslandSparseTest, HierarchicalDilocoRefusesWhatWouldSplitAnIsland) {
   for (const auto& [yaml, error] : std::vector<std::pair<std::string, std::string>>{
            {"workers: {count: 4}\nfaults: [{type: leave, worker: 1, at_step: 6}]\n"

@@ -165,6 +165,9 @@ TEST_F(AlgorithmsTest, TimeToTargetIsInterpolatedBetweenTheBracketingEvaluations
   EXPECT_DOUBLE_EQ(r[0].at("bytes_to_target").get<double>(), 200.0);
   EXPECT_EQ(r[1].at("time_to_target_s").get<double>(), 30.0);
   EXPECT_EQ(r[2].at("time_to_target_s").get<double>(), 5.0);
+  // c was below the target at its first evaluation: that time is a bound, and said to be.
+  EXPECT_TRUE(r[2].value("target_at_first_evaluation", false));
+  EXPECT_FALSE(r[0].contains("target_at_first_evaluation"));
   EXPECT_TRUE(r[3].at("time_to_target_s").is_null());
   EXPECT_DOUBLE_EQ(r[1].at("speedup_at_target").get<double>(), 12.5 / 30.0);
   EXPECT_EQ(summary.at("eval_every").get<int64_t>(), 10);

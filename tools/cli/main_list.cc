@@ -18,9 +18,11 @@ namespace {
 
 // The registered algorithms (with their one-word entries), inner optimisers and codecs.
 int ListAlgorithms() {
+  std::printf("algorithms (compare[].algorithm:)\n");
   for (const auto* p : narrows::trainer::RegisteredAlgorithms()) {
-    std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s\n", p->parser.name.c_str(), p->summary.c_str(), "",
-                p->parser.shorthands.c_str(), p->plan ? "predicted" : "no prediction");
+    std::printf("%-18s %s\n%-18s   one-word entries: %s; planner: %s; run --sizes-only: %s\n", p->parser.name.c_str(),
+                p->summary.c_str(), "", p->parser.shorthands.c_str(), p->plan ? "predicted" : "no prediction",
+                p->sizes_only ? "modelled" : "not modelled");
   }
   std::printf("\ninner optimisers (train.optimizer:)\n");
   for (const auto* o : narrows::trainer::RegisteredInnerOptimizers()) {

@@ -23,6 +23,8 @@ Command AddPlan(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "tokens to train on, all workers (default: the scenario's, or 20 per parameter)");
   cmd->add_option("--batch-tokens", o->global_batch_tokens, "tokens per optimiser step, all workers");
   cmd->add_option("--flops", o->flops, "sustained FLOP/s of one worker (default: compute.device_flops)");
+  cmd->add_option("-o,--output", o->output, "the folder plan.json goes to (default: <output.dir>/<name>)")
+      ->type_name("DIR");
   cmd->add_option("--entry", o->entries,
                   "plan this entry too, written as a compare: item (repeatable): diloco-h100, or "
                   "'{algorithm: streaming-diloco, inner_steps: 100, fragments: 4, outer_gradient: int4}'");

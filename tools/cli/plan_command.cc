@@ -271,7 +271,7 @@ Status PlanScenario(const core::Scenario& sc, const PlanOptions& o) {
                    {"compute_utilization", r.compute_s / r.time_s}, {"bytes_sent_per_worker", r.bytes_per_worker},
                    {"syncs", r.syncs}, {"bandwidth_bps_for_utilization", bw}});
   }
-  const std::string dir = sc.output.dir + "/" + sc.name;
+  const std::string dir = o.output.empty() ? sc.output.dir + "/" + sc.name : o.output;
   NARROWS_RETURN_IF_ERROR(core::MakeDirs(dir));
   const nlohmann::json json = {{"scenario", sc.name}, {"params", plan->params}, {"tokens", plan->tokens},
                                {"batch_tokens", plan->batch_tokens}, {"flops_per_worker", plan->flops_per_worker},

@@ -28,6 +28,7 @@ struct PlanOptions {
   // "{algorithm: streaming-diloco, fragments: 4, outer_gradient: int4}"), read by its algorithm.
   std::vector<std::string> entries;
   bool bandwidths = true;    // search each row's bandwidth for 50-99% compute utilisation
+  std::string output;        // the folder plan.json goes to ("": the scenario's run folder)
 };
 
 struct PlanRow {

@@ -51,17 +51,21 @@ namespace {
 
 // Time and bytes at which `evals` first reach `target`: linearly interpolated between the last
 // evaluation above it and the first at or below it (exact when one equals it or the first is
-// already below); {-1, -1} if none reaches it.
-std::pair<double, double> Reach(const std::vector<Evaluation>& evals, double target) {
+// already below: then `first`, and the time is only a bound); {-1, -1} if none reaches it.
+struct Reached {
+  double time_s = -1.0, bytes = -1.0;
+  bool first = false;
+};
+Reached Reach(const std::vector<Evaluation>& evals, double target) {
   for (size_t i = 0; i < evals.size(); ++i) {
     const Evaluation& e = evals[i];
     if (e.val_loss > target) continue;
-    if (i == 0 || e.val_loss == target) return {e.time_s, e.bytes};
+    if (i == 0 || e.val_loss == target) return {e.time_s, e.bytes, i == 0 && e.val_loss < target};
     const Evaluation& before = evals[i - 1];
     const double f = (before.val_loss - target) / (before.val_loss - e.val_loss);
-    return {before.time_s + f * (e.time_s - before.time_s), before.bytes + f * (e.bytes - before.bytes)};
+    return {before.time_s + f * (e.time_s - before.time_s), before.bytes + f * (e.bytes - before.bytes), false};
   }
-  return {-1.0, -1.0};
+  return {};
 }
 
 // Each result's evaluations, from its metrics.jsonl under `run_dir`, in the results' order.
@@ -107,13 +111,15 @@ void AddEqualQualityOf(const core::Scenario& sc, const std::vector<std::vector<E
   (*summary)["eval_every"] = sc.eval.every;
   // Relative to the baseline's.
   const size_t b = BaselineIndex(results);
-  const auto [first_time, first_bytes] = b < results.size() && !results[b].value("diverged", false)
-                                             ? Reach(entry_evals[b], target)
-                                             : std::pair{-1.0, -1.0};
+  const Reached base = b < results.size() && !results[b].value("diverged", false) ? Reach(entry_evals[b], target) : Reached{};
+  const double first_time = base.time_s, first_bytes = base.bytes;
   for (size_t i = 0; i < results.size(); ++i) {
     auto& r = results[i];
     // A diverged entry never reaches the target, whatever it passed on the way.
-    const auto [time, bytes] = r.value("diverged", false) ? std::pair{-1.0, -1.0} : Reach(entry_evals[i], target);
+    const Reached reached = r.value("diverged", false) ? Reached{} : Reach(entry_evals[i], target);
+    const double time = reached.time_s, bytes = reached.bytes;
+    // Below the target at its first evaluation: it got there sooner, by an unknown margin.
+    if (reached.first) r["target_at_first_evaluation"] = true;
     r["time_to_target_s"] = time >= 0 ? nlohmann::json(time) : nlohmann::json();
     r["bytes_to_target"] = bytes >= 0 ? nlohmann::json(bytes) : nlohmann::json();
     r["speedup_at_target"] = time > 0 && first_time > 0 ? nlohmann::json(first_time / time) : nlohmann::json();

@@ -58,6 +58,10 @@ core::Result<Schedule> ScheduleOf(const core::AlgorithmSpec& e) {
                                          "): --sizes-only models the entries of " + modelled + " only");
   }
   s.own = plugin->sizes_only(e);
+  if (!s.own.not_modelled.empty()) {
+    return core::Status::InvalidArgument("compare entry '" + e.name + "': --sizes-only does not model " +
+                                         s.own.not_modelled + "; run it trained");
+  }
   if (s.own.codec.format != "fp32") s.codec = std::make_unique<core::Codec>(s.own.codec);
   return s;
 }
@@ -97,29 +101,50 @@ struct Traffic {
   int64_t syncs = 0;
 };
 
-// Every worker's steps on `engine`: its modelled compute (`step_flops` at its speed), then every
-// schedule.every steps and after the last, an all-gather of `gather_bytes` a worker if given, else an
-// all-reduce of its part of `count` floats (and of all `count` every whole_every steps, if given),
-// sizes only.
+// The ring among `rank`'s island of network.islands (all of `collective`'s group without islands),
+// on tags of its own: hierarchical DiLoCo's inner all-reduce.
+core::CollectiveOptions IslandRing(const core::Scenario& sc, const core::CollectiveOptions& collective, int rank) {
+  core::CollectiveOptions o = collective;
+  o.algorithm = core::AllReduceAlgorithm::kRing;
+  o.tag = collective.tag + 16;
+  for (const auto& island : sc.network.islands) {
+    if (std::find(island.begin(), island.end(), rank) != island.end()) o.group = island;
+  }
+  std::sort(o.group.begin(), o.group.end());
+  return o;
+}
+
+// Every worker's steps on `engine`: its modelled compute (`step_flops` at its speed), with island
+// rings its island's all-reduce of the gradients and the loss; then every schedule.every steps and
+// after the last, an all-gather of `gather_bytes` a worker if given, else an all-reduce of its part of
+// `count` floats (and of all `count` every whole_every steps, if given), with the votes if they ride
+// along; sizes only.
 Traffic Emulate(const core::Scenario& sc, emu::Engine& engine, const Schedule& schedule,
                 const core::CollectiveOptions& collective, int64_t count, int64_t gather_bytes, double step_flops) {
   const int m = sc.workers.count;
   const trainer::SizesOnlySchedule& own = schedule.own;
-  const int64_t part = own.part ? own.part(count) : count;
+  const int64_t tail = own.votes ? 1 + m : 0;  // the contributor count and the votes
+  const int64_t part = (own.part ? own.part(count) : count) + tail;
   Traffic traffic{std::vector<double>(static_cast<size_t>(m), 0.0), std::vector<int64_t>(static_cast<size_t>(m), 0),
                   std::vector<core::Status>(static_cast<size_t>(m)), 0};
   engine.Run([&](int rank) {
     core::Transport& t = engine.endpoint(rank);
     const double speed = sc.workers.speed.empty() ? 1.0 : sc.workers.speed[static_cast<size_t>(rank)];
     const double step_s = step_flops / sc.compute.device_flops / speed;
+    const core::CollectiveOptions island = IslandRing(sc, collective, rank);
     for (int64_t step = 0; step < sc.train.steps; ++step) {
       t.clock().ChargeCompute(step_s);
       traffic.compute_s[static_cast<size_t>(rank)] += step_s;
+      core::Status s = own.island_rings ? core::AllReduceSizeOnly(t, count + 1, nullptr, island) : core::Status::Ok();
+      if (!s.ok()) {
+        traffic.failed[static_cast<size_t>(rank)] = s;
+        return;
+      }
       if ((step + 1) % own.every != 0 && step + 1 != sc.train.steps) continue;
-      core::Status s = own.gather_bytes ? core::AllGatherSizeOnly(t, gather_bytes, collective.group, collective.tag)
-                                        : core::AllReduceSizeOnly(t, part, schedule.codec.get(), collective);
+      s = own.gather_bytes ? core::AllGatherSizeOnly(t, gather_bytes, collective.group, collective.tag)
+                           : core::AllReduceSizeOnly(t, part, schedule.codec.get(), collective);
       const bool whole = own.whole_every > 0 && ((step + 1) % own.whole_every == 0 || step + 1 == sc.train.steps);
-      if (s.ok() && whole) s = core::AllReduceSizeOnly(t, count, nullptr, collective);
+      if (s.ok() && whole) s = core::AllReduceSizeOnly(t, count + tail, nullptr, collective);
       if (!s.ok()) {
         traffic.failed[static_cast<size_t>(rank)] = s;
         return;
@@ -186,7 +211,7 @@ core::Status RunEntry(const core::Scenario& sc, const core::AlgorithmSpec& e, co
   results->push_back(r);
   std::printf("%-*s %9s %12.2f %12s %7lld %7.1f%% %12.2f %13.4f %9.0fM\n", width, e.name.c_str(),
               Si(static_cast<double>(count), "").c_str(), virtual_s, Bytes(mean_sent).c_str(),
-              static_cast<long long>(traffic.syncs), 100 * utilization, host_s, virtual_s > 0 ? host_s / virtual_s : 0.0, rss);
+              static_cast<long long>(schedule.own.outer_syncs ? traffic.syncs : 0), 100 * utilization, host_s, virtual_s > 0 ? host_s / virtual_s : 0.0, rss);
   std::fflush(stdout);
   const nlohmann::json summary = {{"scenario", sc.name}, {"mode", "sizes-only"}, {"clock", "virtual"}, {"narrows", BuildVersion()}, {"results", *results}};
   return core::WriteFileAtomic(run_dir + "/summary.json", summary.dump(2) + "\n");

@@ -198,6 +198,10 @@ core::ParsedOptions ParseDemo(core::OptionReader& r, const core::Scenario&, cons
   o->weight_decay = r.Double(kWeightDecay);
   if (o->decay >= 1.0) r.ErrorAt("decay", "must be below 1");
   if (o->chunk * o->chunk > 65536) r.ErrorAt("chunk", "a chunk's coefficients are indexed in 16 bits: at most 256");
+  if (o->topk >= o->chunk * o->chunk) {
+    r.ErrorAt("topk", "at least a whole chunk's coefficients (chunk² = " + std::to_string(o->chunk * o->chunk) +
+                          "): every coefficient would be sent, nothing compressed; take fewer, or a larger chunk");
+  }
   return {o, "demo"};
 }
 
@@ -244,9 +248,9 @@ std::vector<PlanRow> PlanDemo(const PlanInputs& in, const core::AlgorithmSpec& e
   }
   const double bytes = BlockBytes(coefficients, in.workers());
   r.compute_s = in.compute_s;
-  r.syncs = static_cast<int64_t>(std::ceil(in.steps));
-  r.time_s = in.critical_compute_s + static_cast<double>(r.syncs) * in.AllGatherSeconds(bytes);
-  r.bytes_per_worker = static_cast<double>(r.syncs) * (in.workers() - 1) * bytes;
+  const double gathers = std::ceil(in.steps);  // one every step, as DDP's all-reduce: no outer syncs
+  r.time_s = in.critical_compute_s + gathers * in.AllGatherSeconds(bytes);
+  r.bytes_per_worker = gathers * (in.workers() - 1) * bytes;
   return {r};
 }
 

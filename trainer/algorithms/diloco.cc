@@ -327,13 +327,19 @@ AlgorithmPlugin DilocoPlugin() {
                ? "the norm test sets its batch sizes from the gradients"
                : "";
   };
-  // Every H steps, the pseudo-gradient's all-reduce in its outer-gradient codec (drops and DyLU's
-  // unequal rounds are not modelled there).
+  // Every H steps, the pseudo-gradient's all-reduce in its outer-gradient codec, with the count and
+  // the votes; hierarchical DiLoCo's island rings every step. Drops, DyLU's unequal rounds and
+  // adaptive batches are not modelled there.
   p.sizes_only = [](const core::AlgorithmSpec& entry) {
     const DilocoOptions& o = entry.Options<DilocoOptions>();
     SizesOnlySchedule s;
     s.every = o.inner_steps;
     s.codec = o.outer_gradient;
+    s.votes = true;
+    s.island_rings = o.inner == InnerMode::kDdp;
+    if (o.drop_probability > 0) s.not_modelled = "drop_probability (dropped outer gradients)";
+    if (o.dylu) s.not_modelled = "dylu (each worker's own number of inner steps)";
+    if (o.batch.schedule != BatchScheduleKind::kConstant) s.not_modelled = "batch (an adaptive batch size)";
     return s;
   };
   return p;

@@ -43,6 +43,13 @@ struct SizesOnlySchedule {
   int64_t whole_every = 0;  // 0: none
   // Each worker's block for a model of `model`'s shape among `workers` (DeMo's); unset: no all-gather.
   std::function<int64_t(const core::ModelSpec& model, int workers)> gather_bytes;
+  // Whether each all-reduce also carries the contributor count and one vote per worker (1 + M floats).
+  bool votes = false;
+  // Whether every step each island of network.islands (all the workers without islands) all-reduces
+  // the gradients and the loss in a ring among its members (hierarchical DiLoCo's inner steps).
+  bool island_rings = false;
+  // Why sizes only cannot time this entry as it would run (an option it does not model), or "".
+  std::string not_modelled;
 };
 
 struct AlgorithmPlugin {

@@ -216,6 +216,7 @@ AlgorithmPlugin SpartaPlugin() {
     SizesOnlySchedule s;
     s.every = o.every;
     s.part = [share = o.share](int64_t params) { return SpartaSubsetSize(share, params); };
+    s.votes = true;
     s.whole_every = o.inner_steps;
     return s;
   };
