@@ -6,7 +6,6 @@
 #include "core/all_gather.h"
 #include "tests/trainer/distributed_fixture.h"
 #include "tools/cli/plan_command.h"
-#include "tools/cli/sizes_only.h"
 #include "trainer/algorithms/demo_dct.h"
 #include "trainer/gpt.h"
 
@@ -106,13 +105,9 @@ TEST_F(DemoTest, LearnsAndSendsItsBlocks) {
   EXPECT_NEAR(plan->rows[0].bytes_per_worker, r.bytes_sent_per_worker, 1e-6 * r.bytes_sent_per_worker);
   EXPECT_NEAR(plan->rows[1].time_s, small.virtual_time_s, 0.05 * small.virtual_time_s);
   // Sizes only: the same all-gathers without training, the same bytes.
-  core::Scenario sizes = sc;
-  sizes.output.dir = (dir_ / "sizes").string();
-  tools::RunOptions quiet;
-  quiet.progress = nullptr;
-  auto timed = tools::RunSizesOnly(sizes, quiet);
-  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
-  const auto& rows = (*timed)["results"];
+  const nlohmann::json timed = SizesOnly(sc);
+  const auto& rows = timed["results"];
+  ASSERT_EQ(rows.size(), 2u);
   for (const auto& [row, result] : {std::pair{rows[0], r}, std::pair{rows[1], small}}) {
     EXPECT_DOUBLE_EQ(row["bytes_sent_per_worker"].get<double>(), result.bytes_sent_per_worker);
     EXPECT_NEAR(row["time_s"].get<double>(), result.virtual_time_s, 0.05 * result.virtual_time_s);

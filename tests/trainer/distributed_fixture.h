@@ -15,6 +15,7 @@
 
 #include "emu/engine.h"
 #include "emu/network_from_scenario.h"
+#include "tools/cli/sizes_only.h"
 #include "trainer/experiment.h"
 
 namespace narrows::trainer {
@@ -58,6 +59,17 @@ class DistributedTest : public ::testing::Test {
     auto r = (*exp)->Finish((dir_ / "out" / sc.compare[entry].name).string());
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : EntryResult{};
+  }
+
+  // `sc` timed by `run --sizes-only` into a folder of its own: its summary (a failure fails the test
+  // and gives no rows).
+  nlohmann::json SizesOnly(core::Scenario sc) {
+    sc.output.dir = (dir_ / "sizes").string();
+    tools::RunOptions quiet;
+    quiet.progress = nullptr;
+    auto timed = tools::RunSizesOnly(sc, quiet);
+    EXPECT_TRUE(timed.ok()) << timed.status().ToString();
+    return timed.ok() ? *timed : nlohmann::json{{"results", nlohmann::json::array()}};
   }
 
   std::string Slurp(const fs::path& p) {

@@ -12,7 +12,6 @@
 #include "tools/cli/plan_command.h"
 #include "tools/cli/replay_command.h"
 #include "tools/cli/run_command.h"
-#include "tools/cli/sizes_only.h"
 #include "trainer/algorithms/sparta_subset.h"
 
 namespace narrows::trainer {
@@ -107,13 +106,9 @@ TEST_F(IslandSparseTest, SpartaBesideDilocoAddsTheOuterStep) {
                           3.0 * static_cast<double>(core::RingAllReduceBytesPerRank(Params(sc) + 3, 2, 0));
   EXPECT_DOUBLE_EQ(r.bytes_sent_per_worker, expected);
   // Sizes only: the same collectives without training (the subset's every step, the whole every H).
-  core::Scenario sizes = sc;
-  sizes.output.dir = (dir_ / "sizes").string();
-  tools::RunOptions quiet;
-  quiet.progress = nullptr;
-  auto timed = tools::RunSizesOnly(sizes, quiet);
-  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
-  EXPECT_NEAR((*timed)["results"][0]["bytes_sent_per_worker"].get<double>(), expected, 0.01 * expected);
+  const nlohmann::json timed = SizesOnly(sc);
+  ASSERT_EQ(timed["results"].size(), 1u);
+  EXPECT_NEAR(timed["results"][0]["bytes_sent_per_worker"].get<double>(), expected, 0.01 * expected);
   auto bad = core::ParseScenario("compare: [{algorithm: sparta, every: 3, inner_steps: 4}]\n", "b.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("compare[0].inner_steps: must be a multiple of every (3)"), std::string::npos)
@@ -197,19 +192,17 @@ TEST_F(IslandSparseTest, SizesOnlyTimesTheIslandRings) {
                            "collective: ring}, {algorithm: sparta, share: 0.01}]\n",
                            kIslands);
   const EntryResult h = Run(sc, 0), sparse = Run(sc, 1);
-  core::Scenario sizes = sc;
-  sizes.output.dir = (dir_ / "sizes").string();
-  tools::RunOptions quiet;
-  quiet.progress = nullptr;
-  auto timed = tools::RunSizesOnly(sizes, quiet);
-  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
-  const auto& rows = (*timed)["results"];
+  const nlohmann::json timed = SizesOnly(sc);
+  const auto& rows = timed["results"];
+  ASSERT_EQ(rows.size(), 2u);
   EXPECT_NEAR(rows[0]["bytes_sent_per_worker"].get<double>(), h.bytes_sent_per_worker, 0.01 * h.bytes_sent_per_worker);
   EXPECT_NEAR(rows[0]["time_s"].get<double>(), h.virtual_time_s, 0.05 * h.virtual_time_s);
   // SPARTA's subset carries the count and the votes too: its bytes exact to 1%.
   EXPECT_NEAR(rows[1]["bytes_sent_per_worker"].get<double>(), sparse.bytes_sent_per_worker,
               0.01 * sparse.bytes_sent_per_worker);
   core::Scenario dylu = Make("workers: {count: 2}\ncompare: [{algorithm: diloco, inner_steps: 4, dylu: true}]\n");
+  tools::RunOptions quiet;
+  quiet.progress = nullptr;
   auto refused = tools::RunSizesOnly(dylu, quiet);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--sizes-only does not model dylu"), std::string::npos)
