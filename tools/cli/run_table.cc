@@ -158,6 +158,19 @@ std::string PrintCarried(const nlohmann::json& summary) {
   return over;
 }
 
+// The entries already below the target at their first evaluation: their times to target are bounds.
+void PrintFirstEvaluations(const nlohmann::json& results) {
+  std::string first_eval;
+  for (const auto& r : results) {
+    if (r.value("target_at_first_evaluation", false)) first_eval += (first_eval.empty() ? "" : ", ") + r.value("name", std::string());
+  }
+  if (!first_eval.empty()) {
+    std::printf("note: %s already below the target loss at the first evaluation: each time to target is that "
+                "evaluation's, a bound, not the time it was reached (evaluate more often: eval.every)\n",
+                first_eval.c_str());
+  }
+}
+
 // The baseline's bytes across islands over entry `r`'s (0 where either has none).
 double WanRatio(const nlohmann::json& base, const nlohmann::json& r) {
   auto wan = [](const nlohmann::json& x) {
@@ -254,15 +267,7 @@ void PrintComparison(const nlohmann::json& summary) {
     }
   }
   std::printf("\n");
-  std::string first_eval;
-  for (const auto& r : results) {
-    if (r.value("target_at_first_evaluation", false)) first_eval += (first_eval.empty() ? "" : ", ") + r.value("name", std::string());
-  }
-  if (!first_eval.empty()) {
-    std::printf("note: %s already below the target loss at the first evaluation: each time to target is that "
-                "evaluation's, a bound, not the time it was reached (evaluate more often: eval.every)\n",
-                first_eval.c_str());
-  }
+  PrintFirstEvaluations(results);
   PrintHost(summary);
 }
 
