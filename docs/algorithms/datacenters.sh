@@ -4,7 +4,7 @@
 # run (the machine's two cores each ran one of the two studies side by side).
 # 1. Tuning: each entry's train.lr on seed 1000 over a grid that brackets it (`narrows tune`, whose
 #    tuning points are the records' tuning.json). The measurement stopped each tune once the entries
-#    it compares had been tuned (on 2 cores the whole tune runs about 4 hours): decentralized after
+#    it compares had been tuned (run to its end each takes several hours on 2 cores): decentralized after
 #    DDP, DiLoCo, DeMo and SPARTA; multi_datacenter after DDP, DiLoCo and hierarchical DiLoCo. Every
 #    one of them chose 3e-3, the scenarios' own rate.
 # 2. The comparison on seeds 0-2 at that rate, the untuned entries left out.

@@ -11,6 +11,7 @@
 #include "tests/trainer/distributed_fixture.h"
 #include "tools/cli/plan_command.h"
 #include "tools/cli/replay_command.h"
+#include "tools/cli/report_command.h"
 #include "tools/cli/run_command.h"
 #include "trainer/algorithms/sparta_subset.h"
 
@@ -147,6 +148,10 @@ TEST_F(IslandSparseTest, HierarchicalDilocoCrossesTheWanWithOneIslandsUpdate) {
   EXPECT_LE(hier["peak_bytes_per_round"].get<double>(), outer_step);
   EXPECT_GE(hier["peak_bytes_per_round"].get<double>(), 4.0 * count);
   EXPECT_LT(hier["peak_bytes_per_round"].get<double>(), hier["bytes_sent_per_worker"].get<double>() / 3.0);
+  // The report's summary has the same column (its bytes per worker count the islands' own links).
+  auto report = tools::WriteReport({(fs::path(sc.output.dir) / sc.name).string()}, "");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NE(Slurp(*report).find("across islands (all WAN links, whole run)"), std::string::npos);
 
   core::Scenario singles = Make("workers: {count: 2}\ncompare: [{algorithm: diloco, inner_steps: 4, inner: ddp}, "
                                 "diloco-h4]\n",

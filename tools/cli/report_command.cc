@@ -153,26 +153,35 @@ json ComparisonSection(const std::vector<Run>& runs) {
 
 namespace {
 
+// An entry's bytes across islands (summary.json network.wan_bytes), NaN without islands.
+double WanBytes(const json& s) {
+  return s.contains("network") && s["network"].contains("wan_bytes") ? Num(s["network"], "wan_bytes") : NAN;
+}
+
 json SummaryTable(const Run& run) {
   json rows = json::array();
   const double first = run.entries.empty() ? NAN : EntryTime(run.entries[BaselineIndex(run)].summary);
+  bool islands = false;  // a column of the bytes across islands, where the table's bytes count the islands' own links too
+  for (const auto& e : run.entries) islands = islands || !std::isnan(WanBytes(e.summary));
   for (const auto& e : run.entries) {
     const json& s = e.summary;
     const double t = EntryTime(s);
     const double target = Num(s, "time_to_target_s");
-    rows.push_back({s.value("name", ""), s.value("algorithm", ""), Printf("%.0f", Num(s, "workers")),
-                    Printf("%.4f", Num(s, "final_val_loss")), Seconds(t),
-                    std::isnan(target) ? std::string("-") : Seconds(target),
-                    BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "bytes_to_target")),
-                    BytesOrDash(Num(s, "peak_bytes_per_round")), Printf("%.0f", Num(s, "outer_syncs", 0.0)),
-                    Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Printf("%.2fx", first / t),
-                    std::isnan(Num(s, "speedup_at_target")) ? std::string("-")
-                                                            : Printf("%.2fx", Num(s, "speedup_at_target"))});
+    json row = {s.value("name", ""), s.value("algorithm", ""), Printf("%.0f", Num(s, "workers")),
+                Printf("%.4f", Num(s, "final_val_loss")), Seconds(t),
+                std::isnan(target) ? std::string("-") : Seconds(target),
+                BytesOrDash(Num(s, "bytes_sent_per_worker")), BytesOrDash(Num(s, "bytes_to_target")),
+                BytesOrDash(Num(s, "peak_bytes_per_round")), Printf("%.0f", Num(s, "outer_syncs", 0.0)),
+                Printf("%.0f%%", 100.0 * Num(s, "compute_utilization", 0.0)), Printf("%.2fx", first / t),
+                std::isnan(Num(s, "speedup_at_target")) ? std::string("-") : Printf("%.2fx", Num(s, "speedup_at_target"))};
+    if (islands) row.insert(row.begin() + 8, BytesOrDash(WanBytes(s)));
+    rows.push_back(row);
   }
-  return Table("Summary", {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
-                           "to target (s)", "sent/worker", "sent to target", "peak/round", "outer syncs", "compute",
-                           "speed-up vs baseline", "at equal loss"},
-               rows);
+  std::vector<std::string> columns = {"entry", "algorithm", "workers", "final val loss", run.clock + " time (s)",
+                                      "to target (s)", "sent/worker", "sent to target", "peak/round", "outer syncs",
+                                      "compute", "speed-up vs baseline", "at equal loss"};
+  if (islands) columns.insert(columns.begin() + 8, "across islands (all WAN links, whole run)");
+  return Table("Summary", columns, rows);
 }
 
 // Each entry's final validation loss per domain of a multi-domain corpus (null where there is none).
