@@ -153,11 +153,6 @@ json ComparisonSection(const std::vector<Run>& runs) {
 
 namespace {
 
-// An entry's bytes across islands (summary.json network.wan_bytes), NaN without islands.
-double WanBytes(const json& s) {
-  return s.contains("network") && s["network"].contains("wan_bytes") ? Num(s["network"], "wan_bytes") : NAN;
-}
-
 json SummaryTable(const Run& run) {
   json rows = json::array();
   const double first = run.entries.empty() ? NAN : EntryTime(run.entries[BaselineIndex(run)].summary);

@@ -223,6 +223,10 @@ size_t FirstBaseline(const Items& items, SummaryOf summary_of) {
 
 }  // namespace
 
+double WanBytes(const json& entry) {
+  return entry.contains("network") && entry["network"].contains("wan_bytes") ? Num(entry["network"], "wan_bytes") : NAN;
+}
+
 int NameWidth(const json& results) {
   size_t width = 16;
   for (const auto& r : results) width = std::max(width, r.value("name", std::string()).size());

@@ -96,6 +96,8 @@ double EntryTime(const nlohmann::json& summary);
 size_t BaselineIndex(const nlohmann::json& results);
 // The same among a loaded run's entries (0 for a run without entries).
 size_t BaselineIndex(const Run& run);
+// An entry's bytes across islands (its summary line's network.wan_bytes), NaN without islands.
+double WanBytes(const nlohmann::json& entry);
 // The width of a table's entry column: its longest name, at least 16.
 int NameWidth(const nlohmann::json& results);
 // A metrics line's time: virtual in the emulator, measured in a deployment.

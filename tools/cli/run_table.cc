@@ -1,6 +1,7 @@
 // The tables `narrows run` prints (tools/cli/run_command.h): the comparison at equal steps and at equal
 // loss, the notes under it, and this host's line.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "tools/cli/format.h"
@@ -173,10 +174,8 @@ void PrintFirstEvaluations(const nlohmann::json& results) {
 
 // The baseline's bytes across islands over entry `r`'s (0 where either has none).
 double WanRatio(const nlohmann::json& base, const nlohmann::json& r) {
-  auto wan = [](const nlohmann::json& x) {
-    return x.contains("network") && x["network"].contains("wan_bytes") ? x["network"]["wan_bytes"].get<double>() : 0.0;
-  };
-  return wan(base) > 0 && wan(r) > 0 ? wan(base) / wan(r) : 0.0;
+  const double a = WanBytes(base), b = WanBytes(r);
+  return a > 0 && b > 0 ? a / b : 0.0;  // NaN (no islands) compares false
 }
 
 // Under network.islands, what each entry sent across islands: the table's bytes count every link,
@@ -184,9 +183,8 @@ double WanRatio(const nlohmann::json& base, const nlohmann::json& r) {
 void PrintWan(const nlohmann::json& results) {
   std::string line;
   for (const auto& r : results) {
-    if (!r.contains("network") || !r["network"].contains("wan_bytes")) continue;
-    line += (line.empty() ? " " : "; ") + r.value("name", std::string()) + " " +
-            Bytes(r["network"]["wan_bytes"].get<double>());
+    if (std::isnan(WanBytes(r))) continue;
+    line += (line.empty() ? " " : "; ") + r.value("name", std::string()) + " " + Bytes(WanBytes(r));
   }
   if (!line.empty()) {
     std::printf("across islands (the whole run's bytes up every island's WAN link, summed; on the wire, packet "

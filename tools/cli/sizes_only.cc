@@ -107,7 +107,7 @@ core::CollectiveOptions IslandRing(const core::Scenario& sc, const core::Collect
   core::CollectiveOptions o = collective;
   o.algorithm = core::AllReduceAlgorithm::kRing;
   o.tag = collective.tag + 16;
-  for (const auto& island : sc.network.islands) {
+  for (const auto& island : sc.network.islands) {  // trainer::IslandOf's rule; its header needs LibTorch
     if (std::find(island.begin(), island.end(), rank) != island.end()) o.group = island;
   }
   std::sort(o.group.begin(), o.group.end());
