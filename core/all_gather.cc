@@ -16,13 +16,14 @@ Status AllGatherBlocks(Transport& t, float* slots, int64_t block, const std::vec
 }
 
 Status AllGatherSizeOnly(Transport& t, int64_t bytes, const std::vector<int>& group, int tag, double timeout_s) {
+  std::vector<SizeOnlyStep> steps;
   for (int r : group) {
-    if (r != t.rank()) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(r, tag, bytes));
+    if (r != t.rank()) steps.push_back({true, r, tag, bytes});
   }
   for (int r : group) {
-    if (r != t.rank()) NARROWS_RETURN_IF_ERROR(t.Recv(r, tag, nullptr, 0, timeout_s));
+    if (r != t.rank()) steps.push_back({false, r, tag, 0});
   }
-  return Status::Ok();
+  return t.RunSizeOnly(steps, timeout_s);
 }
 
 }  // namespace narrows::core

@@ -197,69 +197,74 @@ Status AllReduceSizeOnly(Transport& t, int64_t count, const Codec* codec, const 
   const Codec& c = codec != nullptr ? *codec : fp32;
   const CodecKernel &first = c.kernel(), &second = c.gather();
   auto rank = [&](int j) { return o.group[static_cast<size_t>(j)]; };
-  auto get = [&](int src, int tag) { return t.Recv(src, tag, nullptr, 0, o.timeout_s); };
+  // The rank's part, step by step, run at once (Transport::RunSizeOnly).
+  std::vector<SizeOnlyStep> steps;
+  auto send = [&](int dst, int tag, int64_t bytes) { steps.push_back({true, dst, tag, bytes}); };
+  auto get = [&](int src, int tag) { steps.push_back({false, src, tag, 0}); };
   const int64_t up = first.EncodedBytes(count), down = second.EncodedBytes(count);
   if (c.sparse()) return AllGatherSizeOnly(t, up, o.group, o.tag, o.timeout_s);  // every body to every other rank
   switch (o.algorithm) {
     case AllReduceAlgorithm::kRing: {
       const int next = rank(Mod(p + 1, n)), prev = rank(Mod(p - 1, n));
       for (int s = 0; s < n - 1; ++s) {
-        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(next, o.tag, EncodedChunkOf(first, count, 0, n, Mod(p - s, n)).bytes));
-        NARROWS_RETURN_IF_ERROR(get(prev, o.tag));
+        send(next, o.tag, EncodedChunkOf(first, count, 0, n, Mod(p - s, n)).bytes);
+        get(prev, o.tag);
       }
       for (int s = 0; s < n - 1; ++s) {
-        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(next, o.tag + 1, EncodedChunkOf(second, count, 0, n, Mod(p + 1 - s, n)).bytes));
-        NARROWS_RETURN_IF_ERROR(get(prev, o.tag + 1));
+        send(next, o.tag + 1, EncodedChunkOf(second, count, 0, n, Mod(p + 1 - s, n)).bytes);
+        get(prev, o.tag + 1);
       }
-      return Status::Ok();
+      break;
     }
     case AllReduceAlgorithm::kStar: {
       const int root = o.root >= 0 ? o.root : o.group.front();
       if (t.rank() != root) {
-        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(root, o.tag, up));
-        return get(root, o.tag + 1);
+        send(root, o.tag, up);
+        get(root, o.tag + 1);
+        break;
       }
       for (int r : o.group) {
-        if (r != root) NARROWS_RETURN_IF_ERROR(get(r, o.tag));
+        if (r != root) get(r, o.tag);
       }
       for (int r : o.group) {
-        if (r != root) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(r, o.tag + 1, down));
+        if (r != root) send(r, o.tag + 1, down);
       }
-      return Status::Ok();
+      break;
     }
     case AllReduceAlgorithm::kTree: {
       const int left = 2 * p + 1, right = 2 * p + 2;
       for (int child : {left, right}) {
-        if (child < n) NARROWS_RETURN_IF_ERROR(get(rank(child), o.tag));
+        if (child < n) get(rank(child), o.tag);
       }
       if (p > 0) {
-        NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank((p - 1) / 2), o.tag, up));
-        NARROWS_RETURN_IF_ERROR(get(rank((p - 1) / 2), o.tag + 1));
+        send(rank((p - 1) / 2), o.tag, up);
+        get(rank((p - 1) / 2), o.tag + 1);
       }
       for (int child : {left, right}) {
-        if (child < n) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(child), o.tag + 1, down));
+        if (child < n) send(rank(child), o.tag + 1, down);
       }
-      return Status::Ok();
+      break;
     }
     case AllReduceAlgorithm::kTwoPhase: {
       for (int j = 0; j < n; ++j) {
-        if (j != p) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(j), o.tag, EncodedChunkOf(first, count, 0, n, j).bytes));
+        if (j != p) send(rank(j), o.tag, EncodedChunkOf(first, count, 0, n, j).bytes);
       }
       for (int r = 0; r < n; ++r) {
-        if (r != p) NARROWS_RETURN_IF_ERROR(get(rank(r), o.tag));
+        if (r != p) get(rank(r), o.tag);
       }
       const int64_t sum = EncodedChunkOf(second, count, 0, n, p).bytes;
       for (int r = 0; r < n; ++r) {
-        if (r != p) NARROWS_RETURN_IF_ERROR(t.SendSizeOnly(rank(r), o.tag + 1, sum));
+        if (r != p) send(rank(r), o.tag + 1, sum);
       }
       for (int r = 0; r < n; ++r) {
-        if (r != p) NARROWS_RETURN_IF_ERROR(get(rank(r), o.tag + 1));
+        if (r != p) get(rank(r), o.tag + 1);
       }
-      return Status::Ok();
+      break;
     }
-    case AllReduceAlgorithm::kHierarchical: break;
+    case AllReduceAlgorithm::kHierarchical:
+      return Status::InvalidArgument("a size-only all-reduce has no hierarchical form");
   }
-  return Status::InvalidArgument("a size-only all-reduce has no hierarchical form");
+  return t.RunSizeOnly(steps, o.timeout_s);
 }
 
 Status Broadcast(Transport& t, void* data, size_t bytes, const CollectiveOptions& o) {

@@ -87,6 +87,14 @@ class Transport;
 // An operation to run on a second endpoint of the same rank.
 using AsyncOp = std::function<Status(Transport&)>;
 
+// One step of a size-only exchange (Transport::RunSizeOnly): a size-only message of `bytes` sent to
+// `peer`, or the receive of one from it.
+struct SizeOnlyStep {
+  bool send = false;
+  int peer = 0, tag = 0;
+  int64_t bytes = 0;  // a send's, on the network
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -106,6 +114,16 @@ class Transport {
   // this way without moving their payloads; transports that move real bytes refuse it.
   virtual Status SendSizeOnly(int /*dst*/, int /*tag*/, int64_t /*bytes*/) {
     return Status::InvalidArgument("size-only messages exist in the emulator only");
+  }
+  // Runs `steps` in order, each as SendSizeOnly(peer, tag, bytes) or Recv(peer, tag, nullptr, 0,
+  // timeout_s) would, stopping at the first error: a collective's whole part among size-only
+  // workers at once. The emulator runs it in its scheduler without waking the calling thread for
+  // each message (the messages, their times and their order the same); the default calls the two.
+  virtual Status RunSizeOnly(const std::vector<SizeOnlyStep>& steps, double timeout_s) {
+    for (const SizeOnlyStep& s : steps) {
+      NARROWS_RETURN_IF_ERROR(s.send ? SendSizeOnly(s.peer, s.tag, s.bytes) : Recv(s.peer, s.tag, nullptr, 0, timeout_s));
+    }
+    return Status::Ok();
   }
   // Returns once every message lent to `lease` is given back: delivered, or dropped because its
   // destination left or died. A transport that lends must give back what a destination that is

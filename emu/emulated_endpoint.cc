@@ -27,28 +27,32 @@ core::Status Engine::Endpoint::SendSizeOnly(int dst, int tag, int64_t bytes) {
 }
 
 core::Status Engine::Endpoint::Transmit(int dst, int tag, const uint8_t* bytes_in, int64_t bytes) {
-  const bool size_only = bytes_in == nullptr;
   if (dst < 0 || dst >= world_size()) {
     return core::Status::InvalidArgument("send to invalid rank " + std::to_string(dst));
   }
   std::unique_lock<std::mutex> lock(engine_->mu_);
   engine_->Yield(actor_, lock);
   if (!engine_->failure_.ok()) return engine_->failure_;
-  Message m{rank_, tag, size_only ? std::vector<uint8_t>() : std::vector<uint8_t>(bytes_in, bytes_in + bytes)};
-  const double now = engine_->actors_[actor_]->clock;
-  if (dst == rank_) {
-    engine_->Arrive(dst, std::move(m), now);
-    return core::Status::Ok();
+  engine_->SendAt(actor_, dst, tag, bytes_in, bytes);
+  return core::Status::Ok();
+}
+
+void Engine::SendAt(int actor, int dst, int tag, const uint8_t* bytes_in, int64_t bytes) {
+  const int rank = actors_[static_cast<size_t>(actor)]->rank;
+  Message m{rank, tag, bytes_in == nullptr ? std::vector<uint8_t>() : std::vector<uint8_t>(bytes_in, bytes_in + bytes)};
+  const double now = actors_[static_cast<size_t>(actor)]->clock;
+  if (dst == rank) {
+    Arrive(dst, std::move(m), now);
+    return;
   }
   std::vector<sim::Delivery> delivered;
-  engine_->network_->AdvanceTo(now, &delivered);
-  engine_->Deliver(delivered);
-  const int64_t flow = engine_->network_->StartFlow(rank_, dst, static_cast<int64_t>(bytes), now);
-  if (engine_->in_flight_.empty()) engine_->stall_check_at_ = now + engine_->stall_s_;
-  engine_->in_flight_.emplace(flow, InFlight{dst, bytes, std::move(m)});
-  engine_->sent_[rank_].bytes_sent += static_cast<int64_t>(bytes);
-  ++engine_->sent_[rank_].messages_sent;
-  return core::Status::Ok();
+  network_->AdvanceTo(now, &delivered);
+  Deliver(delivered);
+  const int64_t flow = network_->StartFlow(rank, dst, bytes, now);
+  if (in_flight_.empty()) stall_check_at_ = now + stall_s_;
+  in_flight_.emplace(flow, InFlight{dst, bytes, std::move(m)});
+  sent_[rank].bytes_sent += bytes;
+  ++sent_[rank].messages_sent;
 }
 
 std::vector<int> Engine::Endpoint::Members() {
@@ -76,14 +80,18 @@ core::Result<core::Envelope<std::vector<uint8_t>>> Engine::Endpoint::Await(int s
   me.wait_tag = tag;
   const Wake wake = engine_->Block(actor_, me.clock + timeout_s, lock);
   if (auto m = box.Take(src, tag, expected_bytes)) return std::move(*m);
+  return engine_->ReceiveFailed(wake, src, timeout_s);
+}
+
+core::Status Engine::ReceiveFailed(Wake wake, int src, double timeout_s) const {
   const std::string who = src == core::kAnySource ? "any rank" : "rank " + std::to_string(src);
-  if (wake == Wake::kFailed) return engine_->failure_;
+  if (wake == Wake::kFailed) return failure_;
   if (wake == Wake::kTimeout) {
     return core::Status::Timeout("no message from " + who + " within " + std::to_string(timeout_s) +
                                  " s of virtual time");
   }
-  if (wake == Wake::kDeadlock && !engine_->deadlock_reason_.empty()) {
-    return core::Status::PeerUnavailable(who + " will never send" + engine_->deadlock_reason_);
+  if (wake == Wake::kDeadlock && !deadlock_reason_.empty()) {
+    return core::Status::PeerUnavailable(who + " will never send" + deadlock_reason_);
   }
   return core::Status::PeerUnavailable(who + " will never send (it finished, left or waits too)");
 }

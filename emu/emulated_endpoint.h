@@ -33,6 +33,10 @@ class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
   core::Status Send(int dst, int tag, const void* data, size_t bytes) override;
   // The same flow, with an empty payload.
   core::Status SendSizeOnly(int dst, int tag, int64_t bytes) override;
+  // The steps taken by the scheduler, without a thread switch for each (Engine::RunSizeOnly).
+  core::Status RunSizeOnly(const std::vector<core::SizeOnlyStep>& steps, double timeout_s) override {
+    return engine_->RunSizeOnly(actor_, steps, timeout_s);
+  }
   // Every rank stays a member: a finished or crashed worker shows as receives that can never be
   // satisfied (PeerUnavailable), not as a membership change.
   std::vector<int> Members() override;

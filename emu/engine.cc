@@ -76,8 +76,41 @@ int Engine::AddActor(int rank, double clock) {
   a->clock = clock;
   a->endpoint = std::make_unique<Endpoint>(this, id, rank);
   actors_.push_back(std::move(a));
-  live_.push_back(id);
+  live_.insert(id);
+  if (rank_actors_.size() <= static_cast<size_t>(rank)) rank_actors_.resize(static_cast<size_t>(rank) + 1);
+  rank_actors_[static_cast<size_t>(rank)].push_back(id);
+  ready_.insert({clock, id});
   return id;
+}
+
+void Engine::MakeReady(int actor, Wake wake, double clock) {
+  Actor& a = *actors_[static_cast<size_t>(actor)];
+  if (a.state == State::kBlocked) {
+    --blocked_;
+    if (a.deadline < sim::kNever) deadlines_.erase({a.deadline, actor});
+  } else if (a.state == State::kReady) {
+    ready_.erase({a.clock, actor});
+  }
+  a.state = State::kReady;
+  a.wake = wake;
+  a.clock = clock;
+  ready_.insert({a.clock, actor});
+}
+
+void Engine::MakeBlocked(int actor, double deadline) {
+  Actor& a = *actors_[static_cast<size_t>(actor)];
+  if (a.state == State::kReady) ready_.erase({a.clock, actor});  // a plan's receive (StepPlan)
+  a.state = State::kBlocked;
+  a.deadline = deadline;
+  a.wake = Wake::kNone;
+  ++blocked_;
+  if (deadline < sim::kNever) deadlines_.insert({deadline, actor});
+}
+
+void Engine::MakeRunning(int actor) {
+  Actor& a = *actors_[static_cast<size_t>(actor)];
+  ready_.erase({a.clock, actor});
+  a.state = State::kRunning;
 }
 
 core::Transport& Engine::endpoint(int rank) { return *actors_[rank]->endpoint; }
@@ -100,7 +133,7 @@ double Engine::clock_of(int rank) const {
 void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
   // If Dispatch picks this actor again it keeps the baton: no thread switch.
   Actor& a = *actors_[actor];
-  a.state = State::kReady;
+  MakeReady(actor, a.wake, a.clock);
   Dispatch(actor);
   a.cv.wait(lock, [&] { return running_ == actor; });
 }
@@ -108,9 +141,7 @@ void Engine::Yield(int actor, std::unique_lock<std::mutex>& lock) {
 Engine::Wake Engine::Block(int actor, double deadline, std::unique_lock<std::mutex>& lock) {
   if (!failure_.ok()) return Wake::kFailed;
   Actor& a = *actors_[actor];
-  a.state = State::kBlocked;
-  a.deadline = deadline;
-  a.wake = Wake::kNone;
+  MakeBlocked(actor, deadline);
   Dispatch(actor);
   a.cv.wait(lock, [&] { return running_ == actor; });
   a.wait_src = a.wait_actor = -1;
@@ -128,13 +159,11 @@ void Engine::Deliver(const std::vector<sim::Delivery>& deliveries) {
 }
 
 void Engine::Arrive(int dst, Message m, double time) {
-  for (int id : live_) {  // wake the first endpoint of `dst` waiting for this (src, tag)
+  for (int id : rank_actors_[static_cast<size_t>(dst)]) {  // wake the first waiting for this (src, tag)
     Actor* a = actors_[static_cast<size_t>(id)].get();
-    if (a->rank == dst && a->state == State::kBlocked && a->wait_tag == m.tag &&
+    if (a->state == State::kBlocked && a->wait_tag == m.tag &&
         (a->wait_src == m.src || a->wait_src == core::kAnySource)) {
-      a->state = State::kReady;
-      a->wake = Wake::kMessage;
-      a->clock = std::max(a->clock, time);
+      MakeReady(id, Wake::kMessage, std::max(a->clock, time));
       break;
     }
   }
@@ -151,15 +180,13 @@ void Engine::StartThread(int actor, std::function<void()> body) {
     std::lock_guard<std::mutex> l(mu_);
     Actor& me = *actors_[actor];
     me.state = State::kDone;
-    live_.erase(std::find(live_.begin(), live_.end(), actor));
+    live_.erase(actor);
+    auto& mine = rank_actors_[static_cast<size_t>(me.rank)];
+    mine.erase(std::find(mine.begin(), mine.end(), actor));
     finished_.push_back(actor);
-    for (int id : live_) {  // whoever waits for this operation resumes at the later clock
+    for (int id : mine) {  // whoever waits for this operation (its rank's) resumes at the later clock
       Actor& a = *actors_[static_cast<size_t>(id)];
-      if (a.state == State::kBlocked && a.wait_actor == actor) {
-        a.state = State::kReady;
-        a.wake = Wake::kMessage;
-        a.clock = std::max(a.clock, me.clock);
-      }
+      if (a.state == State::kBlocked && a.wait_actor == actor) MakeReady(id, Wake::kMessage, std::max(a.clock, me.clock));
     }
     Dispatch(actor);
   });
@@ -221,15 +248,9 @@ void Engine::Dispatch(int self) {
       scheduler_cv_.notify_one();  // Run: every actor finished
       return;
     }
-    int next = -1, deadline_actor = -1, blocked = 0;
-    for (int i : live_) {  // ascending ids: ties go to the lower one
-      const Actor& a = *actors_[static_cast<size_t>(i)];
-      if (a.state == State::kReady && (next < 0 || a.clock < actors_[next]->clock)) next = i;
-      if (a.state == State::kBlocked) {
-        ++blocked;
-        if (deadline_actor < 0 || a.deadline < actors_[deadline_actor]->deadline) deadline_actor = i;
-      }
-    }
+    // The earliest ready actor and the earliest deadline, ties to the lower id.
+    const int next = ready_.empty() ? -1 : ready_.begin()->second;
+    const int deadline_actor = deadlines_.empty() ? -1 : deadlines_.begin()->second;
     const double t_actor = next >= 0 ? actors_[next]->clock : sim::kNever;
     const double t_net = network_->NextEventTime();
     const double t_deadline = deadline_actor >= 0 ? actors_[deadline_actor]->deadline : sim::kNever;
@@ -249,29 +270,93 @@ void Engine::Dispatch(int self) {
       continue;
     }
     if (t_deadline < sim::kNever && t_deadline < t_actor) {
-      Actor& a = *actors_[deadline_actor];
-      a.state = State::kReady;
-      a.wake = Wake::kTimeout;
-      a.clock = std::max(a.clock, a.deadline);
+      const Actor& a = *actors_[deadline_actor];
+      MakeReady(deadline_actor, Wake::kTimeout, std::max(a.clock, a.deadline));
       continue;
     }
     if (next >= 0) {  // hand the baton straight to it (no scheduler thread in between)
-      actors_[next]->state = State::kRunning;
+      // An actor running a size-only plan has its step taken here, until the plan is over.
+      if (actors_[static_cast<size_t>(next)]->plan != nullptr && !StepPlan(next)) continue;
+      MakeRunning(next);
       running_ = next;
       if (next != self) actors_[next]->cv.notify_one();
       return;
     }
     // Nothing can happen: every remaining actor waits for something that will never come.
-    NARROWS_CHECK(blocked > 0);
+    NARROWS_CHECK(blocked_ > 0);
     if (deadlock_reason_.empty()) deadlock_reason_ = LinksDownForGood(network_->topology());
     for (int i : live_) {
-      Actor& a = *actors_[static_cast<size_t>(i)];
-      if (a.state == State::kBlocked) {
-        a.state = State::kReady;
-        a.wake = Wake::kDeadlock;
-      }
+      const Actor& a = *actors_[static_cast<size_t>(i)];
+      if (a.state == State::kBlocked) MakeReady(i, Wake::kDeadlock, a.clock);
     }
   }
+}
+
+core::Status Engine::RunSizeOnly(int actor, const std::vector<core::SizeOnlyStep>& steps, double timeout_s) {
+  if (steps.empty()) return core::Status::Ok();
+  std::unique_lock<std::mutex> lock(mu_);
+  Actor& me = *actors_[static_cast<size_t>(actor)];
+  me.plan = &steps;
+  me.plan_next = 0;
+  me.plan_timeout_s = timeout_s;
+  me.plan_waits = false;
+  me.plan_status = core::Status::Ok();
+  // As the first step's own call would: ready at its clock, after every earlier event.
+  MakeReady(actor, me.wake, me.clock);
+  Dispatch(actor);
+  me.cv.wait(lock, [&] { return running_ == actor; });
+  me.plan = nullptr;
+  return me.plan_status;
+}
+
+bool Engine::StepPlan(int actor) {
+  Actor& a = *actors_[static_cast<size_t>(actor)];
+  const auto& steps = *a.plan;
+  auto& box = mailboxes_[static_cast<size_t>(a.rank)];
+  if (a.plan_waits) {  // woken in a receive: as Await after Block
+    a.plan_waits = false;
+    const int src = steps[a.plan_next].peer;
+    a.wait_src = a.wait_actor = -1;
+    a.wait_tag = kNoTag;
+    auto m = box.Take(src, steps[a.plan_next].tag, 0);
+    if (!m) {
+      a.plan_status = ReceiveFailed(a.wake, src, a.plan_timeout_s);
+    } else if (!m->payload.empty()) {
+      a.plan_status = core::Status::InvalidArgument("message from rank " + std::to_string(src) + " has " +
+                                                    std::to_string(m->payload.size()) + " bytes, expected 0");
+    }
+    if (!a.plan_status.ok() || ++a.plan_next == steps.size()) return true;
+    MakeReady(actor, a.wake, a.clock);  // the next step's call
+    return false;
+  }
+  const core::SizeOnlyStep& step = steps[a.plan_next];
+  if (step.peer < 0 || step.peer >= num_workers_) {
+    a.plan_status = core::Status::InvalidArgument(std::string(step.send ? "send to" : "receive from") +
+                                                  " invalid rank " + std::to_string(step.peer));
+    return true;
+  }
+  if (!failure_.ok()) {
+    a.plan_status = failure_;
+    return true;
+  }
+  if (step.send) {
+    SendAt(actor, step.peer, step.tag, nullptr, std::max<int64_t>(0, step.bytes));
+  } else if (auto m = box.Take(step.peer, step.tag, 0)) {
+    if (!m->payload.empty()) {
+      a.plan_status = core::Status::InvalidArgument("message from rank " + std::to_string(step.peer) + " has " +
+                                                    std::to_string(m->payload.size()) + " bytes, expected 0");
+      return true;
+    }
+  } else {  // as Await's Block
+    a.wait_src = step.peer;
+    a.wait_tag = step.tag;
+    a.plan_waits = true;
+    MakeBlocked(actor, a.clock + a.plan_timeout_s);
+    return false;
+  }
+  if (++a.plan_next == steps.size()) return true;
+  MakeReady(actor, a.wake, a.clock);
+  return false;
 }
 
 void Engine::CheckStall(double now) {
@@ -310,19 +395,15 @@ void Engine::CheckStall(double now) {
   }
   failure_ = core::Status::Aborted(message);
   for (int i : live_) {
-    Actor& a = *actors_[static_cast<size_t>(i)];
-    if (a.state == State::kBlocked) {
-      a.state = State::kReady;
-      a.wake = Wake::kFailed;
-      a.clock = std::max(a.clock, now);
-    }
+    const Actor& a = *actors_[static_cast<size_t>(i)];
+    if (a.state == State::kBlocked) MakeReady(i, Wake::kFailed, std::max(a.clock, now));
   }
 }
 
 void Engine::Run(const std::function<void(int rank)>& body) {
   std::unique_lock<std::mutex> lock(mu_);
   for (int r = 0; r < num_workers_; ++r) {
-    actors_[r]->state = State::kReady;
+    MakeReady(r, Wake::kNone, actors_[r]->clock);
     StartThread(r, [&body, r] { body(r); });
   }
   Dispatch(-1);

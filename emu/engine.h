@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -72,6 +73,13 @@ class Engine {
     std::unique_ptr<Endpoint> endpoint;
     core::Status result;  // of a started operation
     std::thread thread;
+    // While it runs a size-only plan in the scheduler (RunSizeOnly): the plan, its next step, the
+    // receives' timeout, whether it waits in a receive, and the plan's outcome.
+    const std::vector<core::SizeOnlyStep>* plan = nullptr;
+    size_t plan_next = 0;
+    double plan_timeout_s = 0.0;
+    bool plan_waits = false;
+    core::Status plan_status;
   };
 
   // Called by an actor: give up the baton until every earlier event has happened.
@@ -91,8 +99,23 @@ class Engine {
   // Message `m` reaches rank `dst` at `time`: the first of its endpoints waiting for it wakes.
   void Arrive(int dst, Message m, double time);
   int AddActor(int rank, double clock);  // REQUIRES: mu_ held
+  // State changes, each keeping the scheduler's indexes (ready_, deadlines_) in step. REQUIRES: mu_ held.
+  void MakeReady(int actor, Wake wake, double clock);  // from kBlocked (or new: kReady already)
+  void MakeBlocked(int actor, double deadline);        // from kRunning (or kReady: a plan's step)
+  void MakeRunning(int actor);                         // from kReady
   void StartThread(int actor, std::function<void()> body);  // REQUIRES: mu_ held
   std::unique_ptr<core::Work> Start(int parent, core::AsyncOp op);
+  // An actor's message leaves at its clock (`bytes_in` null: size-only). REQUIRES: mu_ held, the
+  // actor holding the baton or run by the scheduler.
+  void SendAt(int actor, int dst, int tag, const uint8_t* bytes_in, int64_t bytes);
+  // Why a receive from `src` ended without its message.
+  core::Status ReceiveFailed(Wake wake, int src, double timeout_s) const;
+  // Transport::RunSizeOnly for `actor`: the scheduler takes the plan's steps in its place, each when
+  // the actor's own call would have run (after every earlier event; ties as for the actor), and
+  // hands the actor its baton when the plan is over. StepPlan takes one step (or completes a
+  // receive); true once the plan is over.
+  core::Status RunSizeOnly(int actor, const std::vector<core::SizeOnlyStep>& steps, double timeout_s);
+  bool StepPlan(int actor);  // REQUIRES: mu_ held
 
   mutable std::mutex mu_;
   std::condition_variable scheduler_cv_;
@@ -100,7 +123,13 @@ class Engine {
   int num_workers_;
   std::unique_ptr<sim::NetworkModel> network_;
   std::vector<std::unique_ptr<Actor>> actors_;  // by id; finished ones stay (their Work may ask)
-  std::vector<int> live_;      // ids of the actors not finished, ascending: what scheduling scans
+  // The scheduler's indexes, so that finding the next event never scans the actors: the ready
+  // actors by (clock, id), the blocked ones with a deadline by (deadline, id), the blocked count;
+  // and each rank's live actors, ascending (a message or a finished operation wakes one of them).
+  std::set<std::pair<double, int>> ready_, deadlines_;
+  int blocked_ = 0;
+  std::vector<std::vector<int>> rank_actors_;
+  std::set<int> live_;         // ids of the actors not finished
   std::vector<int> finished_;  // finished since the scheduler last ran: their threads to join
   std::vector<core::Mailbox<std::vector<uint8_t>>> mailboxes_;  // per rank: delivered, not yet received
   std::vector<core::TransportStats> sent_;                      // per rank

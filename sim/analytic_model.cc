@@ -34,10 +34,18 @@ AnalyticModel::AnalyticModel(Topology topology, AnalyticOptions options)
     bandwidth_.push_back(l.bandwidth_bps);
     next_change_.push_back(0);
     loss_.emplace_back(l);
+    if (l.loss > 0.0 || loss_.back().next_switch() < kNever) lossy_ = true;
     constexpr double kMinQueueBits = 64.0 * 1024.0 * 8.0;
     queue_bits_.push_back(options_.queue_s > 0.0 ? std::max(kMinQueueBits, options_.queue_s * l.bandwidth_bps) : kNever);
     burst_queued_.push_back(0.0);
+    if (!l.schedule.empty() || loss_.back().next_switch() < kNever) dynamic_links_.push_back(static_cast<int>(bandwidth_.size()) - 1);
   }
+  const size_t n = bandwidth_.size();
+  on_link_.resize(n);
+  dirty_.assign(n, 0);
+  seen_.assign(n, 0);
+  capacity_.assign(n, 0.0);
+  unfrozen_on_.assign(n, 0.0);
   // Changes at time 0 (or before) apply from the start.
   for (size_t l = 0; l < bandwidth_.size(); ++l) {
     const auto& s = topology_.links()[l].schedule;
@@ -55,16 +63,14 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   const int64_t id = next_id_++;
   const auto& route = topology_.Route(src, dst);
   const double latency = topology_.PathLatency(src, dst);
-  const double cap = LossCap(route, latency);
+  const double cap = LossCap(Links(route), latency);
   const int pair = src * topology_.num_workers() + dst;
-  std::vector<int> ack_route = options_.ack_share > 0.0 ? topology_.Route(dst, src) : std::vector<int>{};
-  std::vector<int> reverse_route =
-      options_.slow_start && options_.queue_s > 0.0 ? topology_.Route(dst, src) : std::vector<int>{};
+  const Links ack_route = options_.ack_share > 0.0 ? Links(topology_.Route(dst, src)) : Links();
+  const Links reverse_route = options_.slow_start && options_.queue_s > 0.0 ? Links(topology_.Route(dst, src)) : Links();
   const double bits = std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte);
-  Flow flow{id, pair, route, std::move(ack_route), std::move(reverse_route), bits, 0.0, cap, latency, now};
-  auto& queue = queued_[pair];
-  const bool busy = !queue.empty() || std::any_of(flows_.begin(), flows_.end(),
-                                                  [&](const Flow& f) { return f.pair == pair; });
+  Flow flow{id, pair, Links(route), ack_route, reverse_route, bits, 0.0, cap, latency, now};
+  const auto waiting = queued_.find(pair);
+  const bool busy = (waiting != queued_.end() && !waiting->second.empty()) || transmitting_.count(pair) > 0;
   if (busy) {
     // Written behind its predecessor: what the round's window has room for leaves at once.
     if (options_.slow_start) {
@@ -72,11 +78,12 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
       const double room = c.round_end == kNever ? kNever : c.window_bits - c.round_released_bits;
       if (c.round_end >= 0.0) Burst(c, flow, std::min(std::max(0.0, room), bits));
     }
-    queue.push_back(std::move(flow));
+    queued_[pair].push_back(std::move(flow));
   } else {
+    flow.synced_s = now_;
     Begin(flow, Start::kWritten);
-    flows_.push_back(std::move(flow));
-    Recompute();
+    Insert(std::move(flow));
+    Reshare();
   }
   return id;
 }
@@ -252,7 +259,8 @@ void AnalyticModel::EndRound(Connection& c, const Flow& f, Then then) {
 
 double AnalyticModel::NextWindowEvent() const {
   double t = kNever;
-  for (const auto& f : flows_) {
+  if (!options_.slow_start) return t;
+  for (const auto& [seq, f] : flows_) {
     auto it = connections_.find(f.pair);
     if (it == connections_.end()) continue;
     const Connection& c = it->second;
@@ -269,7 +277,7 @@ double AnalyticModel::NextWindowEvent() const {
 
 bool AnalyticModel::StepRounds() {
   bool changed = false;
-  for (auto& f : flows_) {
+  for (auto& [seq, f] : flows_) {
     auto it = connections_.find(f.pair);
     if (it == connections_.end()) continue;
     Connection& c = it->second;
@@ -285,17 +293,10 @@ bool AnalyticModel::StepRounds() {
   return changed;
 }
 
-double AnalyticModel::NextCompletion() const {
-  double t = kNever;
-  for (const auto& f : flows_) {
-    if (f.rate_bps > 0) t = std::min(t, now_ + f.remaining_bits / f.rate_bps);
-  }
-  return t;
-}
-
 double AnalyticModel::NextScheduleChange(bool with_loss_switches) const {
   double t = kNever;
-  for (size_t l = 0; l < next_change_.size(); ++l) {
+  for (int k : dynamic_links_) {
+    const auto l = static_cast<size_t>(k);
     const auto& s = topology_.links()[l].schedule;
     if (next_change_[l] < s.size()) t = std::min(t, s[next_change_[l]].at_s);
     if (with_loss_switches) t = std::min(t, loss_[l].next_switch());
@@ -311,64 +312,45 @@ double AnalyticModel::NextEventTime() const {
   return t;
 }
 
-void AnalyticModel::Progress(double dt) {
-  for (auto& f : flows_) {
-    if (f.rate_bps > 0 && dt > 0) f.moved_s = now_ + dt;
-    f.remaining_bits -= f.rate_bps * dt;
-    if (options_.slow_start) {
-      Connection& c = connections_[f.pair];
-      c.round_sent_bits += f.rate_bps * dt;
-      c.stream_bits += f.rate_bps * dt;
-      const double drained = std::min(c.burst_bits, f.rate_bps * dt);
-      c.burst_bits -= drained;
-      if (drained > 0.0) burst_queued_[static_cast<size_t>(c.bottleneck)] -= drained;
-    }
-    for (int l : f.route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, f.rate_bps * dt);
-    for (int l : f.ack_route) counters_.AddBits(static_cast<size_t>(l), now_, now_ + dt, options_.ack_share * f.rate_bps * dt);
-  }
-}
-
 void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
   while (true) {
     const double deliver = in_flight_.empty() ? kNever : in_flight_.begin()->first;
     const double step_to = std::max(now_, std::min({NextCompletion(), NextScheduleChange(), NextWindowEvent(), deliver, t}));
-    Progress(step_to - now_);
     now_ = step_to;
-    bool changed = false;
-    for (size_t i = 0; i < flows_.size();) {
-      // Done when less than a nanosecond of transmission is left (absorbs rounding), or less than
-      // the clock can resolve: late in a long run now_ + remaining / rate rounds to now_.
-      const double resolution = std::max(1e-9, 4.0 * std::numeric_limits<double>::epsilon() * now_);
-      if (flows_[i].remaining_bits <= kEpsBits + flows_[i].rate_bps * resolution) {
-        in_flight_.emplace(now_ + flows_[i].latency_s, flows_[i].id);
-        const int pair = flows_[i].pair;
-        End(flows_[i]);
-        flows_.erase(flows_.begin() + static_cast<long>(i));
-        auto q = queued_.find(pair);
-        if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
-          flows_.push_back(std::move(q->second.front()));
-          flows_.back().moved_s = now_;  // it waited behind its predecessor until now
-          Begin(flows_.back(), Start::kBehind);
-          q->second.erase(q->second.begin());
-        }
-        changed = true;
-      } else {
-        ++i;
+    // The window model's rounds read every connection's counts: every flow's progress up to now.
+    if (options_.slow_start) {
+      for (auto& [seq, f] : flows_) Sync(f);
+    }
+    for (int64_t seq : Completed()) {
+      Flow& f = flows_.at(seq);
+      in_flight_.emplace(now_ + f.latency_s, f.id);
+      const int pair = f.pair;
+      End(f);
+      Remove(seq);
+      auto q = queued_.find(pair);
+      if (q != queued_.end() && !q->second.empty()) {  // the pair's next message starts now
+        Flow next = std::move(q->second.front());
+        q->second.pop_front();
+        next.moved_s = now_;  // it waited behind its predecessor until now
+        next.synced_s = now_;
+        Begin(next, Start::kBehind);
+        Insert(std::move(next));
       }
     }
-    for (size_t l = 0; l < next_change_.size(); ++l) {
+    for (int k : dynamic_links_) {
+      const auto l = static_cast<size_t>(k);
       const auto& s = topology_.links()[l].schedule;
       while (next_change_[l] < s.size() && s[next_change_[l]].at_s <= now_) {
         bandwidth_[l] = s[next_change_[l]++].bandwidth_bps;
-        changed = true;
+        MarkDirty(k);
       }
       while (loss_[l].next_switch() <= now_) {
         loss_[l].Switch();
-        changed = true;
+        MarkDirty(k);
       }
     }
-    if (options_.slow_start && StepRounds()) changed = true;
-    if (changed) Recompute();
+    if (options_.slow_start && StepRounds()) MarkAllDirty();
+    Reshare();
     while (!in_flight_.empty() && in_flight_.begin()->first <= now_) {
       delivered->push_back({in_flight_.begin()->second, in_flight_.begin()->first});
       in_flight_.erase(in_flight_.begin());
@@ -379,8 +361,10 @@ void AnalyticModel::AdvanceTo(double t, std::vector<Delivery>* delivered) {
 
 NetworkModel::Stalest AnalyticModel::StalestFlow() const {
   Stalest s;
-  for (const auto& f : flows_) {
-    if (f.moved_s < s.since) s = {f.id, f.moved_s};
+  for (const auto& [seq, f] : flows_) {
+    // One transmitting now has moved bits up to now (its progress is applied lazily).
+    const double moved = f.rate_bps > 0 ? now_ : f.moved_s;
+    if (moved < s.since) s = {f.id, moved};
   }
   return s;
 }

@@ -31,7 +31,11 @@
 // is. Deterministic.
 #pragma once
 
+#include <deque>
 #include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/scenario.h"
 #include "sim/network_model.h"
@@ -84,18 +88,33 @@ class AnalyticModel : public NetworkModel {
   Stalest StalestFlow() const override;
 
  private:
+  // A route held by the topology (whose routes never move): the links, without a copy per flow.
+  struct Links {
+    const int* first = nullptr;
+    const int* last = nullptr;
+    Links() = default;
+    explicit Links(const std::vector<int>& v) : first(v.data()), last(v.data() + v.size()) {}
+    const int* begin() const { return first; }
+    const int* end() const { return last; }
+    int front() const { return *first; }
+  };
   struct Flow {
     int64_t id;
     int pair;  // src * workers + dst: flows of one pair transmit in order
-    std::vector<int> route;
-    std::vector<int> ack_route;  // its ACKs' links (ack_share > 0)
-    std::vector<int> reverse_route;  // queue_s: the links its ACKs cross, whose queues delay them
+    Links route;
+    Links ack_route;  // its ACKs' links (ack_share > 0)
+    Links reverse_route;  // queue_s: the links its ACKs cross, whose queues delay them
     double remaining_bits;
     double rate_bps = 0.0;
-    double cap_bps;  // Padhye's on the route's current loss (Recompute)
+    double cap_bps;  // Padhye's on the route's current loss (Fill)
     double latency_s;
     double moved_s;  // the last time any of its bits moved (its start until then)
-    bool paused = false;  // slow_start: its connection's round has spent the window (Recompute)
+    bool paused = false;  // slow_start: its connection's round has spent the window (Fill)
+    // Its progress is applied lazily (Sync): remaining_bits, the links' counters and its
+    // connection's counts are as of synced_s, and it has sent at rate_bps since.
+    double synced_s = 0.0;
+    int64_t version = 0;  // of its rate: a completion entry (Due) of an older version is stale
+    int64_t reached = 0;  // the generation of the last Reshare that reached it
   };
   // slow_start: a connection's (one per ordered pair of workers) window in wire bits; since when it
   // has had nothing to send (-1: never used); and its round trip: when the round ends (-1: none
@@ -166,9 +185,23 @@ class AnalyticModel : public NetworkModel {
   void Burst(Connection& c, const Flow& f, double bits);
   // queue_s: a loss's recovery once the bits before it are out; its resending when due.
   bool StepRecovery(Connection& c, const Flow& f);
-  double LossCap(const std::vector<int>& route, double latency_s) const;
-  void Recompute();
-  void Progress(double dt);
+  double LossCap(Links route, double latency_s) const;
+  bool lossy_ = false;  // some link has loss: LossCap has a cap to compute
+  // The incremental core (sim/analytic_flows.cc). A flow's share changes only when a flow that
+  // shares a link with it, directly or through others, starts or ends, or when one of those links
+  // changes: such links are marked dirty, and Reshare recomputes the max-min shares of the flows
+  // connected to them alone (as htsim and SimAI's analytical model do), each flow's progress
+  // applied up to then (Sync). Completions come from a heap of due times.
+  void Sync(Flow& f);
+  void Insert(Flow f);  // begins transmitting (a new seq), its links dirty
+  void Remove(int64_t seq);  // its links dirty
+  void MarkDirty(const Flow& f);
+  void MarkDirty(int link);
+  void MarkAllDirty();
+  void Reshare();
+  void Fill(const std::vector<Flow*>& flows, const std::vector<int>& links);
+  // The flows whose last bit has left by now, in the order they began.
+  std::vector<int64_t> Completed();
   double NextCompletion() const;
   // The next bandwidth change, and with `with_loss_switches` the next loss switch too.
   double NextScheduleChange(bool with_loss_switches = true) const;
@@ -178,8 +211,25 @@ class AnalyticModel : public NetworkModel {
   std::vector<double> bandwidth_;       // current bandwidth per link
   std::vector<size_t> next_change_;     // index into each link's schedule
   std::vector<LossStates> loss_;        // each link's loss now (bursts switch it)
-  std::vector<Flow> flows_;             // transmitting
-  std::map<int, std::vector<Flow>> queued_;  // per pair, waiting for the pair's current flow
+  std::map<int64_t, Flow> flows_;       // transmitting, by the order they began (seq)
+  int64_t next_seq_ = 0;
+  std::unordered_map<int, std::deque<Flow>> queued_;  // per pair, waiting for the pair's current flow
+  std::unordered_set<int> transmitting_;  // the pairs with a flow in flows_
+  std::vector<std::vector<int64_t>> on_link_;  // per link: the transmitting flows (seqs) it carries or their ACKs
+  // A flow's due time at its rate of `version`, earliest first.
+  struct Due {
+    double time;
+    int64_t seq, version;
+    bool operator>(const Due& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+  mutable std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
+  std::vector<int> dirty_links_;
+  std::vector<char> dirty_;       // per link: in dirty_links_
+  std::vector<int> dynamic_links_;  // the links with a bandwidth schedule or loss bursts
+  // Reshare's scratch, per link: visited (the generation), free capacity, unfrozen flows' load.
+  std::vector<int64_t> seen_;
+  int64_t generation_ = 0;
+  std::vector<double> capacity_, unfrozen_on_;
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
   std::map<int, Connection> connections_;     // slow_start: by pair
   std::vector<double> queue_bits_;            // queue_s: each link's drop-tail depth

@@ -1,5 +1,5 @@
 // AnalyticModel's rates (sim/analytic_model.h): each flow's cap under its route's loss, and the
-// max-min fair shares of the links among the flows.
+// max-min fair shares of a set of links among the flows that cross them (Fill).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -8,7 +8,8 @@
 
 namespace narrows::sim {
 
-double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) const {
+double AnalyticModel::LossCap(Links route, double latency_s) const {
+  if (!lossy_) return kNever;
   double keep = 1.0;
   for (int l : route) keep *= 1.0 - loss_[static_cast<size_t>(l)].loss();
   const double loss = 1.0 - keep;
@@ -24,48 +25,54 @@ double AnalyticModel::LossCap(const std::vector<int>& route, double latency_s) c
   return options_.mss_bytes * 8.0 / per_segment * options_.wire_bytes_per_byte;
 }
 
-void AnalyticModel::Recompute() {
+void AnalyticModel::Fill(const std::vector<Flow*>& flows, const std::vector<int>& links) {
   // Bursts move the loss; a flow whose round has spent its window waits for the round's end.
-  for (auto& f : flows_) f.cap_bps = f.paused ? 0.0 : LossCap(f.route, f.latency_s);
+  for (Flow* f : flows) {
+    Sync(*f);
+    f->cap_bps = f->paused ? 0.0 : LossCap(f->route, f->latency_s);
+    f->rate_bps = 0.0;
+  }
   // Max-min fairness by progressive filling: raise all unfrozen flows' rates together until a link
-  // saturates or a flow reaches its cap; freeze those flows; repeat.
+  // saturates or a flow reaches its cap; freeze those flows; repeat. `links` are every link the
+  // flows cross (their routes and their ACKs' routes), and no other flow crosses them.
   // A flow's ACKs take ack_share of its rate on each link of its reverse route: the filling raises
   // every unfrozen flow's rate by the same amount, each link's load by its weighted count of them.
   const double ack = options_.ack_share;
-  std::vector<double> capacity = bandwidth_;
-  std::vector<double> unfrozen_on(capacity.size(), 0.0);
-  std::vector<bool> frozen(flows_.size(), false);
-  auto load = [&](const Flow& f, double forward, std::vector<double>& per_link) {
-    for (int l : f.route) per_link[l] += forward;
-    for (int l : f.ack_route) per_link[l] += forward * ack;
-  };
-  for (auto& f : flows_) {
-    f.rate_bps = 0.0;
-    load(f, 1.0, unfrozen_on);
+  for (int l : links) {
+    capacity_[static_cast<size_t>(l)] = bandwidth_[static_cast<size_t>(l)];
+    unfrozen_on_[static_cast<size_t>(l)] = 0.0;
   }
-  size_t remaining = flows_.size();
+  auto load = [&](const Flow& f, double forward, std::vector<double>& per_link) {
+    for (int l : f.route) per_link[static_cast<size_t>(l)] += forward;
+    for (int l : f.ack_route) per_link[static_cast<size_t>(l)] += forward * ack;
+  };
+  for (const Flow* f : flows) load(*f, 1.0, unfrozen_on_);
+  std::vector<char> frozen(flows.size(), 0);
+  size_t remaining = flows.size();
   while (remaining > 0) {
     double inc = kNever;
-    for (size_t l = 0; l < capacity.size(); ++l) {
-      if (unfrozen_on[l] > 1e-12) inc = std::min(inc, std::max(0.0, capacity[l]) / unfrozen_on[l]);
+    for (int l : links) {
+      const auto k = static_cast<size_t>(l);
+      if (unfrozen_on_[k] > 1e-12) inc = std::min(inc, std::max(0.0, capacity_[k]) / unfrozen_on_[k]);
     }
-    for (size_t i = 0; i < flows_.size(); ++i) {
-      if (!frozen[i]) inc = std::min(inc, flows_[i].cap_bps - flows_[i].rate_bps);
+    for (size_t i = 0; i < flows.size(); ++i) {
+      if (!frozen[i]) inc = std::min(inc, flows[i]->cap_bps - flows[i]->rate_bps);
     }
-    for (size_t i = 0; i < flows_.size(); ++i) {
+    for (size_t i = 0; i < flows.size(); ++i) {
       if (frozen[i]) continue;
-      flows_[i].rate_bps += inc;
-      load(flows_[i], -inc, capacity);
+      flows[i]->rate_bps += inc;
+      load(*flows[i], -inc, capacity_);
     }
-    for (size_t i = 0; i < flows_.size(); ++i) {
+    for (size_t i = 0; i < flows.size(); ++i) {
       if (frozen[i]) continue;
-      bool saturated = flows_[i].rate_bps >= flows_[i].cap_bps * (1 - 1e-12);
-      for (int l : flows_[i].route) saturated = saturated || capacity[l] <= bandwidth_[l] * 1e-12;
-      for (int l : flows_[i].ack_route) saturated = saturated || capacity[l] <= bandwidth_[l] * 1e-12;
+      const Flow& f = *flows[i];
+      bool saturated = f.rate_bps >= f.cap_bps * (1 - 1e-12);
+      for (int l : f.route) saturated = saturated || capacity_[l] <= bandwidth_[l] * 1e-12;
+      for (int l : f.ack_route) saturated = saturated || capacity_[l] <= bandwidth_[l] * 1e-12;
       if (saturated) {
-        frozen[i] = true;
+        frozen[i] = 1;
         --remaining;
-        load(flows_[i], -1.0, unfrozen_on);
+        load(f, -1.0, unfrozen_on_);
       }
     }
   }
