@@ -34,7 +34,10 @@ class Engine::Endpoint : public core::MailboxTransport<std::vector<uint8_t>> {
   // The same flow, with an empty payload.
   core::Status SendSizeOnly(int dst, int tag, int64_t bytes) override;
   // The steps taken by the scheduler, without a thread switch for each (Engine::RunSizeOnly).
+  // NARROWS_EMULATOR_STEP_BY_STEP=1 in the environment: one call per step instead (the same times:
+  // the peer tools/bench/emulator measures plans against).
   core::Status RunSizeOnly(const std::vector<core::SizeOnlyStep>& steps, double timeout_s) override {
+    if (engine_->step_by_step_) return Transport::RunSizeOnly(steps, timeout_s);
     return engine_->RunSizeOnly(actor_, steps, timeout_s);
   }
   // Every rank stays a member: a finished or crashed worker shows as receives that can never be

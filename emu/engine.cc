@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace narrows::emu {
@@ -57,7 +58,8 @@ class Engine::EmulatedWork : public core::Work {
 Engine::Engine(int num_workers, std::unique_ptr<sim::NetworkModel> network)
     : num_workers_(num_workers),
       network_(std::move(network)),
-      sent_(static_cast<size_t>(num_workers)) {
+      sent_(static_cast<size_t>(num_workers)),
+      step_by_step_(std::getenv("NARROWS_EMULATOR_STEP_BY_STEP") != nullptr) {
   NARROWS_CHECK(network_->topology().num_workers() == num_workers)
       << "topology has " << network_->topology().num_workers() << " workers, engine " << num_workers;
   std::lock_guard<std::mutex> lock(mu_);

@@ -142,6 +142,7 @@ class Engine {
   double stall_s_ = 0.0;          // 0: no stall watchdog
   double stall_check_at_ = 0.0;   // while messages are in transit: when to look next
   core::Status failure_;          // set once: every transport call returns it
+  const bool step_by_step_;       // NARROWS_EMULATOR_STEP_BY_STEP: no plans (Endpoint::RunSizeOnly)
 };
 
 }  // namespace narrows::emu

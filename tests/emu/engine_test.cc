@@ -358,5 +358,51 @@ TEST(EngineTest, SizeOnlyAllReduceTimesLikeTheRealOne) {
   }
 }
 
+// A plan (Transport::RunSizeOnly) run by the scheduler takes the times, bytes and outcomes of the
+// same steps taken one call at a time (the base class's RunSizeOnly), with unequal clocks at entry,
+// other traffic in the network, a started operation beside it, and a receive that times out.
+TEST(EngineTest, APlanTakesTheTimesOfItsStepsOneByOne) {
+  const int n = 6;
+  struct Outcome {
+    std::vector<double> clocks;
+    std::vector<int64_t> sent;
+    std::vector<std::string> status;
+  };
+  auto run = [&](bool plan) {
+    std::vector<sim::Link> links = sim::UniformLinks(n, 100e6, 0.004);
+    links[3].bandwidth_bps = 30e6;
+    Engine engine(n, std::make_unique<sim::AnalyticModel>(sim::Topology::Star(links)));
+    Outcome out{std::vector<double>(n), std::vector<int64_t>(n), std::vector<std::string>(n)};
+    engine.Run([&](int r) {
+      core::Transport& t = engine.endpoint(r);
+      t.clock().ChargeCompute(0.003 * r);
+      // A real message beside the plan, received after it.
+      std::vector<uint8_t> payload(40'000, 1), got(40'000);
+      ASSERT_TRUE(t.Send((r + 2) % n, 7, payload.data(), payload.size()).ok());
+      auto side = t.Start([&](core::Transport& op) { return op.SendSizeOnly((r + 1) % n, 9, 250'000); });
+      std::vector<core::SizeOnlyStep> steps;
+      for (int k = 1; k <= 3; ++k) steps.push_back({true, (r + k) % n, 100 + k, 30'000 * (r + k)});
+      for (int k = 3; k >= 1; --k) steps.push_back({false, (r - k + n) % n, 100 + k, 0});
+      steps.push_back({false, (r + n - 1) % n, 9, 0});
+      if (r == 4) steps.push_back({false, 0, 55, 0});  // never sent: times out after 0.5 s
+      core::Status s = plan ? t.RunSizeOnly(steps, 0.5) : t.core::Transport::RunSizeOnly(steps, 0.5);
+      EXPECT_TRUE(side->Wait(core::kForever).ok());
+      EXPECT_TRUE(t.Recv((r + n - 2) % n, 7, got.data(), got.size()).ok());
+      out.status[static_cast<size_t>(r)] = s.ToString();
+      out.sent[static_cast<size_t>(r)] = t.stats().bytes_sent;
+      out.clocks[static_cast<size_t>(r)] = t.clock().Now();
+    });
+    return out;
+  };
+  const Outcome planned = run(true), stepped = run(false);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_DOUBLE_EQ(planned.clocks[static_cast<size_t>(r)], stepped.clocks[static_cast<size_t>(r)]) << "rank " << r;
+  }
+  EXPECT_EQ(planned.sent, stepped.sent);
+  EXPECT_EQ(planned.status, stepped.status);
+  EXPECT_NE(planned.status[4].find("no message from rank 0 within"), std::string::npos) << planned.status[4];
+  EXPECT_GT(planned.clocks[4], planned.clocks[3] + 0.4);  // the timeout's half second
+}
+
 }  // namespace
 }  // namespace narrows::emu
