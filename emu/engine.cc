@@ -87,6 +87,10 @@ int Engine::AddActor(int rank, double clock) {
 
 void Engine::MakeReady(int actor, Wake wake, double clock) {
   Actor& a = *actors_[static_cast<size_t>(actor)];
+  if (a.state == State::kReady && a.clock == clock) {  // where it is in ready_ already
+    a.wake = wake;
+    return;
+  }
   if (a.state == State::kBlocked) {
     --blocked_;
     if (a.deadline < sim::kNever) deadlines_.erase({a.deadline, actor});
@@ -382,7 +386,7 @@ void Engine::CheckStall(double now) {
                 "of %lld bytes from worker %d to worker %d has moved no byte since %.3f s (now %.3f s); its route:",
                 stall_s_, static_cast<long long>(it->second.bytes), src, dst, s.since, now);
   std::string message = head;
-  const std::vector<int>& route = topology.Route(src, dst);
+  const sim::Path route = topology.Route(src, dst);
   for (size_t k = 0; k < route.size(); ++k) {
     const sim::Link& l = topology.links()[static_cast<size_t>(route[k])];
     message += (k == 0 ? " " : ", ") + l.name;

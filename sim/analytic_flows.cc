@@ -80,7 +80,10 @@ void AnalyticModel::Reshare() {
   // The component of the flow-link graph reached from the dirty links: their flows, those flows'
   // links, and so on. Its shares are independent of every other flow's.
   ++generation_;
-  std::vector<int> links, frontier;
+  std::vector<int>& links = scratch_links_;
+  std::vector<int>& frontier = scratch_frontier_;
+  links.clear();
+  frontier.clear();
   for (int l : dirty_links_) {
     dirty_[static_cast<size_t>(l)] = 0;
     if (seen_[static_cast<size_t>(l)] == generation_) continue;
@@ -89,7 +92,8 @@ void AnalyticModel::Reshare() {
     frontier.push_back(l);
   }
   dirty_links_.clear();
-  std::vector<int64_t> seqs;
+  std::vector<int64_t>& seqs = scratch_seqs_;
+  seqs.clear();
   while (!frontier.empty()) {
     const int l = frontier.back();
     frontier.pop_back();
@@ -109,8 +113,8 @@ void AnalyticModel::Reshare() {
     }
   }
   std::sort(seqs.begin(), seqs.end());  // the order they began, as a full recomputation takes them
-  std::vector<Flow*> flows;
-  flows.reserve(seqs.size());
+  std::vector<Flow*>& flows = scratch_flows_;
+  flows.clear();
   for (int64_t seq : seqs) flows.push_back(&flows_.at(seq));
   Fill(flows, links);
   for (size_t i = 0; i < flows.size(); ++i) {
@@ -139,7 +143,8 @@ std::vector<int64_t> AnalyticModel::Completed() {
   // the clock can resolve: late in a long run now_ + remaining / rate rounds to now_.
   const double resolution = std::max(1e-9, 4.0 * std::numeric_limits<double>::epsilon() * now_);
   std::vector<int64_t> done;
-  std::vector<Due> later;
+  std::vector<Due>& later = scratch_due_;
+  later.clear();
   while (NextCompletion() < kNever) {
     const Due d = due_.top();
     Flow& f = flows_.at(d.seq);

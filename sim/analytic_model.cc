@@ -61,14 +61,14 @@ int64_t AnalyticModel::StartFlow(int src, int dst, int64_t bytes, double now) {
   if (now > now_) AdvanceTo(now, &ignored);
   NARROWS_CHECK(ignored.empty()) << "StartFlow skipped deliveries; advance the model first";
   const int64_t id = next_id_++;
-  const auto& route = topology_.Route(src, dst);
+  const Path route = topology_.Route(src, dst);
   const double latency = topology_.PathLatency(src, dst);
-  const double cap = LossCap(Links(route), latency);
+  const double cap = LossCap(route, latency);
   const int pair = src * topology_.num_workers() + dst;
-  const Links ack_route = options_.ack_share > 0.0 ? Links(topology_.Route(dst, src)) : Links();
-  const Links reverse_route = options_.slow_start && options_.queue_s > 0.0 ? Links(topology_.Route(dst, src)) : Links();
+  const Links ack_route = options_.ack_share > 0.0 ? topology_.Route(dst, src) : Links();
+  const Links reverse_route = options_.slow_start && options_.queue_s > 0.0 ? topology_.Route(dst, src) : Links();
   const double bits = std::max(0.0, static_cast<double>(bytes) * 8.0 * options_.wire_bytes_per_byte);
-  Flow flow{id, pair, Links(route), ack_route, reverse_route, bits, 0.0, cap, latency, now};
+  Flow flow{id, pair, route, ack_route, reverse_route, bits, 0.0, cap, latency, now};
   const auto waiting = queued_.find(pair);
   const bool busy = (waiting != queued_.end() && !waiting->second.empty()) || transmitting_.count(pair) > 0;
   if (busy) {

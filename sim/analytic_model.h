@@ -88,16 +88,7 @@ class AnalyticModel : public NetworkModel {
   Stalest StalestFlow() const override;
 
  private:
-  // A route held by the topology (whose routes never move): the links, without a copy per flow.
-  struct Links {
-    const int* first = nullptr;
-    const int* last = nullptr;
-    Links() = default;
-    explicit Links(const std::vector<int>& v) : first(v.data()), last(v.data() + v.size()) {}
-    const int* begin() const { return first; }
-    const int* end() const { return last; }
-    int front() const { return *first; }
-  };
+  using Links = Path;  // a flow's routes: views into the topology's
   struct Flow {
     int64_t id;
     int pair;  // src * workers + dst: flows of one pair transmit in order
@@ -230,6 +221,12 @@ class AnalyticModel : public NetworkModel {
   std::vector<int64_t> seen_;
   int64_t generation_ = 0;
   std::vector<double> capacity_, unfrozen_on_;
+  // Kept between calls so that each event allocates nothing (Reshare, Fill, Completed).
+  std::vector<int> scratch_links_, scratch_frontier_;
+  std::vector<int64_t> scratch_seqs_;
+  std::vector<Flow*> scratch_flows_;
+  std::vector<char> scratch_frozen_;
+  std::vector<Due> scratch_due_;
   std::multimap<double, int64_t> in_flight_;  // transmitted, delivered at key
   std::map<int, Connection> connections_;     // slow_start: by pair
   std::vector<double> queue_bits_;            // queue_s: each link's drop-tail depth

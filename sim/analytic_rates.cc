@@ -47,7 +47,8 @@ void AnalyticModel::Fill(const std::vector<Flow*>& flows, const std::vector<int>
     for (int l : f.ack_route) per_link[static_cast<size_t>(l)] += forward * ack;
   };
   for (const Flow* f : flows) load(*f, 1.0, unfrozen_on_);
-  std::vector<char> frozen(flows.size(), 0);
+  std::vector<char>& frozen = scratch_frozen_;
+  frozen.assign(flows.size(), 0);
   size_t remaining = flows.size();
   while (remaining > 0) {
     double inc = kNever;

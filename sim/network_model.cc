@@ -82,17 +82,22 @@ Topology Topology::Islands(const std::vector<Link>& access, const std::vector<st
     add_pair(wan[k], "wan-up:" + std::to_string(k), "wan-down:" + std::to_string(k));
   }
   const int wan_base = 2 * n;
-  t.routes_.assign(static_cast<size_t>(n * n), {});
+  const auto pairs = static_cast<size_t>(n) * static_cast<size_t>(n);
+  t.route_start_.reserve(pairs + 1);
+  t.route_start_.push_back(0);
+  std::vector<int>& r = t.route_links_;
+  r.reserve(pairs * (islands.empty() ? 2 : 4));
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
-      if (i == j) continue;
-      std::vector<int>& r = t.routes_[i * n + j];
-      r.push_back(2 * i);
-      if (island_of[i] != island_of[j]) {
-        r.push_back(wan_base + 2 * island_of[i]);
-        r.push_back(wan_base + 2 * island_of[j] + 1);
+      if (i != j) {
+        r.push_back(2 * i);
+        if (island_of[i] != island_of[j]) {
+          r.push_back(wan_base + 2 * island_of[i]);
+          r.push_back(wan_base + 2 * island_of[j] + 1);
+        }
+        r.push_back(2 * j + 1);
       }
-      r.push_back(2 * j + 1);
+      t.route_start_.push_back(static_cast<int64_t>(r.size()));
     }
   }
   return t;

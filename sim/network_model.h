@@ -46,6 +46,25 @@ class LossStates : public core::LossStates {
 // n links with the same bandwidth, one-way latency and loss (a uniform star's access links).
 std::vector<Link> UniformLinks(int n, double bandwidth_bps, double latency_s, double loss = 0.0);
 
+// The links a message crosses, in order: a view into its topology's table of routes (valid while
+// the topology lives; no copy per message).
+class Path {
+ public:
+  Path() = default;
+  Path(const int* first, const int* last) : first_(first), last_(last) {}
+  const int* begin() const { return first_; }
+  const int* end() const { return last_; }
+  size_t size() const { return static_cast<size_t>(last_ - first_); }
+  bool empty() const { return first_ == last_; }
+  int front() const { return *first_; }
+  int back() const { return *(last_ - 1); }
+  int operator[](size_t k) const { return first_[k]; }
+
+ private:
+  const int* first_ = nullptr;
+  const int* last_ = nullptr;
+};
+
 // Nodes are workers 0..num_workers-1; a route is the list of links a message crosses. Links 2k and
 // 2k+1 are the two directions of one cable.
 class Topology {
@@ -53,7 +72,10 @@ class Topology {
   int num_workers() const { return num_workers_; }
   const std::vector<Link>& links() const { return links_; }
   std::vector<Link>& mutable_links() { return links_; }
-  const std::vector<int>& Route(int src, int dst) const { return routes_[src * num_workers_ + dst]; }
+  Path Route(int src, int dst) const {
+    const size_t k = static_cast<size_t>(src) * static_cast<size_t>(num_workers_) + static_cast<size_t>(dst);
+    return Path(route_links_.data() + route_start_[k], route_links_.data() + route_start_[k + 1]);
+  }
   // Index of the link named `name`, or -1.
   int FindLink(const std::string& name) const;
   double PathLatency(int src, int dst) const;
@@ -71,7 +93,11 @@ class Topology {
  private:
   int num_workers_ = 0;
   std::vector<Link> links_;
-  std::vector<std::vector<int>> routes_;
+  // Every ordered pair's route, one after another (pair src * num_workers + dst from
+  // route_start_[pair] to route_start_[pair + 1]): two arrays, not a vector per pair, so that
+  // thousands of workers (millions of pairs) cost a few bytes a pair.
+  std::vector<int> route_links_;
+  std::vector<int64_t> route_start_;
 };
 
 struct Delivery {

@@ -33,8 +33,8 @@ std::string TcpTypeName(const std::string& tcp) {
 // bursts): fast-forward never jumps such a connection.
 bool PathHasRandomLoss(const Topology& topology, int i, int j) {
   bool random_loss = false;
-  for (const auto* route : {&topology.Route(i, j), &topology.Route(j, i)}) {
-    for (int l : *route) {
+  for (const Path& route : {topology.Route(i, j), topology.Route(j, i)}) {
+    for (int l : route) {
       const Link& link = topology.links()[static_cast<size_t>(l)];
       random_loss = random_loss || link.loss > 0 || (link.burst.mean_good_s > 0 && link.burst.loss > 0);
     }

@@ -51,7 +51,7 @@ Graph NodesOf(const Topology& t) {
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
       if (i == j) continue;
-      const auto& r = t.Route(i, j);
+      const Path r = t.Route(i, j);
       NARROWS_CHECK(!r.empty()) << "no route from " << i << " to " << j;
       join(i, n + 2 * r.front());
       join(j, n + 2 * r.back() + 1);

@@ -83,7 +83,10 @@ core::Result<std::unique_ptr<EmulatedNetwork>> StartEmulatedNetwork(const core::
     o.links.push_back(e);
   }
   for (int s = 0; s < n; ++s) {
-    for (int d = 0; d < n; ++d) o.routes.push_back(s == d ? std::vector<int>{} : topology.Route(s, d));
+    for (int d = 0; d < n; ++d) {
+      const sim::Path route = topology.Route(s, d);
+      o.routes.emplace_back(route.begin(), route.end());
+    }
   }
   auto emulator = deploy::LinkEmulator::Create(std::move(o), std::move(tuns));
   if (!emulator.ok()) return emulator.status();
