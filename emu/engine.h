@@ -8,7 +8,10 @@
 // anything, so the actor computes for real, under the baton, before its next call. Results are
 // therefore independent of host timing whenever compute time is modelled. The baton passes from
 // actor to actor directly: the thread that gives it up processes the network's due events and
-// wakes the next actor (Dispatch), one thread switch per hand-over.
+// wakes the next actor (Dispatch), one thread switch per hand-over. The next actor and the next
+// deadline come from ordered indexes (O(log n), no scan of the actors). An actor running a
+// size-only plan (Transport::RunSizeOnly) has its steps taken by Dispatch in its place, each when
+// its own call would have run, and its thread is woken once, when the plan is over.
 //
 // A worker waiting for a message that can never come (every other actor finished or waiting too)
 // gets PeerUnavailable instead of hanging. With a stall timeout, a message in transit none of whose
