@@ -59,6 +59,9 @@ def main():
     if device != "cpu":
         return gpu_main(cpp, py, sys.argv[3:] or ["medium", "gpt2-124m"], device)
     presets = sys.argv[3:] or ["tiny", "small"]
+    # The ratios (best, median) measured on 2026-12-02 on a 2-core machine, one run: what the
+    # target of 1.5x was set against.
+    BEFORE = {"tiny": (1.29, 1.26), "small": (1.29, 1.52)}
     threads = int(os.environ.get("THREADS", os.cpu_count()))
     batch = int(os.environ.get("BATCH", 16))
     peak = run([cpp, "gemm", str(threads)])["gemm_gflops"]
@@ -91,9 +94,11 @@ def main():
         label = os.path.basename(preset)
         print(f"{label:10} {params:9d} {max(ours):14.0f} {max(theirs):14.0f} {best:10.2f} "
               f"{median:12.2f} {mfu_c:11.0%} {mfu_p:11.0%}")
-        worst = best if worst is None else min(worst, best)
+        worst = min(best, median) if worst is None else min(worst, best, median)
         narrows_best[label] = max(ours)
-    print(f"target: narrows >= 1.2x PyTorch on every preset; worst ratio (best of rounds) {worst:.2f}")
+        if label in BEFORE:
+            print(f"{'':10} {'before':>9} {'':14} {'':14} {BEFORE[label][0]:10.2f} {BEFORE[label][1]:12.2f}")
+    print(f"target: narrows >= 1.5x PyTorch on every preset, best and median; worst ratio {worst:.2f}")
     if "tiny" in narrows_best and "gpt.pt" in narrows_best:
         # The same GPT twice in narrows: built in, and as its TorchScript twin (goal: within 1.3x).
         print(f"narrows, built-in tiny over its TorchScript twin gpt.pt: "
