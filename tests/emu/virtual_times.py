@@ -115,6 +115,21 @@ def compare(want, got):
     return bad, worst
 
 
+def write_record(got):
+    """One line per run and entry: small diffs when a record is taken again."""
+    with open(RECORD, "w") as f:
+        f.write("{\n")
+        runs = sorted(got)
+        for i, run_key in enumerate(runs):
+            f.write(f" {json.dumps(run_key)}: {{\"sets\": {json.dumps(got[run_key]['sets'])}, \"entries\": {{\n")
+            entries = sorted(got[run_key]["entries"])
+            for j, entry in enumerate(entries):
+                sep = "," if j + 1 < len(entries) else ""
+                f.write(f"  {json.dumps(entry)}: {json.dumps(got[run_key]['entries'][entry])}{sep}\n")
+            f.write(" }}" + ("," if i + 1 < len(runs) else "") + "\n")
+        f.write("}\n")
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[2] not in ("check", "record"):
         sys.exit(__doc__)
@@ -122,9 +137,7 @@ def main():
     recorded = json.load(open(RECORD)) if sys.argv[2] == "check" else {}
     got = collect(narrows, recorded)
     if sys.argv[2] == "record":
-        with open(RECORD, "w") as f:
-            json.dump(got, f, indent=1, sort_keys=True)
-            f.write("\n")
+        write_record(got)
         return
     bad, worst = compare(recorded, got)
     for b in bad:
