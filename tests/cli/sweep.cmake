@@ -1,5 +1,5 @@
 # `narrows sweep`: the cross product runs, results.csv has a row per point and entry with the
-# speed-up over DDP, a second sweep skips finished points, and a bad grid value fails before any
+# speed-up over DDP, -q prints the sweep's tables alone, a second sweep skips finished points, and a bad grid value fails before any
 # point runs. Run by ctest as `cmake -P` with NARROWS and WORK set.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -30,6 +30,11 @@ endif()
 string(FIND "${out}" "speed-up over ddp at equal loss (ddp's time" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "no speed-up table:\n${out}")
+endif()
+# Quiet: the sweep's own tables, not each point's (no point's table nor its folder's lines).
+string(FIND "${out}" "summary.json" at)
+if(NOT at EQUAL -1)
+  message(FATAL_ERROR "sweep -q printed a point's table:\n${out}")
 endif()
 execute_process(COMMAND ${NARROWS} sweep s.yaml -q ${grid} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 WORKING_DIRECTORY ${WORK})

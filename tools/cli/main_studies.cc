@@ -54,7 +54,7 @@ Command AddSweep(CLI::App& app) {
   auto report = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "sweep", "run the scenario over the cross product of --grid axes; resumable; results.csv and speed-ups");
-  args->AddWithQuiet(cmd, "no progress lines");
+  args->AddWithQuiet(cmd, "no progress lines, nor each point's table (the sweep's own tables, and which points were re-timed, stay)");
   args->AddOutput(cmd, "<output.dir>/<name>-sweep");
   args->AddSeeds(cmd);
   auto jobs = std::make_shared<int>(1);

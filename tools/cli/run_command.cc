@@ -433,6 +433,21 @@ core::Status RunScenario(const core::Scenario& sc, const RunOptions& given) {
   const auto before = *use == FolderUse::kSame
                           ? FinishedSummary(run_dir, Entries(sc).size(), static_cast<size_t>(sc.seeds))
                           : std::nullopt;
+  if (!options.tables) {
+    if (!before) {
+      auto summary = sc.seeds == 1 ? RunOneSeed(sc, options) : RunSeeds(sc, options);
+      if (!summary.ok()) return summary.status();
+      // No table, but a point whose losses come from another point's training says so.
+      const auto& results = summary->at("results");
+      if (std::any_of(results.begin(), results.end(), [](const nlohmann::json& r) {
+            return r.contains("retimed_from") || r.contains("not_retimed");
+          })) {
+        std::printf("%s: ", run_dir.c_str());
+        PrintRetimed(*summary);
+      }
+    }
+    return core::Status::Ok();
+  }
   if (before) {
     std::printf("%s: finished before with this scenario (digest %s); its results, not run again (--force runs "
                 "it again):\n",

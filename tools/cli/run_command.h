@@ -31,6 +31,7 @@ double LossAt(const std::vector<Evaluation>& evals, double time_s);
 
 struct RunOptions {
   std::FILE* progress = stderr;  // nullptr = quiet
+  bool tables = true;            // the run's table and folder lines on stdout (a quiet sweep's points: none)
   std::string data_root;         // "" = trainer::DefaultDataRoot()
   bool report = false;           // write <run folder>/report.html at the end
   // Where warm starts are cached (trainer::PrepareWarmStart); "" = <output.dir>/warm_start of the

@@ -158,10 +158,11 @@ std::optional<nlohmann::json> FinishedPoint(const core::Scenario& sc) {
 Status RunPoint(const SweepPlan& plan, const SweepOptions& o, size_t i) {
   RunOptions run;
   run.progress = o.quiet ? nullptr : stderr;
+  run.tables = !o.quiet;
   run.data_root = o.data_root;
   run.keep_training = plan.keep_training[i];
   if (plan.retime_from[i] >= 0) run.retime_from = PointDir(plan.scenarios[static_cast<size_t>(plan.retime_from[i])]);
-  // The table of each point goes to stdout as `narrows run` prints it.
+  // The table of each point goes to stdout as `narrows run` prints it (not with --quiet).
   return RunScenario(plan.scenarios[i], run);
 }
 
